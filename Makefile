@@ -1,0 +1,52 @@
+# tritonwatch: `make demo` runs the whole stack locally, `make test` runs the suite.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DURATION ?= 0
+DEBS := prometheus prometheus-alertmanager chromium
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: venv debs demo test lint typecheck pytest generate bench clean
+
+venv: $(BIN)/tritonwatch
+
+$(BIN)/tritonwatch: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[all,dev]'
+	touch $@
+
+# Debian packages: Prometheus 2.42, promtool, Alertmanager 0.25, amtool, Chromium (report render test).
+debs:
+	@missing=""; \
+	for b in prometheus promtool prometheus-alertmanager amtool chromium; do command -v $$b >/dev/null || missing=1; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages: $(DEBS)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEBS) >/dev/null; \
+	fi
+
+demo: venv debs
+	$(BIN)/tritonwatch demo $(if $(filter-out 0,$(DURATION)),--duration $(DURATION))
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: venv
+	$(BIN)/mypy
+
+pytest: venv debs
+	$(BIN)/pytest -q -ra $(PYTEST_ARGS)
+
+test: venv debs lint typecheck pytest
+
+# Regenerate every committed generated file (rules, Alertmanager config, dashboards, model).
+generate: venv
+	$(BIN)/tritonwatch rules --slo alerts/slo.yaml --out alerts/generated
+	$(BIN)/tritonwatch dashboards --out dashboards/generated
+
+bench: venv debs
+	$(BIN)/python -m bench.run
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -1,0 +1,5 @@
+import sys
+
+from tritonwatch.cli import main
+
+sys.exit(main())

@@ -1,0 +1,294 @@
+"""The one catalog of tritonwatch signals.
+
+Every derived signal is defined here once: its exported name, unit, help text, the Triton series it
+reads and its formula. The sidecar (``exporters/``) evaluates the formula over reset-aware counter
+increases between its own scrapes; ``promql()`` renders the same formula as a Prometheus expression
+that aggregates across replicas (``sum by (model, version, <grouping>)`` of rates, then divided);
+the recording rules (``alerts/``), the dashboards and the capacity report all take their queries
+from here. Nothing else in the project spells a metric name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+# --- label names ------------------------------------------------------------------------------
+MODEL = "model"
+VERSION = "version"
+PHASE = "phase"
+QUANTILE = "quantile"
+GPU_UUID = "gpu_uuid"
+BATCH_SIZE = "batch_size"
+TARGET = "target"
+SOURCE = "source"
+MODEL_KEY = (MODEL, VERSION)
+
+# --- Triton's own series (inputs) ---------------------------------------------------------------
+TRITON_SUCCESS = "nv_inference_request_success"
+TRITON_FAILURE = "nv_inference_request_failure"
+TRITON_INFERENCE_COUNT = "nv_inference_count"
+TRITON_EXEC_COUNT = "nv_inference_exec_count"
+TRITON_PENDING = "nv_inference_pending_request_count"
+TRITON_CACHE_HITS = "nv_cache_num_hits_per_model"
+TRITON_CACHE_MISSES = "nv_cache_num_misses_per_model"
+TRITON_GPU_UTILIZATION = "nv_gpu_utilization"
+TRITON_GPU_MEMORY_USED = "nv_gpu_memory_used_bytes"
+TRITON_GPU_MEMORY_TOTAL = "nv_gpu_memory_total_bytes"
+TRITON_GPU_POWER = "nv_gpu_power_usage"
+TRITON_ENERGY = "nv_energy_consumption"
+# Failures Triton counts that are the client's doing, not the server's: excluded from error ratios.
+CLIENT_FAILURE_REASONS = ("CANCELED",)
+
+PHASES = ("request", "queue", "compute_input", "compute_infer", "compute_output")
+# Histogram phases: the ones an SLO or an operator reads as a distribution.
+HISTOGRAM_PHASES = ("request", "queue", "compute_infer")
+QUANTILES = ("0.5", "0.9", "0.95", "0.99")
+
+
+def triton_duration(phase: str) -> str:
+    """Triton's cumulative duration counter (microseconds) for a phase."""
+    return f"nv_inference_{phase}_duration_us"
+
+
+def triton_summary(phase: str) -> str:
+    """Triton's opt-in latency summary (``summary_latencies=true``) for a phase."""
+    return f"nv_inference_{phase}_summary_us"
+
+
+# --- tritonwatch's exported names ---------------------------------------------------------------
+UP = "tritonwatch_up"
+SCRAPE_DURATION = "tritonwatch_scrape_duration_seconds"
+SCRAPE_ERRORS = "tritonwatch_scrape_errors_total"
+MODEL_READY = "tritonwatch_model_ready"
+MAX_BATCH_SIZE = "tritonwatch_model_max_batch_size"
+REQUEST_RATE = "tritonwatch_model_request_rate"
+ERROR_RATIO = "tritonwatch_model_error_ratio"
+LATENCY = "tritonwatch_model_latency_seconds"
+QUEUE_TIME_RATIO = "tritonwatch_model_queue_time_ratio"
+BATCH_SIZE_MEAN = "tritonwatch_model_batch_size"
+BATCH_EFFICIENCY = "tritonwatch_model_batch_efficiency_ratio"
+CACHE_HIT_RATIO = "tritonwatch_model_cache_hit_ratio"
+PENDING_REQUESTS = "tritonwatch_model_pending_requests"
+LATENCY_QUANTILE = "tritonwatch_model_latency_quantile_seconds"
+LATENCY_SAMPLES = "tritonwatch_model_latency_samples"
+REQUEST_DURATION = "tritonwatch_request_duration_seconds"
+BATCH_EXECUTIONS = "tritonwatch_model_batch_executions_total"
+BATCH_COMPUTE = "tritonwatch_model_batch_compute_seconds_total"
+GPU_UTILIZATION = "tritonwatch_gpu_utilization_ratio"
+GPU_MEMORY_USED_RATIO = "tritonwatch_gpu_memory_used_ratio"
+GPU_POWER = "tritonwatch_gpu_power_watts"
+GPU_TEMPERATURE = "tritonwatch_gpu_temperature_celsius"
+GPU_SM_CLOCK = "tritonwatch_gpu_sm_clock_hertz"
+GPU_XID = "tritonwatch_gpu_last_xid_error"
+MODEL_GPU_BUSY = "tritonwatch_model_gpu_busy_ratio"
+MODEL_ENERGY_PER_INFERENCE = "tritonwatch_model_energy_per_inference_joules"
+PROBE_SUCCESS = "tritonwatch_probe_success"
+PROBE_DURATION = "tritonwatch_probe_duration_seconds"
+TRACE_RATE = "tritonwatch_trace_rate"
+SPANS_RECEIVED = "tritonwatch_spans_received_total"
+SPANS_DROPPED = "tritonwatch_spans_dropped_total"
+
+TARGETS = ("triton", "triton_api", "dcgm")
+
+
+# --- formulas -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Term:
+    """A Triton counter, optionally restricted by label values, optionally scaled."""
+
+    family: str
+    exclude: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    scale: float = 1.0
+
+    def matcher(self) -> str:
+        if not self.exclude:
+            return self.family
+        parts = [f'{label}!~"{"|".join(values)}"' for label, values in self.exclude]
+        return f"{self.family}{{{','.join(parts)}}}"
+
+    def accepts(self, labels: dict[str, str]) -> bool:
+        return not any(labels.get(label, "") in values for label, values in self.exclude)
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One derived per-model signal.
+
+    ``kind``:
+      * ``rate``  -- increase(numerator) / seconds;
+      * ``ratio`` -- increase(numerator) / increase(denominator) (each a sum of terms);
+      * ``gauge`` -- the latest value of ``numerator``'s single term, summed over the model's series.
+    ``record`` is the recording rule that computes the same thing in Prometheus.
+    """
+
+    name: str
+    help: str
+    unit: str  # Grafana unit id; also documents the Prometheus unit suffix
+    kind: str
+    numerator: tuple[Term, ...]
+    denominator: tuple[Term, ...] = ()
+    record: str = ""
+    labels: tuple[tuple[str, str], ...] = ()  # constant labels, e.g. (("phase", "queue"),)
+    subtract: tuple[Term, ...] = ()  # removed from the denominator (cache hits from executed requests)
+    inputs: tuple[str, ...] = field(default=())
+
+    def all_families(self) -> tuple[str, ...]:
+        return tuple(t.family for t in self.numerator + self.denominator + self.subtract)
+
+
+_SUCCESS = Term(TRITON_SUCCESS)
+_SERVER_FAILURE = Term(TRITON_FAILURE, exclude=(("reason", CLIENT_FAILURE_REASONS),))
+_CACHE_HITS = Term(TRITON_CACHE_HITS)
+
+
+def _latency(phase: str) -> Signal:
+    # Queue and request durations include cache hits; compute durations do not, so their mean is
+    # per executed request (successes less cache hits).
+    compute = phase.startswith("compute")
+    return Signal(
+        name=LATENCY,
+        help="Mean time per request in a phase over the window (Triton duration counters / requests).",
+        unit="s",
+        kind="ratio",
+        numerator=(Term(triton_duration(phase), scale=1e-6),),
+        denominator=(_SUCCESS,),
+        subtract=(_CACHE_HITS,) if compute else (),
+        record="model:tritonwatch_latency_seconds:mean5m",
+        labels=((PHASE, phase),),
+    )
+
+
+SIGNALS: tuple[Signal, ...] = (
+    Signal(
+        name=REQUEST_RATE,
+        help="Successful inference requests per second over the window.",
+        unit="reqps",
+        kind="rate",
+        numerator=(_SUCCESS,),
+        record="model:tritonwatch_request_rate:rate5m",
+    ),
+    Signal(
+        name=ERROR_RATIO,
+        help="Failed requests (reason other than CANCELED) over all requests in the window.",
+        unit="percentunit",
+        kind="ratio",
+        numerator=(_SERVER_FAILURE,),
+        denominator=(_SUCCESS, _SERVER_FAILURE),
+        record="model:tritonwatch_error_ratio:rate5m",
+    ),
+    *(_latency(p) for p in PHASES),
+    Signal(
+        name=QUEUE_TIME_RATIO,
+        help="Share of request time spent queued (queue duration / request duration) over the window.",
+        unit="percentunit",
+        kind="ratio",
+        numerator=(Term(triton_duration("queue")),),
+        denominator=(Term(triton_duration("request")),),
+        record="model:tritonwatch_queue_time_ratio:rate5m",
+    ),
+    Signal(
+        name=BATCH_SIZE_MEAN,
+        help="Mean executed batch size (inferences per execution, cache hits excluded) over the window.",
+        unit="short",
+        kind="ratio",
+        numerator=(Term(TRITON_INFERENCE_COUNT),),
+        denominator=(Term(TRITON_EXEC_COUNT),),
+        record="model:tritonwatch_batch_size:mean5m",
+    ),
+    Signal(
+        name=CACHE_HIT_RATIO,
+        help="Response cache hits over cache lookups over the window.",
+        unit="percentunit",
+        kind="ratio",
+        numerator=(Term(TRITON_CACHE_HITS),),
+        denominator=(Term(TRITON_CACHE_HITS), Term(TRITON_CACHE_MISSES)),
+        record="model:tritonwatch_cache_hit_ratio:rate5m",
+    ),
+    Signal(
+        name=PENDING_REQUESTS,
+        help="Requests received by Triton and not yet executing (queued), summed over GPUs.",
+        unit="short",
+        kind="gauge",
+        numerator=(Term(TRITON_PENDING),),
+        record="model:tritonwatch_pending_requests:sum",
+    ),
+)
+
+# Batch efficiency needs the model config (max_batch_size), not only /metrics: defined apart.
+BATCH_EFFICIENCY_RECORD = "model:tritonwatch_batch_efficiency_ratio:mean5m"
+BATCH_EFFICIENCY_HELP = "Mean executed batch size over the model's max_batch_size, over the window."
+MAX_BATCH_SIZE_HELP = "max_batch_size from the model configuration (0: the model does not batch)."
+MODEL_READY_HELP = "1 when the model version is READY in Triton's repository index, else 0."
+
+REQUEST_RATE_RECORD = SIGNALS[0].record
+ERROR_RATIO_RECORD = SIGNALS[1].record
+
+# Families the sidecar must keep from Triton's /metrics (everything else is skipped when parsing).
+TRITON_FAMILIES: frozenset[str] = frozenset(
+    {f for s in SIGNALS for f in s.all_families()}
+    | {TRITON_FAILURE, TRITON_GPU_UTILIZATION, TRITON_GPU_MEMORY_USED, TRITON_GPU_MEMORY_TOTAL}
+    | {TRITON_GPU_POWER, TRITON_ENERGY}
+    | {triton_summary(p) for p in PHASES}
+)
+
+
+def signal(name: str, **labels: str) -> Signal:
+    """Look a signal up by exported name and constant labels (e.g. ``phase="queue"``)."""
+    want = tuple(sorted(labels.items()))
+    for s in SIGNALS:
+        if s.name == name and tuple(sorted(s.labels)) == want:
+            return s
+    raise KeyError(f"no signal {name} {labels}")
+
+
+# --- PromQL rendering ---------------------------------------------------------------------------
+def by_clause(grouping: Sequence[str] = ()) -> str:
+    labels = list(MODEL_KEY) + [g for g in grouping if g not in MODEL_KEY]
+    return ", ".join(labels)
+
+
+def _sum_rate(terms: Sequence[Term], window: str, by: str, selector: str) -> str:
+    parts = []
+    for t in terms:
+        m = t.matcher()
+        if selector:
+            m = m[:-1] + "," + selector + "}" if m.endswith("}") else f"{m}{{{selector}}}"
+        rate = f"sum by ({by}) (rate({m}[{window}]))"
+        if t.scale != 1.0:
+            rate = f"{rate} * {t.scale:g}"
+        parts.append(rate)
+    return " + ".join(parts) if len(parts) == 1 else "(" + " + ".join(parts) + ")"
+
+
+def promql(sig: Signal, window: str = "5m", grouping: Sequence[str] = (), selector: str = "") -> str:
+    """The signal as a PromQL expression aggregated across replicas.
+
+    ``selector`` adds label matchers to every input (e.g. ``model="$model"`` in a dashboard).
+    Missing cache families (models without a cache) make compute-phase means use successes alone.
+    """
+    by = by_clause(grouping)
+    num = _sum_rate(sig.numerator, window, by, selector)
+    if sig.kind == "rate":
+        return num
+    if sig.kind == "gauge":
+        m = sig.numerator[0].family + (f"{{{selector}}}" if selector else "")
+        return f"sum by ({by}) ({m})"
+    den = _sum_rate(sig.denominator, window, by, selector)
+    if sig.subtract:
+        sub = _sum_rate(sig.subtract, window, by, selector)
+        den = f"({den} - ({sub} or {den} * 0))"
+    return f"{num} / {den}"
+
+
+def batch_efficiency_promql(window: str = "5m", grouping: Sequence[str] = (), selector: str = "") -> str:
+    by = by_clause(grouping)
+    sel = f"{{{selector}}}" if selector else ""
+    mean = promql(signal(BATCH_SIZE_MEAN), window, grouping, selector)
+    return f"({mean}) / on ({by}) group_left max by ({by}) ({MAX_BATCH_SIZE}{sel} > 0)"
+
+
+def recorded(record: str, grouping: Sequence[str] = (), selector: str = "", phase: str = "") -> str:
+    """A selector for a recording rule's output series (used by dashboards and the report)."""
+    matchers = [m for m in (selector, f'phase="{phase}"' if phase else "") if m]
+    return record + (f"{{{','.join(matchers)}}}" if matchers else "")

@@ -1,0 +1,100 @@
+"""The ``tritonwatch`` command: one entry point, one module per subcommand.
+
+Each subcommand module exposes ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int`` and keeps
+heavy imports (pandas, grafanalib, tritonclient) inside ``run`` so that ``tritonwatch sidecar``
+starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from typing import Sequence
+
+from tritonwatch.errors import TritonwatchError, UsageError
+
+COMMANDS: dict[str, str] = {
+    "sidecar": "exporters.sidecar",
+    "local-triton": "tritonwatch.local_triton",
+    "load": "tritonwatch.load",
+    "demo": "tritonwatch.demo",
+    "rules": "alerts.generate",
+    "alerts": "alerts.amclient",
+    "dashboards": "dashboards.generate",
+    "report": "reports.report",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so errors stay one line and main() stays testable."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def env_defaults(parser: argparse.ArgumentParser, prefix: str = "TRITONWATCH_") -> None:
+    """Mirror every long flag by an environment variable: ``--otlp-listen`` <- ``TRITONWATCH_OTLP_LISTEN``."""
+    for action in parser._actions:
+        if not action.option_strings or action.dest in ("help",):
+            continue
+        env = prefix + action.dest.upper()
+        if env in os.environ:
+            raw = os.environ[env]
+            if action.nargs == 0:  # store_true flags
+                action.default = raw.lower() in ("1", "true", "yes", "on")
+            else:
+                action.default = action.type(raw) if callable(action.type) else raw
+        if action.help and action.help is not argparse.SUPPRESS:
+            action.help += f" [env {env}]"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tritonwatch", description="Observability and SLOs for NVIDIA Triton.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, module_name in COMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_name.startswith(exc.name):
+                continue  # that part of the product is not installed in this build
+            raise
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        env_defaults(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(args_list)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if not getattr(args, "_run", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args._run(args))
+    except TritonwatchError as exc:
+        print(f"tritonwatch {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

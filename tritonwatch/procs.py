@@ -1,0 +1,152 @@
+"""Child processes that die with their parent, free loopback ports, readiness polling.
+
+Every process tritonwatch starts (Triton and its python stubs, Prometheus, Alertmanager, a sidecar)
+goes through ``Managed``: it runs in its own process group, gets SIGKILL if the parent dies
+(``PR_SET_PDEATHSIG``), and ``stop()`` sends SIGTERM to the whole group, then SIGKILL after a grace
+period, so no stub lingers holding a port.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+from tritonwatch.errors import TritonwatchError
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec: new process group, SIGKILL when the parent dies.
+    os.setpgid(0, 0)
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def http_ok(url: str, timeout: float = 1.0, method: str = "GET") -> bool:
+    try:
+        req = urllib.request.Request(url, method=method)
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return 200 <= int(resp.status) < 300
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str, interval: float = 0.2) -> None:
+    """Poll ``check`` until true or raise after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(interval)
+    raise TritonwatchError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+class Managed:
+    """A started child process group."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        log_path: Path | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_path
+        self._log: IO[bytes] | None = open(log_path, "ab") if log_path else None  # noqa: SIM115
+        out = self._log if self._log else subprocess.DEVNULL
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                env=dict(env) if env is not None else None,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=cwd,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - needed for PDEATHSIG
+            )
+        except OSError as exc:
+            raise TritonwatchError(f"cannot start {name} ({self.argv[0]}): {exc.strerror}") from None
+        log.debug("started %s pid %d: %s", name, self.proc.pid, " ".join(self.argv))
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, lines: int = 20) -> str:
+        if not self.log_path or not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def signal_group(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM the group, wait ``grace`` seconds, then SIGKILL whatever is left of it."""
+        if self.proc.poll() is None:
+            self.signal_group(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                log.warning("%s did not stop in %.0fs; killing its process group", self.name, grace)
+        # Children (python stubs) can outlive the leader: always sweep the group.
+        self.signal_group(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        if self._log:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> Managed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def managed(*procs: Managed) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for p in reversed(procs):
+            p.stop()

@@ -1,0 +1,145 @@
+"""Start a real Prometheus and Alertmanager (Debian binaries) on loopback, with their own data dirs.
+
+Used by ``tritonwatch demo`` and by the tests. Configuration is written by the caller's arguments;
+each server is polled for readiness with a deadline.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from tritonwatch.errors import TritonwatchError
+from tritonwatch.procs import Managed, free_port, http_ok, wait_until
+
+PROMETHEUS_BIN = "prometheus"
+ALERTMANAGER_BIN = "prometheus-alertmanager"
+
+
+def require_binary(name: str) -> str:
+    path = shutil.which(name)
+    if not path:
+        raise TritonwatchError(
+            f"{name} not found on PATH (install the Debian packages: apt-get install prometheus prometheus-alertmanager)"
+        )
+    return path
+
+
+@dataclass
+class ScrapeTarget:
+    job: str
+    address: str  # host:port
+    metrics_path: str = "/metrics"
+    labels: dict[str, str] | None = None
+
+
+def prometheus_config(
+    targets: Sequence[ScrapeTarget],
+    rule_files: Sequence[Path] = (),
+    alertmanager: str | None = None,
+    scrape_interval: str = "1s",
+    evaluation_interval: str = "1s",
+) -> dict[str, object]:
+    jobs: dict[str, list[ScrapeTarget]] = {}
+    for t in targets:
+        jobs.setdefault(t.job, []).append(t)
+    scrape_configs = []
+    for job, ts in jobs.items():
+        scrape_configs.append(
+            {
+                "job_name": job,
+                "metrics_path": ts[0].metrics_path,
+                "static_configs": [{"targets": [t.address], "labels": t.labels or {}} for t in ts],
+            }
+        )
+    cfg: dict[str, object] = {
+        "global": {"scrape_interval": scrape_interval, "evaluation_interval": evaluation_interval},
+        "rule_files": [str(p) for p in rule_files],
+        "scrape_configs": scrape_configs,
+    }
+    if alertmanager:
+        cfg["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
+    return cfg
+
+
+class Prometheus:
+    """A Prometheus server on 127.0.0.1:<port> with its own data directory."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        config: dict[str, object],
+        port: int | None = None,
+        extra_args: Sequence[str] = (),
+        storage: Path | None = None,
+    ) -> None:
+        binary = require_binary(PROMETHEUS_BIN)
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.config_path = workdir / "prometheus.yml"
+        self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        data = storage or workdir / "data"
+        self.proc = Managed(
+            "prometheus",
+            [
+                binary,
+                f"--config.file={self.config_path}",
+                f"--storage.tsdb.path={data}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--web.enable-lifecycle",
+                "--storage.tsdb.retention.time=30d",
+                *extra_args,
+            ],
+            log_path=workdir / "prometheus.log",
+        )
+
+    def wait_ready(self, timeout: float = 60.0) -> Prometheus:
+        def ready() -> bool:
+            if not self.proc.alive():
+                raise TritonwatchError(f"prometheus exited: {self.proc.log_tail(5)}")
+            return http_ok(f"{self.url}/-/ready")
+
+        wait_until(ready, timeout, f"prometheus at {self.url}")
+        return self
+
+    def stop(self) -> None:
+        self.proc.stop()
+
+
+class Alertmanager:
+    """An Alertmanager on 127.0.0.1:<port>, clustering off, with its own storage."""
+
+    def __init__(self, workdir: Path, config_path: Path, port: int | None = None) -> None:
+        binary = require_binary(ALERTMANAGER_BIN)
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.address = f"127.0.0.1:{self.port}"
+        self.proc = Managed(
+            "alertmanager",
+            [
+                binary,
+                f"--config.file={config_path}",
+                f"--storage.path={workdir / 'am-data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--cluster.listen-address=",
+            ],
+            log_path=workdir / "alertmanager.log",
+        )
+
+    def wait_ready(self, timeout: float = 60.0) -> Alertmanager:
+        def ready() -> bool:
+            if not self.proc.alive():
+                raise TritonwatchError(f"alertmanager exited: {self.proc.log_tail(5)}")
+            return http_ok(f"{self.url}/-/ready")
+
+        wait_until(ready, timeout, f"alertmanager at {self.url}")
+        return self
+
+    def stop(self) -> None:
+        self.proc.stop()
