@@ -12,7 +12,7 @@ import importlib
 import logging
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from tritonwatch.errors import TritonwatchError, UsageError
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 LabelSet = tuple[tuple[str, str], ...]
 Samples = dict[str, dict[LabelSet, float]]
@@ -29,7 +29,7 @@ _SAMPLE = re.compile(
     r"[ \t]+(\S+)"  # value
     r"(?:[ \t]+(-?\d+))?[ \t]*$"  # optional timestamp (ms)
 )
-_LABEL = re.compile(rf'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(,|$)')
+_LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(,|$)')
 _META = re.compile(rf"^#[ \t]+(HELP|TYPE)[ \t]+({_NAME})(?:[ \t]+(.*))?$")
 _TYPES = {"counter", "gauge", "histogram", "summary", "untyped"}
 _SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created")

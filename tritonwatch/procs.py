@@ -88,7 +88,7 @@ class Managed:
         self.name = name
         self.argv = list(argv)
         self.log_path = log_path
-        self._log: IO[bytes] | None = open(log_path, "ab") if log_path else None  # noqa: SIM115
+        self._log: IO[bytes] | None = open(log_path, "ab") if log_path else None
         out = self._log if self._log else subprocess.DEVNULL
         try:
             self.proc = subprocess.Popen(
@@ -98,7 +98,7 @@ class Managed:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=cwd,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - needed for PDEATHSIG
+                preexec_fn=_die_with_parent,
             )
         except OSError as exc:
             raise TritonwatchError(f"cannot start {name} ({self.argv[0]}): {exc.strerror}") from None

@@ -1,0 +1,92 @@
+"""The Alertmanager configuration for an ``SLOFile``.
+
+Emits (``alertmanager.yml``)::
+
+    route:            receiver default, group_by [alertname, model, slo, <grouping>]
+      - alertname="Watchdog"  -> watchdog (repeats every minute: a dead man's switch)
+      - severity="page"       -> page
+      - severity="ticket"     -> ticket
+    inhibit_rules:    TritonServerDown mutes per-model alerts (model=~".+") with equal <grouping>;
+                      a page mutes the ticket of the same alertname, slo and model
+    receivers:        default, page, ticket, watchdog: as configured in spec.alertmanager.receivers
+                      (secrets only through *_file fields), otherwise without integrations
+
+Receivers without integrations are valid: alerts still show in Alertmanager's UI and API, and a
+deployment fills them in through the SLO file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from alerts import rules
+from alerts.slo import RECEIVERS, SLOFile
+from tritonwatch import catalog
+
+GROUP_WAIT = "30s"
+GROUP_INTERVAL = "5m"
+REPEAT_INTERVAL = {"page": "1h", "ticket": "12h", "default": "4h", "watchdog": "1m"}
+
+
+def group_by(spec: SLOFile) -> list[str]:
+    return list(dict.fromkeys(["alertname", catalog.MODEL, rules.SLO_LABEL, *spec.grouping]))
+
+
+def route(spec: SLOFile) -> dict[str, Any]:
+    return {
+        "receiver": "default",
+        "group_by": group_by(spec),
+        "group_wait": GROUP_WAIT,
+        "group_interval": GROUP_INTERVAL,
+        "repeat_interval": REPEAT_INTERVAL["default"],
+        "routes": [
+            {
+                "receiver": "watchdog",
+                "matchers": [f'alertname="{rules.WATCHDOG}"'],
+                "group_wait": "0s",
+                "group_interval": "1m",
+                "repeat_interval": REPEAT_INTERVAL["watchdog"],
+            },
+            {
+                "receiver": "page",
+                "matchers": [f'{rules.SEVERITY}="page"'],
+                "repeat_interval": REPEAT_INTERVAL["page"],
+            },
+            {
+                "receiver": "ticket",
+                "matchers": [f'{rules.SEVERITY}="ticket"'],
+                "repeat_interval": REPEAT_INTERVAL["ticket"],
+            },
+        ],
+    }
+
+
+def inhibit_rules(spec: SLOFile) -> list[dict[str, Any]]:
+    # Per-model alerts are aggregated across replicas and carry no instance: the server-down alert
+    # can only be matched to them through the deployment's grouping labels (e.g. cluster).
+    server_down: dict[str, Any] = {
+        "source_matchers": [f'alertname="{rules.SERVER_DOWN}"'],
+        "target_matchers": [f'{catalog.MODEL}=~".+"'],
+    }
+    if spec.grouping:
+        server_down["equal"] = list(spec.grouping)
+    return [
+        server_down,
+        {
+            "source_matchers": [f'{rules.SEVERITY}="page"'],
+            "target_matchers": [f'{rules.SEVERITY}="ticket"'],
+            "equal": ["alertname", rules.SLO_LABEL, catalog.MODEL, *spec.grouping],
+        },
+    ]
+
+
+def receivers(spec: SLOFile) -> list[dict[str, Any]]:
+    out = []
+    for name in RECEIVERS:
+        configured = spec.receivers.get(name, {})
+        out.append({"name": name, **{k: configured[k] for k in sorted(configured)}})
+    return out
+
+
+def config(spec: SLOFile) -> dict[str, Any]:
+    return {"route": route(spec), "inhibit_rules": inhibit_rules(spec), "receivers": receivers(spec)}

@@ -1,0 +1,400 @@
+"""promtool unit tests for the generated rules: for every alert, input series where it must fire
+(with its exact labels and rendered annotations) and series where it must stay quiet.
+
+``test_files(spec)`` returns ``{"tests/slo.test.yml": ..., "tests/operational.test.yml": ...}``,
+each runnable with ``promtool test rules``. The series are built from the same catalog names and
+the same SLO objects as the rules, but the expected values are worked out here, by hand, from the
+inputs: a rule that computes the wrong thing fails its test. (Watchdog has no quiet case: it fires
+always, by design.)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from alerts import rules, windows
+from alerts.slo import SLO, Objective, SLOFile
+from tritonwatch import catalog
+from tritonwatch.errors import UsageError
+
+INTERVAL = "1m"
+RULE_FILES = ("catalog.rules.yml", "slo.rules.yml", "operational.rules.yml")
+TRITON_INSTANCE = "triton:8002"
+SIDECAR_INSTANCE = "sidecar:9450"
+SIDECAR_JOB = "tritonwatch"
+VERSION = "1"
+GPU = "GPU-00000000-0000-0000-0000-000000000000"
+MAX_BATCH = 64
+# Requests per minute in the synthetic traffic (big enough that every ratio is exact to 4 digits).
+RPM = Decimal(1000)
+
+
+@dataclass(frozen=True)
+class Check:
+    eval_time: str
+    alertname: str
+    alerts: tuple[Mapping[str, Mapping[str, str]], ...] = ()  # {"exp_labels":..., "exp_annotations":...}
+
+
+@dataclass
+class Case:
+    name: str
+    series: list[tuple[str, str]] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+
+    def add(self, metric: str, labels: Mapping[str, str], values: str) -> Case:
+        body = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        self.series.append((f"{metric}{{{body}}}", values))
+        return self
+
+    def to_yaml(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "interval": INTERVAL,
+            "input_series": [{"series": s, "values": v} for s, v in self.series],
+            "alert_rule_test": [
+                {
+                    "eval_time": c.eval_time,
+                    "alertname": c.alertname,
+                    "exp_alerts": [dict(a) for a in c.alerts],
+                }
+                for c in self.checks
+            ],
+        }
+
+
+class _Concrete(dict[str, str]):
+    """Placeholder values for expected texts: a label the alert lacks renders as "" (missingkey=zero)."""
+
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+def expected(
+    spec: SLOFile,
+    alert: str,
+    labels: Mapping[str, str],
+    values: Mapping[str, str],
+    texts_key: str | None = None,
+) -> dict[str, dict[str, str]]:
+    """The alert as promtool must see it: labels, and annotations rendered with ``values``."""
+    texts = rules.TEXTS[texts_key or alert]
+    fill = _Concrete(labels)
+    if alert in rules.FOR:
+        fill["hold"] = rules.FOR[alert]
+    fill.update(values)
+    return {
+        "exp_labels": dict(sorted(labels.items())),
+        "exp_annotations": {
+            "description": rules.render(texts.description, fill),
+            "runbook_url": rules.runbook_url(spec, alert),
+            "summary": rules.render(texts.summary, fill),
+        },
+    }
+
+
+def pct(ratio: Decimal | float) -> str:
+    """``humanizePercentage`` as Prometheus renders it (``%.4g%%`` of ratio * 100)."""
+    return f"{float(ratio) * 100:.4g}%"
+
+
+def counter(per_minute: Decimal | float, samples: int) -> str:
+    """promtool expanding notation for a counter growing by ``per_minute`` each sample."""
+    step = format(Decimal(str(per_minute)).normalize(), "f")
+    return f"0+{step}x{samples}"
+
+
+def gauge(value: Decimal | float, samples: int) -> str:
+    return f"{format(Decimal(str(value)).normalize(), 'f')}x{samples}"
+
+
+def test_job(spec: SLOFile) -> str:
+    """A job value the configured ``up`` matcher selects (it is a regular expression)."""
+    for candidate in (spec.up_job, spec.up_job.split("|")[0], "triton"):
+        if re.fullmatch(spec.up_job, candidate):
+            return candidate
+    raise UsageError(f"spec.up_job: cannot find a job name that {spec.up_job!r} matches for the promtool tests")
+
+
+def _group(spec: SLOFile) -> dict[str, str]:
+    return {g: f"test-{g}" for g in spec.grouping}
+
+
+def triton_labels(spec: SLOFile, model: str, **extra: str) -> dict[str, str]:
+    return {
+        "instance": TRITON_INSTANCE,
+        "job": test_job(spec),
+        catalog.MODEL: model,
+        catalog.VERSION: VERSION,
+        **_group(spec),
+        **extra,
+    }
+
+
+def sidecar_labels(spec: SLOFile, **extra: str) -> dict[str, str]:
+    return {"instance": SIDECAR_INSTANCE, "job": SIDECAR_JOB, **_group(spec), **extra}
+
+
+# --- SLO burn-rate and no-data cases ------------------------------------------------------------
+def _burn_factors(spec: SLOFile) -> tuple[Decimal, Decimal]:
+    """A burn rate that opens a ticket but never pages: between the largest ticket factor and the
+    smallest page factor."""
+    ticket = max(w.scaled(spec.window) for w in windows.for_severity("ticket"))
+    page = min(w.scaled(spec.window) for w in windows.for_severity("page"))
+    return Decimal(str(round((ticket + page) / 2, 1))), Decimal("0.5")
+
+
+def _traffic(spec: SLOFile, case: Case, obj: Objective, bad_per_minute: Decimal, samples: int) -> Case:
+    """RPM requests a minute for the objective's model, ``bad_per_minute`` of them bad."""
+    model = obj.model
+    if obj.kind == "availability":
+        case.add(catalog.TRITON_SUCCESS, triton_labels(spec, model), counter(RPM - bad_per_minute, samples))
+        case.add(catalog.TRITON_FAILURE, triton_labels(spec, model, reason="BACKEND"), counter(bad_per_minute, samples))
+        case.add(catalog.TRITON_FAILURE, triton_labels(spec, model, reason="CANCELED"), counter(0, samples))
+    else:
+        lat = spec.slo_for(model).latency
+        assert lat is not None
+        le = repr(lat.threshold)
+        hist = sidecar_labels(spec, **{catalog.MODEL: model, catalog.VERSION: VERSION, catalog.PHASE: "request"})
+        case.add(f"{catalog.REQUEST_DURATION}_bucket", {**hist, "le": le}, counter(RPM - bad_per_minute, samples))
+        case.add(f"{catalog.REQUEST_DURATION}_bucket", {**hist, "le": "+Inf"}, counter(RPM, samples))
+        case.add(f"{catalog.REQUEST_DURATION}_count", hist, counter(RPM, samples))
+        case.add(catalog.TRITON_SUCCESS, triton_labels(spec, model), counter(RPM, samples))
+    return case
+
+
+def _burn_alert(spec: SLOFile, obj: Objective, severity: str, burn: str) -> dict[str, dict[str, str]]:
+    labels = {rules.SEVERITY: severity, rules.SLO_LABEL: obj.name, catalog.MODEL: obj.model, **_group(spec)}
+    values = {**rules.burn_texts(spec, obj), "value_x": burn, "budget_left": "0%"}
+    return expected(spec, rules.BURN, labels, values)
+
+
+def burn_cases(spec: SLOFile, obj: Objective) -> list[Case]:
+    ticket_burn, quiet_burn = _burn_factors(spec)
+    out = []
+    # All requests bad: every window's error ratio is 1, the burn rate 1 / budget.
+    full = _traffic(spec, Case(f"{obj.name}: total outage pages (and tickets)"), obj, RPM, 30)
+    full_burn = f"{float(1 / obj.budget):.1f}"
+    full.checks.append(
+        Check(
+            "10m",
+            rules.BURN,
+            (_burn_alert(spec, obj, "page", full_burn), _burn_alert(spec, obj, "ticket", full_burn)),
+        )
+    )
+    out.append(full)
+    slow = Case(f"{obj.name}: steady {ticket_burn}x burn opens a ticket and never pages")
+    _traffic(spec, slow, obj, RPM * obj.budget * ticket_burn, 180)
+    for t in ("30m", "3h"):
+        slow.checks.append(Check(t, rules.BURN, (_burn_alert(spec, obj, "ticket", f"{ticket_burn:.1f}"),)))
+    out.append(slow)
+    quiet = Case(f"{obj.name}: {quiet_burn}x burn fires nothing")
+    _traffic(spec, quiet, obj, RPM * obj.budget * quiet_burn, 180)
+    quiet.checks += [Check("10m", rules.BURN), Check("3h", rules.BURN)]
+    out.append(quiet)
+    if obj.kind == "availability":
+        canceled = Case(f"{obj.name}: requests the client canceled are not errors")
+        canceled.add(catalog.TRITON_SUCCESS, triton_labels(spec, obj.model), counter(RPM / 2, 30))
+        canceled.add(catalog.TRITON_FAILURE, triton_labels(spec, obj.model, reason="BACKEND"), counter(0, 30))
+        canceled.add(catalog.TRITON_FAILURE, triton_labels(spec, obj.model, reason="CANCELED"), counter(RPM / 2, 30))
+        canceled.checks.append(Check("10m", rules.BURN))
+        out.append(canceled)
+    else:
+        lat = spec.slo_for(obj.model).latency
+        assert lat is not None
+        # Every sampled request slow, but fewer samples in any window than min_samples.
+        per_minute = Decimal(lat.min_samples - 1) / Decimal(180 * 1.2)
+        sparse = Case(f"{obj.name}: fewer than {lat.min_samples} samples per window never fire")
+        hist = sidecar_labels(spec, **{catalog.MODEL: obj.model, catalog.VERSION: VERSION, catalog.PHASE: "request"})
+        sparse.add(f"{catalog.REQUEST_DURATION}_bucket", {**hist, "le": repr(lat.threshold)}, counter(0, 180))
+        sparse.add(f"{catalog.REQUEST_DURATION}_count", hist, counter(per_minute.quantize(Decimal("0.0001")), 180))
+        sparse.checks += [Check("10m", rules.BURN), Check("3h", rules.BURN)]
+        out.append(sparse)
+    return out
+
+
+def nodata_cases(spec: SLOFile, obj: Objective) -> list[Case]:
+    if obj.kind != "latency":
+        return []
+    values = rules.nodata_texts(spec)
+    base = {rules.SEVERITY: "ticket", rules.SLO_LABEL: obj.name, catalog.MODEL: obj.model}
+    hist = sidecar_labels(spec, **{catalog.MODEL: obj.model, catalog.VERSION: VERSION, catalog.PHASE: "request"})
+
+    absent = Case(f"{obj.name}: no latency histogram at all raises TritonSLONoData")
+    absent.add(catalog.TRITON_SUCCESS, triton_labels(spec, obj.model), counter(RPM, 40))
+    absent_labels = {**base, catalog.PHASE: "request"}
+    absent.checks.append(Check("30m", rules.NO_DATA, (expected(spec, rules.NO_DATA, absent_labels, values),)))
+
+    frozen = Case(f"{obj.name}: traffic without new samples raises TritonSLONoData")
+    frozen.add(catalog.TRITON_SUCCESS, triton_labels(spec, obj.model), counter(RPM, 40))
+    frozen.add(f"{catalog.REQUEST_DURATION}_count", hist, gauge(50, 40))
+    frozen_labels = {**base, **_group(spec)}
+    frozen.checks.append(Check("30m", rules.NO_DATA, (expected(spec, rules.NO_DATA, frozen_labels, values),)))
+
+    quiet = Case(f"{obj.name}: sampled latencies keep TritonSLONoData quiet")
+    quiet.add(catalog.TRITON_SUCCESS, triton_labels(spec, obj.model), counter(RPM, 40))
+    quiet.add(f"{catalog.REQUEST_DURATION}_count", hist, counter(60, 40))
+    quiet.checks.append(Check("30m", rules.NO_DATA))
+    return [absent, frozen, quiet]
+
+
+# --- operational cases --------------------------------------------------------------------------
+def _model_alert_labels(spec: SLOFile, model: str) -> dict[str, str]:
+    return {rules.SEVERITY: "ticket", catalog.MODEL: model, catalog.VERSION: VERSION, **_group(spec)}
+
+
+def _between(limit: float, upper: bool) -> Decimal:
+    """A ratio clearly past ``limit``: halfway to 1 (upper) or to 0."""
+    d = Decimal(str(limit))
+    return ((d + 1) / 2) if upper else (d / 2)
+
+
+def queue_cases(spec: SLOFile, slo: SLO) -> list[Case]:
+    if slo.queue_time_ratio_max is None:
+        return []
+    out = []
+    for fire, ratio in ((True, _between(slo.queue_time_ratio_max, True)), (False, _between(slo.queue_time_ratio_max, False))):
+        c = Case(f"{slo.model}: queue time {pct(ratio)} of request time {'fires' if fire else 'is quiet'}")
+        request_us = Decimal(1_000_000)
+        labels = triton_labels(spec, slo.model)
+        c.add(catalog.triton_duration("request"), labels, counter(request_us, 40))
+        c.add(catalog.triton_duration("queue"), labels, counter(request_us * ratio, 40))
+        values = {**rules.operational_texts(spec, rules.QUEUE_TIME_HIGH, slo), "value_pct": pct(ratio)}
+        alerts = (expected(spec, rules.QUEUE_TIME_HIGH, _model_alert_labels(spec, slo.model), values),) if fire else ()
+        c.checks.append(Check("30m", rules.QUEUE_TIME_HIGH, alerts))
+        out.append(c)
+    return out
+
+
+def batch_cases(spec: SLOFile, slo: SLO) -> list[Case]:
+    if slo.batch_efficiency_min is None:
+        return []
+    out = []
+    for fire, eff in ((True, _between(slo.batch_efficiency_min, False)), (False, _between(slo.batch_efficiency_min, True))):
+        c = Case(f"{slo.model}: batch efficiency {pct(eff)} {'fires' if fire else 'is quiet'}")
+        executions = Decimal(10)
+        c.add(catalog.TRITON_EXEC_COUNT, triton_labels(spec, slo.model), counter(executions, 50))
+        c.add(catalog.TRITON_INFERENCE_COUNT, triton_labels(spec, slo.model), counter(executions * MAX_BATCH * eff, 50))
+        sidecar = sidecar_labels(spec, **{catalog.MODEL: slo.model, catalog.VERSION: VERSION})
+        c.add(catalog.MAX_BATCH_SIZE, sidecar, gauge(MAX_BATCH, 50))
+        values = {**rules.operational_texts(spec, rules.BATCH_EFFICIENCY_LOW, slo), "value_pct": pct(eff)}
+        alerts = (expected(spec, rules.BATCH_EFFICIENCY_LOW, _model_alert_labels(spec, slo.model), values),) if fire else ()
+        c.checks.append(Check("45m", rules.BATCH_EFFICIENCY_LOW, alerts))
+        out.append(c)
+    return out
+
+
+def cache_cases(spec: SLOFile, slo: SLO) -> list[Case]:
+    if slo.cache_hit_ratio_min is None:
+        return []
+    out = []
+    for fire, ratio in ((True, _between(slo.cache_hit_ratio_min, False)), (False, _between(slo.cache_hit_ratio_min, True))):
+        c = Case(f"{slo.model}: cache hit ratio {pct(ratio)} {'fires' if fire else 'is quiet'}")
+        c.add(catalog.TRITON_CACHE_HITS, triton_labels(spec, slo.model), counter(RPM * ratio, 50))
+        c.add(catalog.TRITON_CACHE_MISSES, triton_labels(spec, slo.model), counter(RPM * (1 - ratio), 50))
+        values = {**rules.operational_texts(spec, rules.CACHE_HIT_RATIO_LOW, slo), "value_pct": pct(ratio)}
+        alerts = (expected(spec, rules.CACHE_HIT_RATIO_LOW, _model_alert_labels(spec, slo.model), values),) if fire else ()
+        c.checks.append(Check("45m", rules.CACHE_HIT_RATIO_LOW, alerts))
+        out.append(c)
+    return out
+
+
+def server_cases(spec: SLOFile) -> list[Case]:
+    job = test_job(spec)
+    up = {"instance": TRITON_INSTANCE, "job": job, **_group(spec)}
+    values = rules.operational_texts(spec, rules.SERVER_DOWN)
+    down = Case("Triton target down pages").add("up", up, "1x5 0x20")
+    down.checks += [
+        Check("4m", rules.SERVER_DOWN),
+        Check("15m", rules.SERVER_DOWN, (expected(spec, rules.SERVER_DOWN, {**up, rules.SEVERITY: "page"}, values),)),
+    ]
+    absent = Case("no Triton target at all pages").add(catalog.UP, sidecar_labels(spec, target="triton"), gauge(1, 20))
+    absent_alert = expected(spec, rules.SERVER_DOWN, {rules.SEVERITY: "page"}, values, rules.SERVER_ABSENT_TEXTS)
+    absent.checks.append(Check("10m", rules.SERVER_DOWN, (absent_alert,)))
+    healthy = Case("Triton target up is quiet").add("up", up, gauge(1, 20))
+    healthy.checks.append(Check("15m", rules.SERVER_DOWN))
+    return [down, absent, healthy]
+
+
+def ready_cases(spec: SLOFile) -> list[Case]:
+    model = "any_model"
+    labels = sidecar_labels(spec, **{catalog.MODEL: model, catalog.VERSION: VERSION})
+    down = Case("a model version that is not READY").add(catalog.MODEL_READY, labels, "1x5 0x20")
+    exp_labels = {catalog.MODEL: model, catalog.VERSION: VERSION, "instance": SIDECAR_INSTANCE}
+    exp_labels.update({**_group(spec), rules.SEVERITY: "ticket"})
+    down.checks.append(Check("15m", rules.MODEL_NOT_READY, (expected(spec, rules.MODEL_NOT_READY, exp_labels, {}),)))
+    ready = Case("a READY model version is quiet").add(catalog.MODEL_READY, labels, gauge(1, 20))
+    ready.checks.append(Check("15m", rules.MODEL_NOT_READY))
+    return [down, ready]
+
+
+def gpu_cases(spec: SLOFile) -> list[Case]:
+    labels = sidecar_labels(spec, gpu_uuid=GPU)
+    out = []
+    for fire, ratio in ((True, _between(spec.gpu_memory_used_max, True)), (False, _between(spec.gpu_memory_used_max, False))):
+        c = Case(f"GPU memory {pct(ratio)} used {'fires' if fire else 'is quiet'}")
+        c.add(catalog.GPU_MEMORY_USED_RATIO, labels, gauge(ratio, 20))
+        values = {**rules.operational_texts(spec, rules.GPU_MEMORY_NEAR_FULL), "value_pct": pct(ratio)}
+        alerts = (expected(spec, rules.GPU_MEMORY_NEAR_FULL, {**labels, rules.SEVERITY: "ticket"}, values),) if fire else ()
+        c.checks.append(Check("15m", rules.GPU_MEMORY_NEAR_FULL, alerts))
+        out.append(c)
+    xid = Case("an XID error fires").add(catalog.GPU_XID, labels, "0x5 79x10")
+    xid_alert = expected(spec, rules.GPU_XID, {**labels, rules.SEVERITY: "ticket"}, {"value": "79"})
+    xid.checks += [Check("3m", rules.GPU_XID), Check("8m", rules.GPU_XID, (xid_alert,))]
+    no_xid = Case("no XID error is quiet").add(catalog.GPU_XID, labels, gauge(0, 15))
+    no_xid.checks.append(Check("10m", rules.GPU_XID))
+    return [*out, xid, no_xid]
+
+
+def sidecar_cases(spec: SLOFile) -> list[Case]:
+    up_triton = {"instance": TRITON_INSTANCE, "job": test_job(spec), **_group(spec)}
+    gone = Case("no sidecar series at all").add("up", up_triton, gauge(1, 20))
+    gone_alert = expected(spec, rules.SIDECAR_DOWN, {rules.SEVERITY: "ticket"}, rules.operational_texts(spec, rules.SIDECAR_DOWN))
+    gone.checks.append(Check("10m", rules.SIDECAR_DOWN, (gone_alert,)))
+
+    labels = sidecar_labels(spec, target="triton")
+    exp = {"instance": SIDECAR_INSTANCE, catalog.TARGET: "triton", **_group(spec), rules.SEVERITY: "ticket"}
+    stale_values = rules.operational_texts(spec, rules.SIDECAR_STALE)
+    failing = Case("the sidecar cannot scrape Triton")
+    failing.add(catalog.UP, labels, "1x5 0x20").add(catalog.SCRAPE_DURATION, labels, "0.01+0.001x25")
+    failing.checks.append(Check("15m", rules.SIDECAR_STALE, (expected(spec, rules.SIDECAR_STALE, exp, stale_values),)))
+    stuck = Case("the sidecar stopped scraping Triton")
+    stuck.add(catalog.UP, labels, gauge(1, 25)).add(catalog.SCRAPE_DURATION, labels, "0.01+0.001x5 0.015x20")
+    stuck.checks.append(Check("17m", rules.SIDECAR_STALE, (expected(spec, rules.SIDECAR_STALE, exp, stale_values),)))
+    healthy = Case("a healthy sidecar is quiet")
+    healthy.add(catalog.UP, labels, gauge(1, 25)).add(catalog.SCRAPE_DURATION, labels, "0.01+0.001x25")
+    healthy.checks += [Check("15m", rules.SIDECAR_STALE), Check("15m", rules.SIDECAR_DOWN)]
+    return [gone, failing, stuck, healthy]
+
+
+def watchdog_cases(spec: SLOFile) -> list[Case]:
+    c = Case("Watchdog always fires").add("up", {"instance": TRITON_INSTANCE, "job": test_job(spec)}, gauge(1, 5))
+    c.checks.append(Check("1m", rules.WATCHDOG, (expected(spec, rules.WATCHDOG, {rules.SEVERITY: "none"}, {}),)))
+    return [c]
+
+
+# --- files --------------------------------------------------------------------------------------
+def _file(cases: list[Case]) -> dict[str, Any]:
+    return {
+        "rule_files": [f"../{f}" for f in RULE_FILES],
+        "evaluation_interval": INTERVAL,
+        "tests": [c.to_yaml() for c in cases],
+    }
+
+
+def test_files(spec: SLOFile) -> dict[str, dict[str, Any]]:
+    slo_cases: list[Case] = []
+    for obj in sorted(spec.objectives(), key=lambda o: o.name):
+        slo_cases += burn_cases(spec, obj) + nodata_cases(spec, obj)
+    ops: list[Case] = server_cases(spec) + ready_cases(spec)
+    for slo in sorted(spec.slos, key=lambda s: s.model):
+        ops += queue_cases(spec, slo) + batch_cases(spec, slo) + cache_cases(spec, slo)
+    ops += gpu_cases(spec) + sidecar_cases(spec) + watchdog_cases(spec)
+    files = {"tests/operational.test.yml": _file(ops)}
+    if slo_cases:
+        files["tests/slo.test.yml"] = _file(slo_cases)
+    return dict(sorted(files.items()))

@@ -1,0 +1,513 @@
+"""Prometheus rules from an ``SLOFile``, as a chain of small named steps.
+
+``rule_files(spec)`` returns ``{file name: {"groups": [...]}}``:
+
+* ``catalog.rules.yml`` -- ``catalog_rules``: one recording rule per catalog signal (and batch
+  efficiency), ``sum by (model, version, <grouping>)`` of rates, then divided, e.g.
+  ``model:tritonwatch_queue_time_ratio:rate5m``.
+* ``slo.rules.yml`` -- one group per SLO: ``sli_rules`` (``slo:sli_error:ratio_rate<window>`` for
+  5m, 30m, 1h, 2h, 6h, 1d, 3d and the SLO window, labels ``slo``, ``model``, grouping),
+  ``budget_rules`` (``slo:objective:ratio``, ``slo:error_budget_remaining:ratio``), ``burn_alerts``
+  (``TritonSLOErrorBudgetBurn``, one rule per severity) and ``nodata_alerts`` (``TritonSLONoData``).
+* ``operational.rules.yml`` -- ``operational_alerts``: server down, model not ready, queue time,
+  batch efficiency, cache hit ratio, GPU memory, XID, sidecar down and stale, Watchdog.
+
+``add_runbook_links`` runs last and gives every alert its ``runbook_url``.
+
+Alert texts are Python format strings over placeholders (``{model}``, ``{value_pct}``...): the rules
+fill them with Go template snippets, the promtool tests (``alerts/promtests.py``) with the values
+they expect, so the tests prove the rendered text too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from alerts import windows
+from alerts.slo import SLO, Objective, SLOFile
+from tritonwatch import catalog
+
+Rule = dict[str, Any]
+Group = dict[str, Any]
+
+# --- names (the SLO side of the catalog) ------------------------------------------------------
+SLO_LABEL = "slo"
+SEVERITY = "severity"
+SLI_ERROR_RECORD = "slo:sli_error:ratio_rate{window}"
+OBJECTIVE_RECORD = "slo:objective:ratio"
+BUDGET_REMAINING_RECORD = "slo:error_budget_remaining:ratio"
+
+BURN = "TritonSLOErrorBudgetBurn"
+NO_DATA = "TritonSLONoData"
+SERVER_DOWN = "TritonServerDown"
+MODEL_NOT_READY = "TritonModelNotReady"
+QUEUE_TIME_HIGH = "TritonModelQueueTimeHigh"
+BATCH_EFFICIENCY_LOW = "TritonModelBatchEfficiencyLow"
+CACHE_HIT_RATIO_LOW = "TritonModelCacheHitRatioLow"
+GPU_MEMORY_NEAR_FULL = "TritonGPUMemoryNearFull"
+GPU_XID = "TritonGPUXidError"
+SIDECAR_DOWN = "TritonwatchSidecarDown"
+SIDECAR_STALE = "TritonwatchSidecarStale"
+WATCHDOG = "Watchdog"
+# TritonServerDown has two rules (a target down, no target at all) with texts of their own.
+SERVER_ABSENT_TEXTS = "TritonServerDown/absent"
+
+ALERTS = (
+    BURN,
+    NO_DATA,
+    SERVER_DOWN,
+    MODEL_NOT_READY,
+    QUEUE_TIME_HIGH,
+    BATCH_EFFICIENCY_LOW,
+    CACHE_HIT_RATIO_LOW,
+    GPU_MEMORY_NEAR_FULL,
+    GPU_XID,
+    SIDECAR_DOWN,
+    SIDECAR_STALE,
+    WATCHDOG,
+)
+
+# Windows and holds of the operational alerts (the SLO alerts take theirs from alerts/windows.py).
+NO_DATA_ABSENT = "15m"
+NO_DATA_TRAFFIC_WINDOW = "1h"
+STALE_WINDOW = "5m"
+FOR = {
+    NO_DATA: "10m",
+    SERVER_DOWN: "3m",
+    MODEL_NOT_READY: "5m",
+    QUEUE_TIME_HIGH: "15m",
+    BATCH_EFFICIENCY_LOW: "30m",
+    CACHE_HIT_RATIO_LOW: "30m",
+    GPU_MEMORY_NEAR_FULL: "10m",
+    SIDECAR_DOWN: "5m",
+    SIDECAR_STALE: "5m",
+}
+
+# Go template snippets for the value placeholders; label placeholders become {{ $labels.<name> }}.
+GO_VALUES = {
+    "value": "{{ $value }}",
+    "value_pct": "{{ $value | humanizePercentage }}",
+    "value_x": '{{ $value | printf "%.1f" }}',
+}
+
+
+# --- alert texts --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Texts:
+    summary: str
+    description: str
+
+
+TEXTS: dict[str, Texts] = {
+    BURN: Texts(
+        "{model} is burning its {slo} error budget {value_x}x too fast",
+        "{model} is spending the error budget of SLO {slo} ({objective}% {kind} over {window}) "
+        "{value_x} times as fast as the objective allows; {budget_left} of the budget is left.",
+    ),
+    NO_DATA: Texts(
+        "No latency samples for {model}: the {slo} SLI is blind",
+        "The latency SLI {slo} has no sampled requests for {model}: no {histogram} series for "
+        "{absent}, or none added over {traffic_window} while Triton served requests. Check that "
+        "Triton's traces reach the sidecar (--otlp-listen, --trace-rate).",
+    ),
+    SERVER_DOWN: Texts(
+        "Triton target {instance} is down",
+        "Prometheus has failed to scrape Triton target {instance} (job {job}) for {hold}; its "
+        "models are unavailable or unobserved.",
+    ),
+    SERVER_ABSENT_TEXTS: Texts(
+        "No Triton target is being scraped",
+        "Prometheus has had no up series matching {up_job} for {hold}: every Triton target is gone "
+        "from service discovery, or the job matcher in the SLO file (spec.up_job) is wrong.",
+    ),
+    MODEL_NOT_READY: Texts(
+        "Model {model} version {version} is not ready on {instance}",
+        "Triton's repository index reports {model} version {version} as not READY on {instance} "
+        "for {hold}; requests to it fail.",
+    ),
+    QUEUE_TIME_HIGH: Texts(
+        "{model} version {version} spends {value_pct} of request time queued",
+        "Requests to {model} version {version} spent {value_pct} of their time waiting in the "
+        "queue over 5m for {hold} (objective: at most {limit}).",
+    ),
+    BATCH_EFFICIENCY_LOW: Texts(
+        "{model} version {version} batch efficiency is {value_pct}",
+        "Executed batches of {model} version {version} filled {value_pct} of max_batch_size over "
+        "5m for {hold} (objective: at least {limit}).",
+    ),
+    CACHE_HIT_RATIO_LOW: Texts(
+        "{model} version {version} cache hit ratio is {value_pct}",
+        "The response cache of {model} version {version} answered {value_pct} of lookups over 5m "
+        "for {hold} (objective: at least {limit}).",
+    ),
+    GPU_MEMORY_NEAR_FULL: Texts(
+        "GPU {gpu_uuid} on {instance} memory is {value_pct} used",
+        "GPU {gpu_uuid} on {instance} has used {value_pct} of its memory for {hold} (threshold "
+        "{limit}); loading another model instance may fail.",
+    ),
+    GPU_XID: Texts(
+        "GPU {gpu_uuid} on {instance} reported XID error {value}",
+        "DCGM reports XID error {value} on GPU {gpu_uuid} ({instance}); the GPU may need a reset.",
+    ),
+    SIDECAR_DOWN: Texts(
+        "No tritonwatch sidecar is reporting",
+        "Prometheus holds no {up} series: no tritonwatch sidecar has been scraped for {hold}; "
+        "derived signals, readiness and GPU alerts are blind.",
+    ),
+    SIDECAR_STALE: Texts(
+        "tritonwatch sidecar {instance} has stale data for {target}",
+        "The sidecar at {instance} could not scrape its {target} target, or stopped scraping it "
+        "(its scrape duration did not change over {stale_window}), for {hold}.",
+    ),
+    WATCHDOG: Texts(
+        "Alerting pipeline heartbeat",
+        "Always firing: proves that Prometheus evaluates rules and Alertmanager delivers. Route it "
+        "to a dead man's switch that pages when it stops.",
+    ),
+}
+
+
+class _GoVars(dict[str, str]):
+    """Placeholder values for rules: unknown names are label references."""
+
+    def __missing__(self, key: str) -> str:
+        return "{{ $labels.%s }}" % key  # noqa: UP031 -- braces would need escaping in an f-string
+
+
+def render(text: str, values: Mapping[str, str]) -> str:
+    return text.format_map(values)
+
+
+def _go_vars(fixed: Mapping[str, str]) -> _GoVars:
+    out = _GoVars(GO_VALUES)
+    out.update(fixed)
+    return out
+
+
+# --- PromQL helpers -----------------------------------------------------------------------------
+def _by(spec: SLOFile, *labels: str) -> str:
+    return ", ".join(dict.fromkeys([*labels, *spec.grouping]))
+
+
+def _select(metric: str, *matchers: str) -> str:
+    """``metric`` (possibly with a selector already) plus ``matchers``."""
+    ms = [m for m in matchers if m]
+    if not ms:
+        return metric
+    if metric.endswith("}"):
+        return metric[:-1] + "," + ",".join(ms) + "}"
+    return f"{metric}{{{','.join(ms)}}}"
+
+
+def _sum_rate(terms: Sequence[catalog.Term], window: str, by: str, selector: str) -> str:
+    parts = [f"sum by ({by}) (rate({_select(t.matcher(), selector)}[{window}]))" for t in terms]
+    return parts[0] if len(parts) == 1 else "(" + " + ".join(parts) + ")"
+
+
+def _model(model: str) -> str:
+    return f'{catalog.MODEL}="{model}"'
+
+
+def _num(d: Decimal | float) -> str:
+    """A number as rules print it: no float noise, no exponent (0.001, 13.44, 0.9333)."""
+    text = format(Decimal(str(d)).normalize(), "f")
+    return text
+
+
+def le_matcher(threshold: float) -> str:
+    """Bucket ``le`` values as the Python (``0.05``, ``1.0``) and Go (``1``) clients print them."""
+    forms = dict.fromkeys([repr(float(threshold)), f"{threshold:g}"])
+    return 'le=~"' + "|".join(f.replace(".", "\\\\.") for f in forms) + '"'
+
+
+def _request_phase() -> str:
+    return f'{catalog.PHASE}="request"'
+
+
+# --- step 1: the catalog's recording rules ------------------------------------------------------
+CATALOG_WINDOW = "5m"
+
+
+def catalog_rules(spec: SLOFile) -> list[Group]:
+    """``model:tritonwatch_*:rate5m`` for every catalog signal, across replicas."""
+    rules: list[Rule] = []
+    for sig in catalog.SIGNALS:
+        rule: Rule = {"record": sig.record, "expr": catalog.promql(sig, CATALOG_WINDOW, spec.grouping)}
+        if sig.labels:
+            rule["labels"] = dict(sorted(sig.labels))
+        rules.append(rule)
+    rules.append(
+        {
+            "record": catalog.BATCH_EFFICIENCY_RECORD,
+            "expr": catalog.batch_efficiency_promql(CATALOG_WINDOW, spec.grouping),
+        }
+    )
+    return [{"name": "tritonwatch-catalog", "rules": rules}]
+
+
+# --- step 2: SLI error ratios per window --------------------------------------------------------
+def availability_error_ratio(spec: SLOFile, model: str, window: str) -> str:
+    """Failed requests (reason not CANCELED) over all requests, from Triton's raw counters only."""
+    sig = catalog.signal(catalog.ERROR_RATIO)
+    by = _by(spec, catalog.MODEL)
+    num = _sum_rate(sig.numerator, window, by, _model(model))
+    den = _sum_rate(sig.denominator, window, by, _model(model))
+    return f"{num}\n/\n{den}"
+
+
+def latency_error_ratio(spec: SLOFile, model: str, window: str, threshold: float, min_samples: int) -> str:
+    """Share of sampled requests slower than ``threshold``; absent when the window holds fewer than
+    ``min_samples`` samples, so thin traces never fire an alert."""
+    by = _by(spec, catalog.MODEL)
+    sel = [_request_phase(), _model(model)]
+    under = _select(f"{catalog.REQUEST_DURATION}_bucket", *sel, le_matcher(threshold))
+    count = _select(f"{catalog.REQUEST_DURATION}_count", *sel)
+    return (
+        f"1 - (\n  sum by ({by}) (rate({under}[{window}]))\n  /\n  sum by ({by}) (rate({count}[{window}]))\n)\n"
+        f"and on ({by})\nsum by ({by}) (increase({count}[{window}])) >= {min_samples}"
+    )
+
+
+def sli_expr(spec: SLOFile, obj: Objective, window: str) -> str:
+    if obj.kind == "availability":
+        return availability_error_ratio(spec, obj.model, window)
+    lat = spec.slo_for(obj.model).latency
+    assert lat is not None
+    return latency_error_ratio(spec, obj.model, window, lat.threshold, lat.min_samples)
+
+
+def sli_record(window: str) -> str:
+    return SLI_ERROR_RECORD.format(window=window)
+
+
+def sli_rules(spec: SLOFile, obj: Objective) -> list[Rule]:
+    return [
+        {"record": sli_record(w), "expr": sli_expr(spec, obj, w), "labels": {SLO_LABEL: obj.name}}
+        for w in windows.sli_windows(spec.window)
+    ]
+
+
+def _slo_selector(obj: Objective) -> str:
+    return f'{SLO_LABEL}="{obj.name}"'
+
+
+def budget_rules(spec: SLOFile, obj: Objective) -> list[Rule]:
+    """The objective as a ratio and the share of the window's error budget still unspent."""
+    whole = _select(sli_record(spec.window_text), _slo_selector(obj))
+    return [
+        {
+            "record": OBJECTIVE_RECORD,
+            "expr": f"vector({_num(obj.objective / 100)})",
+            "labels": {catalog.MODEL: obj.model, SLO_LABEL: obj.name},
+        },
+        {"record": BUDGET_REMAINING_RECORD, "expr": f"1 - {whole} / {_num(obj.budget)}"},
+    ]
+
+
+# --- step 3: multiwindow multi-burn-rate alerts -------------------------------------------------
+def burn_expr(spec: SLOFile, obj: Objective, severity: str) -> str:
+    """Burn rate (error ratio / budget) over both windows of each pair above the scaled factor;
+    the alert's value is the long window's burn rate of the first pair that fires."""
+    pairs = []
+    for w in windows.for_severity(severity):
+        factor = _num(w.scaled(spec.window))
+        long_ = _select(sli_record(w.long), _slo_selector(obj))
+        short = _select(sli_record(w.short), _slo_selector(obj))
+        budget = _num(obj.budget)
+        pairs.append(f"(\n  {long_} / {budget} > {factor}\nand\n  {short} / {budget} > {factor}\n)")
+    return "\nor\n".join(pairs)
+
+
+def budget_left_template(spec: SLOFile) -> str:
+    """Go template: the unspent share of the error budget, read at alert time."""
+    fmt = [f"{SLO_LABEL}=%q", f"{catalog.MODEL}=%q", *(f"{g}=%q" for g in spec.grouping)]
+    args = " ".join(f"$labels.{label}" for label in (SLO_LABEL, catalog.MODEL, *spec.grouping))
+    query = f"clamp_min({BUDGET_REMAINING_RECORD}{{{','.join(fmt)}}}, 0)"
+    return (
+        f'{{{{ with printf "{query}" {args} | query }}}}'
+        "{{ . | first | value | humanizePercentage }}{{ else }}an unknown share{{ end }}"
+    )
+
+
+def burn_texts(spec: SLOFile, obj: Objective) -> dict[str, str]:
+    """The placeholders of the burn alert that are fixed when the rules are generated."""
+    return {"objective": _num(obj.objective), "kind": obj.kind, "window": spec.window_text}
+
+
+def burn_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
+    fixed = {**burn_texts(spec, obj), "budget_left": budget_left_template(spec)}
+    return [
+        _alert(
+            BURN,
+            burn_expr(spec, obj, severity),
+            {SEVERITY: severity, SLO_LABEL: obj.name, catalog.MODEL: obj.model},
+            fixed,
+        )
+        for severity in windows.SEVERITIES
+    ]
+
+
+def nodata_texts(spec: SLOFile) -> dict[str, str]:
+    return {
+        "histogram": catalog.REQUEST_DURATION,
+        "absent": NO_DATA_ABSENT,
+        "traffic_window": NO_DATA_TRAFFIC_WINDOW,
+    }
+
+
+def nodata_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
+    """A latency SLI without samples alerts on its own instead of going quiet."""
+    if obj.kind != "latency":
+        return []
+    by = _by(spec, catalog.MODEL)
+    count = _select(f"{catalog.REQUEST_DURATION}_count", _request_phase(), _model(obj.model))
+    success = _select(catalog.TRITON_SUCCESS, _model(obj.model))
+    w = NO_DATA_TRAFFIC_WINDOW
+    expr = (
+        f"absent_over_time({count}[{NO_DATA_ABSENT}])\nor\n(\n"
+        f"  sum by ({by}) (increase({count}[{w}])) < 1\nand on ({by})\n"
+        f"  sum by ({by}) (increase({success}[{w}])) > 0\n)"
+    )
+    labels = {SEVERITY: "ticket", SLO_LABEL: obj.name, catalog.MODEL: obj.model}
+    return [_alert(NO_DATA, expr, labels, nodata_texts(spec))]
+
+
+def slo_groups(spec: SLOFile) -> list[Group]:
+    return [
+        {
+            "name": f"tritonwatch-slo-{obj.name}",
+            "rules": sli_rules(spec, obj)
+            + budget_rules(spec, obj)
+            + burn_alerts(spec, obj)
+            + nodata_alerts(spec, obj),
+        }
+        for obj in sorted(spec.objectives(), key=lambda o: o.name)
+    ]
+
+
+# --- step 4: operational alerts -----------------------------------------------------------------
+def up_matcher(spec: SLOFile) -> str:
+    return f'up{{job=~"{spec.up_job}"}}'
+
+
+def _hold(name: str) -> dict[str, str]:
+    return {"hold": FOR[name]} if name in FOR else {}
+
+
+def _alert(
+    name: str,
+    expr: str,
+    labels: Mapping[str, str],
+    fixed: Mapping[str, str] | None = None,
+    texts_key: str = "",
+) -> Rule:
+    texts = TEXTS[texts_key or name]
+    values = _go_vars({**_hold(name), **(fixed or {})})
+    rule: Rule = {"alert": name, "expr": expr}
+    if name in FOR:
+        rule["for"] = FOR[name]
+    rule["labels"] = dict(sorted(labels.items()))
+    rule["annotations"] = {
+        "description": render(texts.description, values),
+        "summary": render(texts.summary, values),
+    }
+    return rule
+
+
+def operational_texts(spec: SLOFile, name: str, slo: SLO | None = None) -> dict[str, str]:
+    """Placeholders fixed at generation time for an operational alert (shared with the tests)."""
+    fixed: dict[str, str] = {}
+    if name == SERVER_DOWN:
+        fixed["up_job"] = f'job=~"{spec.up_job}"'
+    elif name == QUEUE_TIME_HIGH and slo and slo.queue_time_ratio_max is not None:
+        fixed["limit"] = _pct(slo.queue_time_ratio_max)
+    elif name == BATCH_EFFICIENCY_LOW and slo and slo.batch_efficiency_min is not None:
+        fixed["limit"] = _pct(slo.batch_efficiency_min)
+    elif name == CACHE_HIT_RATIO_LOW and slo and slo.cache_hit_ratio_min is not None:
+        fixed["limit"] = _pct(slo.cache_hit_ratio_min)
+    elif name == GPU_MEMORY_NEAR_FULL:
+        fixed["limit"] = _pct(spec.gpu_memory_used_max)
+    elif name == SIDECAR_DOWN:
+        fixed["up"] = catalog.UP
+    elif name == SIDECAR_STALE:
+        fixed["stale_window"] = STALE_WINDOW
+    return fixed
+
+
+def _pct(ratio: float) -> str:
+    return f"{_num(Decimal(str(ratio)) * 100)}%"
+
+
+def _per_model(spec: SLOFile, name: str, slo: SLO, record: str, op: str, limit: float) -> Rule:
+    expr = f"{_select(record, _model(slo.model))} {op} {_num(limit)}"
+    return _alert(name, expr, {SEVERITY: "ticket"}, operational_texts(spec, name, slo))
+
+
+def operational_alerts(spec: SLOFile) -> list[Group]:
+    ticket = {SEVERITY: "ticket"}
+    by_model = _by(spec, catalog.MODEL, catalog.VERSION, "instance")
+    by_target = _by(spec, "instance", catalog.TARGET)
+    stale = (
+        f"max by ({by_target}) ({catalog.UP}) == 0\nor\n"
+        f"max by ({by_target}) (changes({catalog.SCRAPE_DURATION}[{STALE_WINDOW}])) == 0"
+    )
+    rules: list[Rule] = [
+        _alert(SERVER_DOWN, f"{up_matcher(spec)} == 0", {SEVERITY: "page"}, operational_texts(spec, SERVER_DOWN)),
+        _alert(
+            SERVER_DOWN,
+            f"absent({up_matcher(spec)})",
+            {SEVERITY: "page"},
+            operational_texts(spec, SERVER_DOWN),
+            SERVER_ABSENT_TEXTS,
+        ),
+        _alert(MODEL_NOT_READY, f"min by ({by_model}) ({catalog.MODEL_READY}) == 0", ticket),
+    ]
+    for slo in sorted(spec.slos, key=lambda s: s.model):
+        if slo.queue_time_ratio_max is not None:
+            record = catalog.signal(catalog.QUEUE_TIME_RATIO).record
+            rules.append(_per_model(spec, QUEUE_TIME_HIGH, slo, record, ">", slo.queue_time_ratio_max))
+        if slo.batch_efficiency_min is not None:
+            record = catalog.BATCH_EFFICIENCY_RECORD
+            rules.append(_per_model(spec, BATCH_EFFICIENCY_LOW, slo, record, "<", slo.batch_efficiency_min))
+        if slo.cache_hit_ratio_min is not None:
+            record = catalog.signal(catalog.CACHE_HIT_RATIO).record
+            rules.append(_per_model(spec, CACHE_HIT_RATIO_LOW, slo, record, "<", slo.cache_hit_ratio_min))
+    rules += [
+        _alert(
+            GPU_MEMORY_NEAR_FULL,
+            f"{catalog.GPU_MEMORY_USED_RATIO} > {_num(spec.gpu_memory_used_max)}",
+            ticket,
+            operational_texts(spec, GPU_MEMORY_NEAR_FULL),
+        ),
+        _alert(GPU_XID, f"{catalog.GPU_XID} > 0", ticket),
+        _alert(SIDECAR_DOWN, f"absent({catalog.UP})", ticket, operational_texts(spec, SIDECAR_DOWN)),
+        _alert(SIDECAR_STALE, stale, ticket, operational_texts(spec, SIDECAR_STALE)),
+        _alert(WATCHDOG, "vector(1)", {SEVERITY: "none"}),
+    ]
+    return [{"name": "tritonwatch-operational", "rules": rules}]
+
+
+# --- step 5: runbook links ----------------------------------------------------------------------
+def runbook_url(spec: SLOFile, alert: str) -> str:
+    return f"{spec.runbook_base_url}/{alert}.md"
+
+
+def add_runbook_links(spec: SLOFile, groups: list[Group]) -> list[Group]:
+    for group in groups:
+        for rule in group["rules"]:
+            if "alert" in rule:
+                rule["annotations"]["runbook_url"] = runbook_url(spec, rule["alert"])
+    return groups
+
+
+# --- the chain ----------------------------------------------------------------------------------
+def rule_files(spec: SLOFile) -> dict[str, dict[str, list[Group]]]:
+    """Every rule file, by name, in generation order."""
+    return {
+        "catalog.rules.yml": {"groups": catalog_rules(spec)},
+        "slo.rules.yml": {"groups": add_runbook_links(spec, slo_groups(spec))},
+        "operational.rules.yml": {"groups": add_runbook_links(spec, operational_alerts(spec))},
+    }

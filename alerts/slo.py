@@ -1,0 +1,438 @@
+"""The SLO file (``apiVersion: tritonwatch/v1``): parsed and validated once into typed objects.
+
+Everything downstream (rules, Alertmanager config, promtool tests, the capacity report) works on
+``SLOFile`` only, never on raw YAML. Every error is a ``UsageError`` whose one line names the file and
+the field, e.g. ``alerts/slo.yaml: spec.slos[0].availability.objective: must be between 0 and 100
+(got 150)``. The format is documented field by field in ``docs/slo-file.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tritonwatch import catalog
+from tritonwatch.errors import UsageError
+
+API_VERSION = "tritonwatch/v1"
+KIND = "ServiceLevelObjectives"
+
+DEFAULT_RUNBOOK_BASE_URL = "https://github.com/tritonwatch/tritonwatch/blob/main/docs/runbooks"
+DEFAULT_UP_JOB = "triton"
+DEFAULT_GPU_MEMORY_USED_MAX = 0.95
+DEFAULT_LATENCY_MIN_SAMPLES = 20
+# Alertmanager receivers the generated routing tree uses; each may be configured in the SLO file.
+RECEIVERS = ("default", "page", "ticket", "watchdog")
+# Receiver fields that hold secrets: they must come from the matching ``*_file`` field (read by
+# Alertmanager at run time) so that no secret is ever written into a generated, committed file.
+SECRET_FIELDS = frozenset(
+    {
+        "api_key",
+        "api_url",
+        "auth_password",
+        "auth_secret",
+        "bearer_token",
+        "bot_token",
+        "password",
+        "routing_key",
+        "service_key",
+        "token",
+        "user_key",
+    }
+)
+
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$")
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_RESERVED_GROUPING = {catalog.MODEL, catalog.VERSION, "slo", "severity", "alertname", "le", "__name__"}
+
+
+def parse_duration(text: object, where: str) -> float:
+    """``"28d"`` -> 2419200.0 seconds; ``where`` names the field in the error."""
+    m = _DURATION.match(str(text).strip()) if isinstance(text, str) else None
+    if not m:
+        raise UsageError(f"{where}: unknown duration {text!r} (expected a number and a unit: ms, s, m, h, d, w)")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest Prometheus duration for ``seconds``: 2419200 -> ``28d``, 0.05 -> ``50ms``."""
+    for unit in ("d", "h", "m", "s"):
+        n = seconds / _UNITS[unit]
+        if n >= 1 and abs(n - round(n)) < 1e-9:
+            return f"{round(n)}{unit}"
+    return f"{round(seconds * 1000)}ms"
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Share of requests (percent) that succeed; failures with reason CANCELED are the client's."""
+
+    objective: Decimal
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Share of requests (percent) whose request phase is at most ``threshold`` seconds."""
+
+    threshold: float
+    objective: Decimal
+    min_samples: int = DEFAULT_LATENCY_MIN_SAMPLES
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What one deployment of the model is sized for; read by the capacity report."""
+
+    max_request_rate: float
+
+
+@dataclass(frozen=True)
+class SLO:
+    model: str
+    availability: Availability | None = None
+    latency: Latency | None = None
+    queue_time_ratio_max: float | None = None
+    batch_efficiency_min: float | None = None
+    cache_hit_ratio_min: float | None = None
+    capacity: Capacity | None = None
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One burn-rate SLO: a name (the ``slo`` label), its model, its kind and its error budget."""
+
+    name: str
+    model: str
+    kind: str  # "availability" | "latency"
+    objective: Decimal  # percent
+
+    @property
+    def budget(self) -> Decimal:
+        """The error budget as a ratio: 99.9 -> 0.001 (exact, no float noise in generated rules)."""
+        return (Decimal(100) - self.objective) / Decimal(100)
+
+
+@dataclass(frozen=True)
+class SLOFile:
+    name: str
+    window: float  # seconds
+    slos: tuple[SLO, ...]
+    grouping: tuple[str, ...] = ()
+    runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
+    up_job: str = DEFAULT_UP_JOB
+    gpu_memory_used_max: float = DEFAULT_GPU_MEMORY_USED_MAX
+    receivers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def window_text(self) -> str:
+        return format_duration(self.window)
+
+    def objectives(self) -> tuple[Objective, ...]:
+        out: list[Objective] = []
+        for s in self.slos:
+            if s.availability:
+                out.append(Objective(f"{s.model}-availability", s.model, "availability", s.availability.objective))
+            if s.latency:
+                out.append(Objective(f"{s.model}-latency", s.model, "latency", s.latency.objective))
+        return tuple(out)
+
+    def slo_for(self, model: str) -> SLO:
+        return next(s for s in self.slos if s.model == model)
+
+
+# --- parsing ------------------------------------------------------------------------------------
+class _Fields:
+    """A mapping being read: unknown keys and missing required keys become errors naming the field."""
+
+    def __init__(self, raw: object, where: str, allowed: tuple[str, ...]) -> None:
+        if not isinstance(raw, dict):
+            raise UsageError(f"{where or '(top level)'}: must be a mapping (got {_kind(raw)})")
+        for key in raw:
+            if key not in allowed:
+                raise UsageError(
+                    f"{_join(where, str(key))}: unknown field (expected one of: {', '.join(allowed)})"
+                )
+        self.raw: dict[str, Any] = raw
+        self.where = where
+
+    def at(self, key: str) -> str:
+        return _join(self.where, key)
+
+    def has(self, key: str) -> bool:
+        return self.raw.get(key) is not None
+
+    def required(self, key: str) -> Any:
+        if not self.has(key):
+            raise UsageError(f"{self.at(key)}: required")
+        return self.raw[key]
+
+    def string(self, key: str, default: str | None = None) -> str:
+        if not self.has(key):
+            if default is None:
+                raise UsageError(f"{self.at(key)}: required")
+            return default
+        value = self.raw[key]
+        if not isinstance(value, str) or not value:
+            raise UsageError(f"{self.at(key)}: must be a non-empty string (got {_kind(value)})")
+        return value
+
+    def number(self, key: str, check: Callable[[Decimal], str | None], default: float | None = None) -> Decimal:
+        if not self.has(key):
+            if default is None:
+                raise UsageError(f"{self.at(key)}: required")
+            return Decimal(str(default))
+        value = self.raw[key]
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise UsageError(f"{self.at(key)}: must be a number (got {_kind(value)})")
+        try:
+            d = Decimal(str(value))
+        except InvalidOperation:
+            raise UsageError(f"{self.at(key)}: must be a number (got {value!r})") from None
+        if not d.is_finite():
+            raise UsageError(f"{self.at(key)}: must be a finite number (got {value!r})")
+        problem = check(d)
+        if problem:
+            raise UsageError(f"{self.at(key)}: {problem} (got {value})")
+        return d
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _kind(value: object) -> str:
+    return "nothing" if value is None else type(value).__name__
+
+
+def _percent(d: Decimal) -> str | None:
+    return None if Decimal(0) < d < Decimal(100) else "must be between 0 and 100"
+
+
+def _ratio(d: Decimal) -> str | None:
+    # Exclusive: a limit of 0 or 1 could never be crossed (or always is), so its alert means nothing.
+    return None if Decimal(0) < d < Decimal(1) else "must be a ratio between 0 and 1"
+
+
+def _positive(d: Decimal) -> str | None:
+    return None if d > 0 else "must be greater than 0"
+
+
+def _bucket(threshold: float) -> float | None:
+    for b in catalog.DEFAULT_BUCKETS:
+        if abs(b - threshold) <= 1e-9 * max(1.0, b):
+            return b
+    return None
+
+
+def _parse_latency(raw: object, where: str) -> Latency:
+    f = _Fields(raw, where, ("threshold", "objective", "min_samples"))
+    raw_threshold = f.required("threshold")
+    if isinstance(raw_threshold, int | float) and not isinstance(raw_threshold, bool):
+        threshold = float(raw_threshold)  # plain number: seconds
+    else:
+        threshold = parse_duration(raw_threshold, f.at("threshold"))
+    bucket = _bucket(threshold)
+    if bucket is None:
+        choices = ", ".join(format_duration(b) for b in catalog.DEFAULT_BUCKETS)
+        raise UsageError(
+            f"{f.at('threshold')}: must be a latency histogram bucket boundary (got {raw_threshold}; one of {choices})"
+        )
+    objective = f.number("objective", _percent)
+    min_samples = f.number(
+        "min_samples",
+        lambda d: None if d >= 1 and d == int(d) else "must be a whole number of at least 1",
+        DEFAULT_LATENCY_MIN_SAMPLES,
+    )
+    return Latency(threshold=bucket, objective=objective, min_samples=int(min_samples))
+
+
+def _one(raw: object, where: str, key: str, check: Callable[[Decimal], str | None]) -> float:
+    return float(_Fields(raw, where, (key,)).number(key, check))
+
+
+_SLO_FIELDS = (
+    "model",
+    "availability",
+    "latency",
+    "queue_time_ratio",
+    "batch_efficiency",
+    "cache_hit_ratio",
+    "capacity",
+)
+_OBJECTIVES = _SLO_FIELDS[1:-1]
+
+
+def _parse_slo(raw: object, where: str) -> SLO:
+    f = _Fields(raw, where, _SLO_FIELDS)
+    model = f.string("model")
+    if not _MODEL_NAME.match(model):
+        raise UsageError(f"{f.at('model')}: not a Triton model name (got {model!r})")
+    if not any(f.has(k) for k in _OBJECTIVES):
+        raise UsageError(f"{where}: needs at least one objective ({', '.join(_OBJECTIVES)})")
+    availability = None
+    if f.has("availability"):
+        a = _Fields(f.raw["availability"], f.at("availability"), ("objective",))
+        availability = Availability(objective=a.number("objective", _percent))
+    latency = _parse_latency(f.raw["latency"], f.at("latency")) if f.has("latency") else None
+    capacity = None
+    if f.has("capacity"):
+        capacity = Capacity(_one(f.raw["capacity"], f.at("capacity"), "max_request_rate", _positive))
+    return SLO(
+        model=model,
+        availability=availability,
+        latency=latency,
+        queue_time_ratio_max=_one(f.raw["queue_time_ratio"], f.at("queue_time_ratio"), "max", _ratio)
+        if f.has("queue_time_ratio")
+        else None,
+        batch_efficiency_min=_one(f.raw["batch_efficiency"], f.at("batch_efficiency"), "min", _ratio)
+        if f.has("batch_efficiency")
+        else None,
+        cache_hit_ratio_min=_one(f.raw["cache_hit_ratio"], f.at("cache_hit_ratio"), "min", _ratio)
+        if f.has("cache_hit_ratio")
+        else None,
+        capacity=capacity,
+    )
+
+
+def _find_secret(value: object, where: str) -> str | None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k in SECRET_FIELDS and v is not None:
+                return f"{where}.{k}: secrets must not be written into the SLO file; use {k}_file"
+            found = _find_secret(v, f"{where}.{k}")
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found = _find_secret(v, f"{where}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def _parse_receivers(raw: object, where: str) -> dict[str, dict[str, Any]]:
+    f = _Fields(raw, where, RECEIVERS)
+    out: dict[str, dict[str, Any]] = {}
+    for name in RECEIVERS:
+        if not f.has(name):
+            continue
+        r = f.raw[name]
+        if not isinstance(r, dict):
+            raise UsageError(f"{f.at(name)}: must be a mapping of Alertmanager *_configs (got {_kind(r)})")
+        for key in r:
+            if not str(key).endswith("_configs"):
+                raise UsageError(f"{f.at(name)}.{key}: unknown field (expected Alertmanager *_configs lists)")
+        secret = _find_secret(r, f.at(name))
+        if secret:
+            raise UsageError(secret)
+        out[name] = r
+    return out
+
+
+_SPEC_FIELDS = (
+    "window",
+    "grouping",
+    "runbook_base_url",
+    "up_job",
+    "gpu_memory_used_max",
+    "alertmanager",
+    "slos",
+)
+# The longest burn-rate window: an SLO window shorter than it makes the ticket alerts meaningless.
+MIN_WINDOW = 3 * 86400
+
+
+def parse(raw: object, source: str = "") -> SLOFile:
+    """Validate a loaded SLO document; errors are prefixed by ``source`` (the file name)."""
+    try:
+        return _parse(raw)
+    except UsageError as exc:
+        if source:
+            raise UsageError(f"{source}: {exc}") from None
+        raise
+
+
+def _parse(raw: object) -> SLOFile:
+    top = _Fields(raw, "", ("apiVersion", "kind", "metadata", "spec"))
+    if top.string("apiVersion") != API_VERSION:
+        raise UsageError(f"apiVersion: must be {API_VERSION} (got {top.raw['apiVersion']})")
+    if top.string("kind") != KIND:
+        raise UsageError(f"kind: must be {KIND} (got {top.raw['kind']})")
+    meta = _Fields(top.required("metadata"), "metadata", ("name", "labels", "annotations"))
+    name = meta.string("name")
+    spec = _Fields(top.required("spec"), "spec", _SPEC_FIELDS)
+    window = parse_duration(spec.required("window"), spec.at("window"))
+    if window < MIN_WINDOW:
+        raise UsageError(f"spec.window: must be at least 3d, the longest burn-rate window (got {spec.raw['window']})")
+
+    grouping: tuple[str, ...] = ()
+    if spec.has("grouping"):
+        g = spec.raw["grouping"]
+        if not isinstance(g, list):
+            raise UsageError(f"spec.grouping: must be a list of label names (got {_kind(g)})")
+        for i, label in enumerate(g):
+            if not isinstance(label, str) or not _LABEL_NAME.match(label) or label in _RESERVED_GROUPING:
+                raise UsageError(f"spec.grouping[{i}]: not a usable label name (got {label!r})")
+        grouping = tuple(dict.fromkeys(g))
+
+    receivers: dict[str, dict[str, Any]] = {}
+    if spec.has("alertmanager"):
+        am = _Fields(spec.raw["alertmanager"], "spec.alertmanager", ("receivers",))
+        if am.has("receivers"):
+            receivers = _parse_receivers(am.raw["receivers"], "spec.alertmanager.receivers")
+
+    raw_slos = spec.required("slos")
+    if not isinstance(raw_slos, list) or not raw_slos:
+        raise UsageError(f"spec.slos: must be a non-empty list (got {_kind(raw_slos)})")
+    slos: list[SLO] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(raw_slos):
+        s = _parse_slo(item, f"spec.slos[{i}]")
+        if s.model in seen:
+            raise UsageError(f"spec.slos[{i}].model: duplicate model {s.model!r} (first in spec.slos[{seen[s.model]}])")
+        seen[s.model] = i
+        slos.append(s)
+
+    base_url = spec.string("runbook_base_url", DEFAULT_RUNBOOK_BASE_URL).rstrip("/")
+    if not re.match(r"^https?://", base_url):
+        raise UsageError(f"spec.runbook_base_url: must be an http(s) URL (got {base_url!r})")
+    up_job = spec.string("up_job", DEFAULT_UP_JOB)
+    try:
+        re.compile(up_job)
+    except re.error:
+        raise UsageError(f"spec.up_job: not a valid regular expression (got {up_job!r})") from None
+    gpu_max = float(spec.number("gpu_memory_used_max", _ratio, DEFAULT_GPU_MEMORY_USED_MAX))
+    return SLOFile(
+        name=name,
+        window=window,
+        slos=tuple(slos),
+        grouping=grouping,
+        runbook_base_url=base_url,
+        up_job=up_job,
+        gpu_memory_used_max=gpu_max,
+        receivers=receivers,
+    )
+
+
+def load(path: Path | str) -> SLOFile:
+    """Read and validate an SLO file; any problem is one ``UsageError`` line naming file and field."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise UsageError(f"{p}: cannot read SLO file ({exc.strerror})") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UsageError(f"{p}: not valid YAML{at}") from None
+    return parse(raw, str(path))

@@ -1,0 +1,223 @@
+"""Model detail: one model (or a few) in depth, across all its replicas.
+
+Emits one dashboard (uid from the name ``model``) with variables datasource, model, version and
+instance (each defaulting to All): headline stats; latency percentiles across replicas
+(``histogram_quantile`` over the sidecar's trace histogram) and a latency heatmap; queue versus
+compute time; the batch-size distribution (from Triton's statistics API) and batch efficiency
+against ``max_batch_size``; cache hits; failures by reason; canary probe results; per-replica
+percentiles from the sidecar's own quantile gauge.
+"""
+
+from __future__ import annotations
+
+from grafanalib import core
+
+from dashboards import panels as p
+from dashboards import queries as q
+from tritonwatch import catalog
+
+NAME = "model"
+TITLE = "Triton model detail"
+LEG = q.MODEL_LEGEND
+# The probe's series name the model only (it probes the model, not a version).
+PROBE_SELECTOR = 'model=~"$model",instance=~"$instance"'
+PROBE_LEG = "{{model}} {{instance}}"
+BAD_RATIO = (("green", None), ("orange", 0.01), ("red", 0.05))
+
+
+def _pct(quantile: str) -> str:
+    return "p" + format(float(quantile) * 100, "g")
+
+
+def build() -> core.Dashboard:
+    lay = p.Layout()
+    Q = p.Query
+    sig = q.signal
+    panels: list[core.Panel] = [
+        p.stat(
+            "Requests / s",
+            "Successful requests per second, summed across replicas.",
+            "reqps",
+            [Q(sig(catalog.REQUEST_RATE), LEG)],
+            lay.place(4, 4),
+        ),
+        p.stat(
+            "Error ratio",
+            "Failed requests (reason other than CANCELED) over all requests.",
+            "percentunit",
+            [Q(sig(catalog.ERROR_RATIO), LEG)],
+            lay.place(4, 4),
+            thresholds=BAD_RATIO,
+        ),
+        p.stat(
+            "p99 latency",
+            "99th percentile request latency across replicas (sampled traces).",
+            "s",
+            [Q(q.quantile("0.99"), LEG)],
+            lay.place(4, 4),
+        ),
+        p.stat(
+            "Queue share",
+            "Share of request time spent queued.",
+            "percentunit",
+            [Q(sig(catalog.QUEUE_TIME_RATIO), LEG)],
+            lay.place(4, 4),
+        ),
+        p.gauge(
+            "Batch efficiency",
+            "Mean executed batch size over max_batch_size: how full the batches Triton runs are.",
+            "percentunit",
+            [Q(q.batch_efficiency(), LEG)],
+            lay.place(4, 4),
+            thresholds=(("red", None), ("orange", 0.25), ("green", 0.5)),
+        ),
+        p.stat(
+            "Model ready",
+            "1 when every replica reports the version READY in its repository index (min across replicas).",
+            "bool",
+            [Q(q.per_model(catalog.MODEL_READY, how="min"), LEG)],
+            lay.place(4, 4),
+            thresholds=(("red", None), ("green", 1)),
+        ),
+    ]
+    lay.row()
+    panels += [
+        p.timeseries(
+            "Request latency percentiles",
+            "p50, p90, p95 and p99 of request latency (REQUEST_START to REQUEST_END) across all replicas, "
+            "from the sidecar's histogram of sampled traces.",
+            "s",
+            [Q(q.quantile(x), f"{_pct(x)} {LEG}") for x in catalog.QUANTILES],
+            lay.place(12, 9),
+        ),
+        p.heatmap(
+            "Request latency heatmap",
+            "Requests per second in each latency bucket of the sidecar's trace histogram, all selected "
+            "replicas together.",
+            "s",
+            Q(q.latency_buckets(), "{{le}}"),
+            lay.place(12, 9),
+        ),
+        p.timeseries(
+            "Time per request by phase",
+            "Mean time per request queued and in compute (input, infer, output), stacked: where a "
+            "request's time goes.",
+            "s",
+            [Q(sig(catalog.LATENCY, phase=ph), f"{ph} {LEG}") for ph in catalog.PHASES if ph != "request"],
+            lay.place(8, 8),
+            stack=True,
+            fill=30,
+        ),
+        p.timeseries(
+            "p99 by phase",
+            "99th percentile of queue, compute_infer and request time across replicas (sampled traces).",
+            "s",
+            [Q(q.quantile("0.99", phase=ph), f"{ph} {LEG}") for ph in catalog.HISTOGRAM_PHASES],
+            lay.place(8, 8),
+        ),
+        p.timeseries(
+            "Queue share",
+            "Queue duration over request duration: above ~50% the model needs more instances or batching.",
+            "percentunit",
+            [Q(sig(catalog.QUEUE_TIME_RATIO), LEG)],
+            lay.place(8, 8),
+        ),
+        p.bargauge(
+            "Batch-size distribution",
+            "Executions per batch size over the dashboard's time range (Triton statistics API batch_stats).",
+            "short",
+            [Q(q.batch_distribution(), "batch {{batch_size}}", instant=True)],
+            lay.place(8, 8),
+        ),
+        p.timeseries(
+            "Mean batch vs max_batch_size",
+            "Mean executed batch size (inferences / executions) against the configured max_batch_size.",
+            "short",
+            [
+                Q(sig(catalog.BATCH_SIZE_MEAN), f"mean {LEG}"),
+                Q(q.max_batch_size(), f"max_batch_size {LEG}"),
+            ],
+            lay.place(8, 8),
+        ),
+        p.timeseries(
+            "Batch efficiency",
+            "Mean executed batch size over max_batch_size.",
+            "percentunit",
+            [Q(q.batch_efficiency(), LEG)],
+            lay.place(8, 8),
+            soft_max=1,
+        ),
+        p.timeseries(
+            "Cache hit ratio",
+            "Response cache hits over cache lookups.",
+            "percentunit",
+            [Q(sig(catalog.CACHE_HIT_RATIO), LEG)],
+            lay.place(8, 8),
+            soft_max=1,
+        ),
+        p.timeseries(
+            "Cache hits and misses",
+            "Response cache hits and misses per second, summed across replicas.",
+            "ops",
+            [
+                Q(q.counter_rate(catalog.TRITON_CACHE_HITS), f"hits {LEG}"),
+                Q(q.counter_rate(catalog.TRITON_CACHE_MISSES), f"misses {LEG}"),
+            ],
+            lay.place(8, 8),
+        ),
+        p.timeseries(
+            "Failures by reason",
+            "Failed requests per second by Triton's failure reason (REJECTED, CANCELED, BACKEND, OTHER).",
+            "reqps",
+            [Q(q.counter_rate(catalog.TRITON_FAILURE, by=("reason",)), "{{reason}} " + LEG)],
+            lay.place(8, 8),
+        ),
+        p.timeseries(
+            "Canary probe success",
+            "1 when the sidecar's canary inference succeeded, per model and sidecar (probe must be on).",
+            "bool",
+            [Q(q.per_model(catalog.PROBE_SUCCESS, "min", ("instance",), PROBE_SELECTOR), PROBE_LEG)],
+            lay.place(8, 8),
+        ),
+        p.timeseries(
+            "Canary probe duration",
+            "How long the sidecar's last canary inference took, per model and sidecar.",
+            "s",
+            [Q(q.per_model(catalog.PROBE_DURATION, "max", ("instance",), PROBE_SELECTOR), PROBE_LEG)],
+            lay.place(8, 8),
+        ),
+        p.timeseries(
+            "Pending requests",
+            "Requests received and not yet executing, summed across replicas.",
+            "short",
+            [Q(sig(catalog.PENDING_REQUESTS), LEG)],
+            lay.place(8, 8),
+        ),
+        p.timeseries(
+            "Request rate",
+            "Successful requests per second, summed across replicas.",
+            "reqps",
+            [Q(sig(catalog.REQUEST_RATE), LEG)],
+            lay.place(12, 8),
+        ),
+        p.timeseries(
+            "p99 per replica (sidecar)",
+            "Each sidecar's own p99 of request latency over its quantile window: spots one slow replica "
+            "(not aggregatable; the percentiles panel is the fleet view).",
+            "s",
+            [Q(q.sidecar_quantile("0.99"), LEG + " {{instance}}")],
+            lay.place(12, 8),
+        ),
+    ]
+    variables = [
+        p.query_variable("model", "Model", q.MODEL_VALUES),
+        p.query_variable("version", "Version", q.VERSION_VALUES),
+        p.query_variable("instance", "Instance", q.INSTANCE_VALUES),
+    ]
+    return p.dashboard(
+        NAME,
+        TITLE,
+        "Latency percentiles, queue vs compute, batching, cache and failures for the selected models.",
+        panels,
+        variables,
+    )

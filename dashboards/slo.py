@@ -1,0 +1,117 @@
+"""SLOs and error budgets, from the recording rules ``tritonwatch rules`` generates.
+
+Emits one dashboard (uid from the name ``slo``) with variables datasource, slo and model: per SLO
+its objective, the SLI now, the error budget left over the SLO window, the burn rate over every
+alert window (with the page thresholds 14.4x and 6x drawn), and the burn-rate alerts firing.
+"""
+
+from __future__ import annotations
+
+from grafanalib import core
+
+from dashboards import panels as p
+from dashboards import queries as q
+from tritonwatch import catalog
+
+NAME = "slo"
+TITLE = "Triton SLOs and error budgets"
+LEG = "{{slo}} {{model}}"
+BURN_ALERTS = f'alertname="{catalog.SLO_BURN_ALERT}",{q.SLO_SELECTOR}'
+# Multiwindow burn thresholds (SRE Workbook): page at 14.4x (1h) and 6x (6h), ticket at 3x and 1x.
+BURN_LINES = (("green", None), ("blue", 1), ("orange", 6), ("red", 14.4))
+BUDGET = (("red", None), ("orange", 0.25), ("green", 0.5))
+
+
+def build() -> core.Dashboard:
+    lay = p.Layout()
+    Q = p.Query
+    panels: list[core.Panel] = [
+        p.table(
+            "SLOs now",
+            "Per SLO: the objective, the SLI over the last hour, the error budget left over the SLO "
+            "window, and the 1h burn rate.",
+            "percentunit",
+            [
+                Q(q.slo_objective(), "objective"),
+                Q(q.slo_sli("1h"), "SLI (1h)"),
+                Q(q.slo_budget_remaining(), "budget left"),
+                Q(q.slo_burn_rate("1h"), "burn rate (1h)", unit="x"),
+            ],
+            lay.place(16, 8),
+        ),
+        p.stat(
+            "SLO burn alerts firing",
+            f"{catalog.SLO_BURN_ALERT} alerts firing now (page and ticket).",
+            "none",
+            [Q(q.alerts_firing_count(BURN_ALERTS))],
+            lay.place(8, 4),
+            thresholds=(("green", None), ("red", 1)),
+        ),
+        p.stat(
+            "Lowest budget left",
+            "The smallest error budget left among the selected SLOs, over the SLO window.",
+            "percentunit",
+            [Q(f"min({q.slo_budget_remaining()})")],
+            lay.place(8, 4),
+            thresholds=BUDGET,
+        ),
+    ]
+    lay.row()
+    panels += [
+        p.bargauge(
+            "Error budget left",
+            "Share of the error budget not yet spent over the SLO window (below 0: the SLO is missed).",
+            "percentunit",
+            [Q(q.slo_budget_remaining(), LEG)],
+            lay.place(8, 8),
+            thresholds=BUDGET,
+        ),
+        p.timeseries(
+            "SLI",
+            "Share of good events (successful, or under the latency threshold) over 5m and 1h, "
+            "against the objective.",
+            "percentunit",
+            [
+                Q(q.slo_sli("5m"), f"5m {LEG}"),
+                Q(q.slo_sli("1h"), f"1h {LEG}"),
+                Q(q.slo_objective(), f"objective {LEG}"),
+            ],
+            lay.place(16, 8),
+        ),
+        p.timeseries(
+            "Burn rate per alert window",
+            "Error ratio over each alert window divided by the error budget (1 - objective); 1x spends "
+            "the budget exactly over the SLO window. Lines: ticket 1x, page 6x and 14.4x.",
+            "x",
+            [Q(q.slo_burn_rate(w), f"{w} {LEG}") for w in catalog.SLO_BURN_WINDOWS],
+            lay.place(16, 9),
+            thresholds=BURN_LINES,
+        ),
+        p.timeseries(
+            "Error budget left over time",
+            "How the remaining error budget over the SLO window moved.",
+            "percentunit",
+            [Q(q.slo_budget_remaining(), LEG)],
+            lay.place(8, 9),
+            thresholds=BUDGET,
+        ),
+        p.table(
+            "SLO alerts firing",
+            f"Firing {catalog.SLO_BURN_ALERT} alerts with severity, SLO and model.",
+            "none",
+            [Q(q.alerts_firing(BURN_ALERTS))],
+            lay.place(24, 6),
+            hide_columns=("Time", "Value", "__name__", "alertstate"),
+        ),
+    ]
+    variables = [
+        p.query_variable("slo", "SLO", q.SLO_VALUES),
+        p.query_variable("model", "Model", q.SLO_MODEL_VALUES),
+    ]
+    return p.dashboard(
+        NAME,
+        TITLE,
+        "Objectives, SLIs, error budget left and burn rates for every SLO in the SLO file.",
+        panels,
+        variables,
+    )

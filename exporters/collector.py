@@ -1,0 +1,145 @@
+"""The sidecar's Collector: builds every family at scrape time from the sources' latest state.
+
+It never calls Triton on Prometheus's request path. Emits (labels ``model``, ``version`` unless noted):
+
+    tritonwatch_up{target}                      1/0 per configured target
+    tritonwatch_scrape_duration_seconds{target} fetch + parse + derive of the last scrape
+    tritonwatch_scrape_errors_total{target,reason}
+    tritonwatch_model_ready                     1/0 from the repository index
+    tritonwatch_model_max_batch_size            from the model config
+    tritonwatch_model_request_rate, _error_ratio, _latency_seconds{phase}, _queue_time_ratio,
+    tritonwatch_model_batch_size, _batch_efficiency_ratio, _cache_hit_ratio, _pending_requests
+    tritonwatch_model_batch_executions_total{batch_size}, _batch_compute_seconds_total{batch_size}
+
+A value that is undefined over the window (no traffic, no cache) is absent, never 0 or NaN; when the
+``triton`` target is down, the derived families are absent rather than stale.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from exporters.source import Health
+from exporters.triton import TritonApi, TritonMetrics
+from tritonwatch import catalog
+
+
+class Part(Protocol):
+    """Anything that contributes families (GPU, traces, probe, ...)."""
+
+    def collect(self) -> Iterable[Metric]: ...
+
+
+def health_families(healths: Sequence[Health]) -> Iterator[Metric]:
+    up = GaugeMetricFamily(
+        catalog.UP, "1 if the last scrape of the target succeeded, else 0.", labels=[catalog.TARGET]
+    )
+    dur = GaugeMetricFamily(
+        catalog.SCRAPE_DURATION,
+        "Seconds the last scrape of the target took (fetch, parse, derive).",
+        labels=[catalog.TARGET],
+    )
+    errors = CounterMetricFamily(
+        catalog.SCRAPE_ERRORS.removesuffix("_total"),
+        "Failed scrapes of the target, by reason.",
+        labels=[catalog.TARGET, "reason"],
+    )
+    for h in healths:
+        up.add_metric([h.target], h.up)
+        dur.add_metric([h.target], h.duration)
+        for reason, n in sorted(h.errors.items()):
+            errors.add_metric([h.target, reason], n)
+    yield up
+    yield dur
+    yield errors
+
+
+class SidecarCollector(Collector):
+    def __init__(self, metrics: TritonMetrics, api: TritonApi | None, parts: Sequence[Part] = ()) -> None:
+        self.metrics = metrics
+        self.api = api
+        self.parts = list(parts)
+        self.sources = [metrics] + ([api] if api else [])
+
+    def add_part(self, part: Part, health: Health | None = None) -> None:
+        self.parts.append(part)
+
+    def healths(self) -> list[Health]:
+        out = [s.health for s in self.sources]
+        for p in self.parts:
+            h = getattr(p, "health", None)
+            if isinstance(h, Health):
+                out.append(h)
+        return out
+
+    def collect(self) -> Iterator[Metric]:
+        yield from health_families(self.healths())
+        yield from self._api_families()
+        yield from self._derived_families()
+        for part in self.parts:
+            yield from part.collect()
+
+    def _api_families(self) -> Iterator[Metric]:
+        if self.api is None:
+            return
+        st = self.api.state
+        labels = list(catalog.MODEL_KEY)
+        ready = GaugeMetricFamily(catalog.MODEL_READY, catalog.MODEL_READY_HELP, labels=labels)
+        mbs = GaugeMetricFamily(catalog.MAX_BATCH_SIZE, catalog.MAX_BATCH_SIZE_HELP, labels=labels)
+        for (model, version), ok in sorted(st.ready.items()):
+            ready.add_metric([model, version], 1.0 if ok else 0.0)
+            if ok and model in st.max_batch_size:
+                mbs.add_metric([model, version], float(st.max_batch_size[model]))
+        execs = CounterMetricFamily(
+            catalog.BATCH_EXECUTIONS.removesuffix("_total"),
+            "Executions by batch size, from the statistics API's batch_stats (resets with Triton).",
+            labels=labels + [catalog.BATCH_SIZE],
+        )
+        compute = CounterMetricFamily(
+            catalog.BATCH_COMPUTE.removesuffix("_total"),
+            "Compute time (input + infer + output) of executions by batch size, from batch_stats.",
+            labels=labels + [catalog.BATCH_SIZE],
+        )
+        for (model, version), per in sorted(st.batch_stats.items()):
+            for size, stat in sorted(per.items()):
+                execs.add_metric([model, version, str(size)], stat.executions)
+                compute.add_metric([model, version, str(size)], stat.compute_seconds)
+        yield from (ready, mbs, execs, compute)
+
+    def _derived_families(self) -> Iterator[Metric]:
+        with self.metrics.lock:
+            if not self.metrics.fresh:
+                return
+            window = self.metrics.window
+            models = sorted(window.models)
+            families: dict[str, GaugeMetricFamily] = {}
+            sizes: dict[tuple[str, str], float] = {}
+            for sig in window.signals:
+                const = [k for k, _ in sig.labels]
+                fam = families.get(sig.name)
+                if fam is None:
+                    fam = families[sig.name] = GaugeMetricFamily(
+                        sig.name, sig.help, labels=list(catalog.MODEL_KEY) + const
+                    )
+                for key in models:
+                    value = window.evaluate(sig, key)
+                    if value is None or math.isnan(value) or value < 0:
+                        continue
+                    fam.add_metric([*key, *(v for _, v in sig.labels)], value)
+                    if sig.name == catalog.BATCH_SIZE_MEAN:
+                        sizes[key] = value
+        yield from families.values()
+        eff = GaugeMetricFamily(
+            catalog.BATCH_EFFICIENCY, catalog.BATCH_EFFICIENCY_HELP, labels=list(catalog.MODEL_KEY)
+        )
+        mbs = self.api.state.max_batch_size if self.api else {}
+        for (model, version), size in sorted(sizes.items()):
+            limit = mbs.get(model)
+            if limit:
+                eff.add_metric([model, version], size / limit)
+        yield eff

@@ -1,0 +1,148 @@
+"""The sidecar's configuration: flags > environment (TRITONWATCH_*) > config file > defaults.
+
+Validated once at the edge into a frozen ``SidecarConfig``; every error names the flag or field.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from tritonwatch.errors import UsageError
+
+
+@dataclass(frozen=True)
+class SidecarConfig:
+    triton: str = "http://127.0.0.1:8000"
+    triton_metrics: str = ""  # default: the triton host on port 8002
+    dcgm: str = ""
+    listen: str = ":9450"
+    otlp_listen: str = ""
+    otlp_forward: str = ""
+    interval: float = 5.0
+    window: float = 60.0
+    quantile_window: float = 300.0
+    timeout: float = 0.0  # default: 80% of the interval, at most 10 s
+    max_payload_bytes: int = 64 * 1024 * 1024
+    max_models: int = 5000
+    probe: str = ""
+    probe_interval: float = 10.0
+    set_trace_rate: int = 0
+    trace_file: str = ""
+    web_config: str = ""
+
+    @property
+    def scrape_timeout(self) -> float:
+        return self.timeout or min(self.interval * 0.8, 10.0)
+
+    @property
+    def listen_host_port(self) -> tuple[str, int]:
+        return parse_listen(self.listen, "--listen")
+
+    @property
+    def probe_models(self) -> tuple[str, ...]:
+        return tuple(m.strip() for m in self.probe.split(",") if m.strip())
+
+
+FLAG_NAMES = {f.name: "--" + f.name.replace("_", "-") for f in fields(SidecarConfig)}
+
+
+def check_url(value: str, flag: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"{flag}: {value!r} is not an http(s) URL (e.g. http://127.0.0.1:8000)")
+    try:
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        raise UsageError(f"{flag}: {value!r} has an invalid port") from None
+    return value.rstrip("/") if flag == "--triton" else value
+
+
+def parse_listen(value: str, flag: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise UsageError(f"{flag}: {value!r} is not HOST:PORT (e.g. 127.0.0.1:9450 or :9450)")
+    return host.strip("[]"), int(port)
+
+
+def _load_file(path: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise UsageError(f"--config: cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: expected a mapping of settings")
+    out: dict[str, Any] = {}
+    known = {f.name for f in fields(SidecarConfig)}
+    for key, value in data.items():
+        name = str(key).replace("-", "_")
+        if name not in known:
+            raise UsageError(f"{path}: unknown field {key!r}")
+        out[name] = value
+    return out
+
+
+def resolve(args: argparse.Namespace) -> SidecarConfig:
+    """Merge flags/env (already on ``args``; None when not given) over the config file over defaults."""
+    merged: dict[str, Any] = _load_file(args.config) if getattr(args, "config", None) else {}
+    for f in fields(SidecarConfig):
+        value = getattr(args, f.name, None)
+        if value is not None:
+            merged[f.name] = value
+    typed: dict[str, Any] = {}
+    defaults = SidecarConfig()
+    for f in fields(SidecarConfig):
+        if f.name not in merged:
+            continue
+        raw = merged[f.name]
+        want = type(getattr(defaults, f.name))
+        try:
+            typed[f.name] = want(raw) if not isinstance(raw, want) else raw
+        except (TypeError, ValueError):
+            raise UsageError(f"{FLAG_NAMES[f.name]}: {raw!r} is not a valid {want.__name__}") from None
+    cfg = SidecarConfig(**typed)
+    return validate(cfg)
+
+
+def validate(cfg: SidecarConfig) -> SidecarConfig:
+    check_url(cfg.triton, "--triton")
+    metrics = cfg.triton_metrics
+    if metrics:
+        check_url(metrics, "--triton-metrics")
+    else:
+        host = urlsplit(cfg.triton).hostname or "127.0.0.1"
+        metrics = f"http://{host}:8002/metrics"
+    if cfg.dcgm:
+        check_url(cfg.dcgm, "--dcgm")
+    if cfg.otlp_forward:
+        check_url(cfg.otlp_forward, "--otlp-forward")
+    parse_listen(cfg.listen, "--listen")
+    if cfg.otlp_listen:
+        parse_listen(cfg.otlp_listen, "--otlp-listen")
+    for name in ("interval", "window", "quantile_window", "probe_interval"):
+        if getattr(cfg, name) <= 0:
+            raise UsageError(f"{FLAG_NAMES[name]}: must be > 0 (got {getattr(cfg, name)})")
+    if cfg.window < 2 * cfg.interval:
+        raise UsageError(
+            f"--window: must be at least twice --interval ({cfg.window:g} < 2 x {cfg.interval:g})"
+        )
+    if cfg.timeout < 0:
+        raise UsageError(f"--timeout: must be >= 0 (got {cfg.timeout})")
+    if cfg.max_payload_bytes <= 0 or cfg.max_models <= 0:
+        raise UsageError("--max-payload-bytes and --max-models must be > 0")
+    if cfg.set_trace_rate < 0:
+        raise UsageError(f"--set-trace-rate: must be >= 0 (got {cfg.set_trace_rate})")
+    if cfg.web_config and not Path(cfg.web_config).is_file():
+        raise UsageError(f"--web-config: {cfg.web_config} is not a file")
+    from dataclasses import replace
+
+    return replace(cfg, triton=cfg.triton.rstrip("/"), triton_metrics=metrics)

@@ -1,0 +1,158 @@
+"""``tritonwatch sidecar``: scrape Triton beside it and serve the derived signals on ``/metrics``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import signal
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from exporters.collector import SidecarCollector
+from exporters.config import SidecarConfig, resolve
+from exporters.server import MetricsServer
+from exporters.source import Source
+from exporters.triton import TritonApi, TritonMetrics
+from exporters.window import CounterWindow
+from tritonwatch.errors import TritonwatchError
+
+log = logging.getLogger("tritonwatch.sidecar")
+
+HELP = "Scrape a Triton server (and DCGM, traces) and serve derived per-model signals on /metrics."
+
+# Optional parts, each a module with ``make_part(config, sidecar) -> list[tuple[Part, Source | None]]``
+# (empty when its flags leave it off). Imported by name so that this module stays free of their
+# dependencies and a part that is not installed costs only itself.
+PART_MODULES: tuple[str, ...] = ("exporters.gpu", "exporters.traces", "exporters.probe")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    # Defaults are None so that a config file value is not shadowed by a flag nobody gave.
+    p.add_argument("--config", metavar="FILE", help="YAML file of settings (keys as the long flags)")
+    p.add_argument("--triton", metavar="URL", help="Triton HTTP API base (default http://127.0.0.1:8000)")
+    p.add_argument(
+        "--triton-metrics",
+        metavar="URL",
+        help="Triton metrics URL, used as given (default <triton host>:8002/metrics)",
+    )
+    p.add_argument(
+        "--dcgm", metavar="URL", help="dcgm-exporter metrics URL, used as given (off unless given)"
+    )
+    p.add_argument("--listen", metavar="HOST:PORT", help="where /metrics is served (default :9450)")
+    p.add_argument("--otlp-listen", metavar="HOST:PORT", help="OTLP/HTTP trace receiver (off unless given)")
+    p.add_argument("--otlp-forward", metavar="URL", help="forward received OTLP spans unchanged to this URL")
+    p.add_argument("--interval", type=float, metavar="S", help="scrape interval in seconds (default 5)")
+    p.add_argument(
+        "--window", type=float, metavar="S", help="window of counter derivations in seconds (default 60)"
+    )
+    p.add_argument(
+        "--quantile-window",
+        type=float,
+        metavar="S",
+        help="window of trace quantiles in seconds (default 300)",
+    )
+    p.add_argument(
+        "--timeout", type=float, metavar="S", help="scrape timeout (default 80%% of the interval, max 10)"
+    )
+    p.add_argument("--max-payload-bytes", type=int, metavar="N", help="largest /metrics payload accepted")
+    p.add_argument("--max-models", type=int, metavar="N", help="most models tracked (label cardinality cap)")
+    p.add_argument("--probe", metavar="MODEL[,MODEL]", help="canary-probe these models (off unless given)")
+    p.add_argument("--probe-interval", type=float, metavar="S", help="seconds between probes (default 10)")
+    p.add_argument(
+        "--set-trace-rate", type=int, metavar="N", help="set Triton's trace rate at start (off unless given)"
+    )
+    p.add_argument(
+        "--trace-file", metavar="PATH", help="read Triton JSON trace files (mode=triton) instead of OTLP"
+    )
+    p.add_argument("--web-config", metavar="FILE", help="TLS and basic auth, exporter-toolkit format")
+
+
+@dataclass
+class Sidecar:
+    """The assembled sidecar; ``start()``/``stop()`` for tests and the demo, ``run()`` for the CLI."""
+
+    config: SidecarConfig
+    registry: CollectorRegistry = field(default_factory=lambda: CollectorRegistry(auto_describe=False))
+
+    def __post_init__(self) -> None:
+        cfg = self.config
+        self.window = CounterWindow(cfg.window)
+        self.metrics = TritonMetrics(
+            cfg.triton_metrics, self.window, cfg.interval, cfg.scrape_timeout, cfg.max_payload_bytes
+        )
+        self.api = TritonApi(cfg.triton, cfg.interval, cfg.scrape_timeout)
+        self.sources: list[Source] = [self.metrics, self.api]
+        self.collector = SidecarCollector(self.metrics, self.api)
+        for module_name in PART_MODULES:
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as exc:
+                if exc.name == module_name:
+                    continue  # that part is not in this build
+                raise
+            for part, source in module.make_part(cfg, self):
+                self.collector.add_part(part)
+                if source is not None:
+                    self.sources.append(source)
+        self.registry.register(self.collector)
+        host, port = cfg.listen_host_port
+        authorize, wrap = _web_security(cfg)
+        try:
+            self.server = MetricsServer(host, port, self.registry, authorize, wrap)
+        except OSError as exc:
+            raise TritonwatchError(f"--listen {cfg.listen}: cannot bind ({exc.strerror})") from None
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def start(self) -> Sidecar:
+        for s in self.sources:
+            s.start()
+        self.server.start()
+        log.info(
+            "serving http://%s:%d/metrics; scraping %s and %s every %gs (window %gs)",
+            self.config.listen_host_port[0] or "0.0.0.0",
+            self.port,
+            self.config.triton_metrics,
+            self.config.triton,
+            self.config.interval,
+            self.config.window,
+        )
+        return self
+
+    def stop(self) -> None:
+        self.server.stop()
+        for s in self.sources:
+            s.stop()
+
+    def run(self) -> int:
+        done = threading.Event()
+
+        def _stop(signum: int, frame: Any) -> None:
+            done.set()
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+        self.start()
+        done.wait()
+        log.info("stopping")
+        self.stop()
+        return 0
+
+
+def _web_security(cfg: SidecarConfig) -> tuple[Any, Any]:
+    if not cfg.web_config:
+        return None, None
+    from exporters.webconfig import load_web_config
+
+    return load_web_config(cfg.web_config)
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = resolve(args)
+    return Sidecar(cfg).run()

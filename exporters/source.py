@@ -1,0 +1,101 @@
+"""A scrape source: one target, its own thread and interval, its own health.
+
+A source that fails (unreachable, hanging, malformed) marks only itself down: ``tritonwatch_up{target}``
+goes to 0, its error counter rises by reason, and the families it feeds are dropped by its owner rather
+than served stale. Other sources keep going.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from exporters.http import ScrapeError
+from tritonwatch.expfmt import ExpositionError
+
+log = logging.getLogger(__name__)
+
+
+class Health:
+    """up / last duration / errors by reason for one target; written by one thread, read by the collector."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.up = 0.0
+        self.duration = 0.0
+        self.last_success = 0.0
+        self.errors: dict[str, float] = {}
+        self.last_error = ""
+
+    def success(self, duration: float) -> None:
+        self.up = 1.0
+        self.duration = duration
+        self.last_success = time.time()
+
+    def failure(self, reason: str, message: str, duration: float) -> None:
+        if self.up or self.last_error != message:
+            log.warning("%s scrape failed: %s", self.target, message)
+        self.up = 0.0
+        self.duration = duration
+        self.errors[reason] = self.errors.get(reason, 0.0) + 1
+        self.last_error = message
+
+
+class Source:
+    """Runs ``scrape()`` every ``interval`` seconds in a daemon thread and records its health."""
+
+    target = ""
+
+    def __init__(self, interval: float, clock: Callable[[], float] = time.time) -> None:
+        self.interval = interval
+        self.clock = clock
+        self.health = Health(self.target)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def scrape(self) -> None:
+        raise NotImplementedError
+
+    def on_failure(self) -> None:
+        """Called after a failed scrape: drop what would otherwise be served stale."""
+
+    def step(self) -> bool:
+        start = time.monotonic()
+        try:
+            self.scrape()
+        except ScrapeError as exc:
+            self.health.failure(exc.reason, str(exc), time.monotonic() - start)
+        except ExpositionError as exc:
+            self.health.failure("parse", f"{self.describe()}: {exc}", time.monotonic() - start)
+        except Exception as exc:  # never let one bad payload kill the loop
+            log.exception("%s scrape crashed", self.target)
+            self.health.failure("internal", f"{type(exc).__name__}: {exc}", time.monotonic() - start)
+        else:
+            self.health.success(time.monotonic() - start)
+            return True
+        self.on_failure()
+        return False
+
+    def describe(self) -> str:
+        return self.target
+
+    def _loop(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            self.step()
+            next_at += self.interval
+            now = time.monotonic()
+            if next_at < now:  # a slow scrape: skip missed ticks instead of bursting
+                next_at = now + self.interval
+            self._stop.wait(next_at - now)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name=f"source-{self.target}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=10)

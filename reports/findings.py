@@ -1,0 +1,161 @@
+"""Findings a person can act on, each with a stable ``code`` (tests and tickets key on it).
+
+=======================  ==================================================================================
+code                     when
+=======================  ==================================================================================
+saturation               weeks to saturation under ``SATURATION_WEEKS`` (action under ``URGENT_WEEKS``)
+low_headroom             the period's peak within ``LOW_HEADROOM`` of capacity
+availability_missed      availability below the SLO file's objective
+latency_missed           p99 above the SLO file's latency threshold
+batching_delay           batch efficiency low while little time is spent queued: batches leave half empty
+queueing                 a large share of request time is queueing: more instances or GPUs
+cache_ineffective        the response cache is on but rarely hits
+=======================  ==================================================================================
+
+Thresholds come from the SLO file's operational objectives (``batch_efficiency.min``,
+``queue_time_ratio.max``, ``cache_hit_ratio.min``) when it sets them, else from the defaults below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reports.figures import GpuFigures, ModelFigures
+from tritonwatch import catalog
+
+SATURATION_WEEKS = 8.0
+URGENT_WEEKS = 4.0
+LOW_HEADROOM = 0.2
+BATCH_EFFICIENCY_MIN = 0.5
+QUEUE_SHARE_LOW = 0.1  # below this, waiting a little longer to fill batches costs little
+QUEUE_SHARE_MAX = 0.3
+CACHE_HIT_MIN = 0.2
+
+SEVERITIES = ("action", "watch")
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    severity: str  # "action" or "watch"
+    subject: str  # "model resnet:1" or "GPU GPU-..."
+    text: str
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.1f} %"
+
+
+def _weeks(w: float, low: float | None, high: float | None) -> str:
+    rng = ""
+    if low is not None:
+        rng = f" (95 % range {low:.1f}–{high:.1f})" if high is not None else f" (at the earliest {low:.1f})"
+    return f"{w:.1f} weeks{rng}"
+
+
+def _model(f: ModelFigures) -> list[Finding]:
+    m, subject, out = f.week, f"model {f.name}", []
+    fc = f.forecast
+    if fc is not None and fc.weeks is not None and fc.weeks < SATURATION_WEEKS:
+        what = (
+            f"its declared capacity of {fc.capacity:g} req/s"
+            if f.capacity_source == "slo"
+            else "100 % utilisation of the GPU it runs on"
+        )
+        out.append(
+            Finding(
+                "saturation",
+                "action" if fc.weeks < URGENT_WEEKS else "watch",
+                subject,
+                f"At the current trend of daily peaks it reaches {what} in {_weeks(fc.weeks, fc.weeks_low, fc.weeks_high)}: "
+                "plan more instances or GPUs before then.",
+            )
+        )
+    elif f.headroom is not None and f.headroom < LOW_HEADROOM and f.capacity_source == "slo":
+        out.append(
+            Finding(
+                "low_headroom",
+                "watch",
+                subject,
+                f"The period's peak used {_pct(1 - f.headroom)} of its declared capacity.",
+            )
+        )
+    if f.availability is not None and f.availability_objective is not None:
+        if f.availability < f.availability_objective:
+            out.append(
+                Finding(
+                    "availability_missed",
+                    "action",
+                    subject,
+                    f"Availability {f.availability * 100:.3f} % is below its objective "
+                    f"{f.availability_objective * 100:g} % (error ratio {_pct(m.error_ratio or 0)}): "
+                    f"look at the failure reasons ({catalog.TRITON_FAILURE} by reason) and the error budget alerts.",
+                )
+            )
+    threshold = f.latency_threshold
+    if threshold is not None and m.p99_latency_seconds is not None and m.p99_latency_seconds > threshold:
+        out.append(
+            Finding(
+                "latency_missed",
+                "action",
+                subject,
+                f"p99 latency {m.p99_latency_seconds * 1000:.0f} ms is above the SLO threshold {threshold * 1000:g} ms.",
+            )
+        )
+    slo = f.slo
+    eff_min = slo.batch_efficiency_min if slo and slo.batch_efficiency_min is not None else BATCH_EFFICIENCY_MIN
+    q_max = slo.queue_time_ratio_max if slo and slo.queue_time_ratio_max is not None else QUEUE_SHARE_MAX
+    hit_min = slo.cache_hit_ratio_min if slo and slo.cache_hit_ratio_min is not None else CACHE_HIT_MIN
+    q = m.queue_share
+    if m.batch_efficiency is not None and m.batch_efficiency < eff_min and q is not None and q < QUEUE_SHARE_LOW:
+        out.append(
+            Finding(
+                "batching_delay",
+                "watch",
+                subject,
+                f"Batches run {_pct(m.batch_efficiency)} full (mean {m.mean_batch_size:.1f} of "
+                f"{m.max_batch_size:g}) while requests spend only {_pct(q)} of their time queued: raise "
+                "dynamic_batching max_queue_delay_microseconds so batches fill (fewer executions per request).",
+            )
+        )
+    if q is not None and q > q_max:
+        out.append(
+            Finding(
+                "queueing",
+                "action",
+                subject,
+                f"Requests spend {_pct(q)} of their time queued: add model instances (instance_group count) "
+                "or GPUs, or raise max_batch_size if the model allows it.",
+            )
+        )
+    if m.cache_hit_ratio is not None and m.cache_hit_ratio < hit_min:
+        out.append(
+            Finding(
+                "cache_ineffective",
+                "watch",
+                subject,
+                f"The response cache hits {_pct(m.cache_hit_ratio)} of lookups: it costs memory and a lookup per "
+                "request for little gain; consider turning response_cache off for this model.",
+            )
+        )
+    return out
+
+
+def _gpu(g: GpuFigures) -> list[Finding]:
+    fc = g.forecast
+    if fc.weeks is None or fc.weeks >= SATURATION_WEEKS:
+        return []
+    return [
+        Finding(
+            "saturation",
+            "action" if fc.weeks < URGENT_WEEKS else "watch",
+            f"GPU {g.uuid}",
+            f"Peak utilisation {_pct(fc.peak)}; at the current trend it reaches 100 % in "
+            f"{_weeks(fc.weeks, fc.weeks_low, fc.weeks_high)}.",
+        )
+    ]
+
+
+def findings(models: list[ModelFigures], gpus: list[GpuFigures]) -> list[Finding]:
+    out = [x for f in models for x in _model(f)] + [x for g in gpus for x in _gpu(g)]
+    return sorted(out, key=lambda x: SEVERITIES.index(x.severity))

@@ -1,0 +1,137 @@
+"""Prometheus HTTP API queries into pandas, with progress on stderr and one-line errors.
+
+``instant(expr, at)`` gives a ``{labels: value}`` mapping; ``range(expr, start, end, step)`` gives
+``{labels: pd.Series}`` indexed by UTC timestamps. Labels are a sorted tuple of (name, value) pairs
+(``__name__`` dropped). A long range is fetched one day at a time so that progress can be shown and no
+query exceeds Prometheus's 11,000 points per series.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
+from typing import IO, Any
+
+import pandas as pd
+import requests
+
+from tritonwatch.errors import TritonwatchError
+
+Labels = tuple[tuple[str, str], ...]
+
+# Prometheus refuses a range query with more points than this per series.
+_MAX_POINTS = 11000
+
+
+def labels_of(metric: Mapping[str, str]) -> Labels:
+    return tuple(sorted((k, v) for k, v in metric.items() if k != "__name__"))
+
+
+def label(labels: Labels, name: str) -> str:
+    for k, v in labels:
+        if k == name:
+            return v
+    return ""
+
+
+class Progress:
+    """Progress of a multi-query job on stderr: one line per step, or one updated line on a terminal."""
+
+    def __init__(self, stream: IO[str] | None = None, prefix: str = "report") -> None:
+        self.stream = stream or sys.stderr
+        self.prefix = prefix
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._started = time.monotonic()
+
+    def step(self, what: str, part: int = 0, parts: int = 0) -> None:
+        if parts > 1 and not self.tty and part not in (1, parts):
+            return  # on a log, the first and last chunk of a long query are enough
+        where = f" [{part}/{parts}]" if parts > 1 else ""
+        text = f"{self.prefix}: {time.monotonic() - self._started:6.1f}s {what}{where}"
+        if self.tty:
+            self.stream.write("\r\033[K" + text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class PromClient:
+    """A small client for ``/api/v1/query``, ``/api/v1/query_range`` and ``/api/v1/series``."""
+
+    def __init__(self, url: str, timeout: float = 120.0, progress: Progress | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.progress = progress
+        self.session = requests.Session()
+
+    def _get(self, path: str, params: Mapping[str, Any]) -> Any:
+        try:
+            resp = self.session.get(f"{self.url}{path}", params=params, timeout=self.timeout)
+        except requests.ConnectionError:
+            raise TritonwatchError(f"cannot reach Prometheus at {self.url} (--prometheus)") from None
+        except requests.Timeout:
+            raise TritonwatchError(
+                f"Prometheus at {self.url} did not answer within {self.timeout:.0f}s ({path})"
+            ) from None
+        except requests.RequestException as exc:
+            raise TritonwatchError(f"bad Prometheus URL {self.url} (--prometheus): {exc}") from None
+        try:
+            body = resp.json()
+        except ValueError:
+            raise TritonwatchError(
+                f"{self.url}{path} answered HTTP {resp.status_code} without a Prometheus API body "
+                "(is --prometheus the server's base URL?)"
+            ) from None
+        if body.get("status") != "success":
+            raise TritonwatchError(f"Prometheus at {self.url} refused a query: {body.get('error', resp.status_code)}")
+        return body["data"]
+
+    def instant(self, expr: str, at: datetime, what: str = "") -> dict[Labels, float]:
+        if self.progress and what:
+            self.progress.step(what)
+        data = self._get("/api/v1/query", {"query": expr, "time": at.timestamp()})
+        if data["resultType"] == "scalar":
+            return {(): float(data["result"][1])}
+        return {labels_of(r["metric"]): float(r["value"][1]) for r in data["result"]}
+
+    def range(
+        self, expr: str, start: datetime, end: datetime, step: timedelta, what: str = ""
+    ) -> dict[Labels, pd.Series]:
+        chunks = list(_chunks(start, end, step))
+        parts: dict[Labels, list[pd.Series]] = {}
+        for i, (a, b) in enumerate(chunks, 1):
+            if self.progress and what:
+                self.progress.step(what, i, len(chunks))
+            params = {"query": expr, "start": a.timestamp(), "end": b.timestamp(), "step": step.total_seconds()}
+            data = self._get("/api/v1/query_range", params)
+            for r in data["result"]:
+                values = r["values"]
+                idx = pd.to_datetime([float(t) for t, _ in values], unit="s", utc=True)
+                parts.setdefault(labels_of(r["metric"]), []).append(
+                    pd.Series([float(v) for _, v in values], index=idx, dtype="float64")
+                )
+        return {k: pd.concat(v).sort_index() for k, v in parts.items()}
+
+    def has_series(self, match: str, start: datetime, end: datetime) -> bool:
+        data = self._get(
+            "/api/v1/series", {"match[]": match, "start": start.timestamp(), "end": end.timestamp()}
+        )
+        return bool(data)
+
+
+def _chunks(start: datetime, end: datetime, step: timedelta) -> Iterator[tuple[datetime, datetime]]:
+    """Day-long pieces on the step grid from ``start``; consecutive pieces share no point."""
+    span = max(timedelta(days=1), step)
+    span = min(span, step * (_MAX_POINTS - 1))
+    a = start
+    while a <= end:
+        b = min(a + span - step, end)
+        yield a, b
+        a = b + step

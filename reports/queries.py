@@ -1,0 +1,98 @@
+"""What the report asks Prometheus, every expression built from ``tritonwatch.catalog``.
+
+Weekly figures are one instant query at the report's end over a ``[<days>d]`` range of the raw
+counters: ratios of summed increases, never averages of 5-minute ratios. Time series for peaks and
+charts use the recording rule's series where they exist in the period (``sig.record``), else the same
+formula over the raw Triton series.
+"""
+
+from __future__ import annotations
+
+from tritonwatch import catalog
+
+BY = catalog.by_clause()  # "model, version"
+GPU_BY = catalog.GPU_UUID
+
+# Windows for the time series: 5 minutes for peaks (the issue's "highest 5-minute rate"), an hour for
+# the ratio and percentile charts, where 5-minute values of sampled traces would be noise.
+PEAK_WINDOW = "5m"
+CHART_WINDOW = "1h"
+
+
+def _increase(term: catalog.Term, window: str) -> str:
+    return f"sum by ({BY}) (increase({term.matcher()}[{window}]))"
+
+
+def successes(window: str) -> str:
+    return _increase(catalog.signal(catalog.REQUEST_RATE).numerator[0], window)
+
+
+def server_failures(window: str) -> str:
+    """Failures other than client cancellations (the error ratio's numerator)."""
+    return _increase(catalog.signal(catalog.ERROR_RATIO).numerator[0], window)
+
+
+def error_ratio(window: str) -> str:
+    return catalog.promql(catalog.signal(catalog.ERROR_RATIO), window)
+
+
+def mean_batch_size(window: str) -> str:
+    return catalog.promql(catalog.signal(catalog.BATCH_SIZE_MEAN), window)
+
+
+def max_batch_size(window: str) -> str:
+    # max_over_time: the sidecar may have been scraped at any point of the period, not only at its end.
+    return f"max by ({BY}) (max_over_time({catalog.MAX_BATCH_SIZE}[{window}]))"
+
+
+def batch_efficiency(window: str) -> str:
+    return catalog.batch_efficiency_promql(window)
+
+
+def cache_hit_ratio(window: str) -> str:
+    return catalog.promql(catalog.signal(catalog.CACHE_HIT_RATIO), window)
+
+
+def queue_share(window: str) -> str:
+    return catalog.promql(catalog.signal(catalog.QUEUE_TIME_RATIO), window)
+
+
+def mean_latency(window: str, phase: str = "request") -> str:
+    return catalog.promql(catalog.signal(catalog.LATENCY, phase=phase), window)
+
+
+def latency_quantile(q: float, window: str, phase: str = "request") -> str:
+    """A percentile from the sidecar's aggregatable histogram, across replicas."""
+    bucket = f'{catalog.REQUEST_DURATION}_bucket{{{catalog.PHASE}="{phase}"}}'
+    return f"histogram_quantile({q:g}, sum by ({BY}, le) (rate({bucket}[{window}])))"
+
+
+def histogram_count() -> str:
+    """Series selector that exists only where the sidecar exports the latency histogram."""
+    return f"{catalog.REQUEST_DURATION}_count"
+
+
+def model_gpus(window: str) -> str:
+    """Which GPUs run each model: Triton's execution-side counters carry ``gpu_uuid`` for GPU instances."""
+    return f"count by ({BY}, {GPU_BY}) (last_over_time({catalog.TRITON_EXEC_COUNT}[{window}]))"
+
+
+def request_rate(recorded: bool, window: str = PEAK_WINDOW) -> str:
+    """Successful requests/s per model summed across replicas (and any grouping label such as cluster)."""
+    sig = catalog.signal(catalog.REQUEST_RATE)
+    if recorded:
+        return f"sum by ({BY}) ({catalog.recorded(sig.record)})"
+    return catalog.promql(sig, window)
+
+
+def request_rate_record() -> str:
+    return catalog.REQUEST_RATE_RECORD
+
+
+def gpu_utilization(window: str = PEAK_WINDOW) -> str:
+    """Per GPU, the mean utilisation (0-1) over each window: the sidecar's series, else Triton's own."""
+    parts = [
+        f"avg by ({GPU_BY}) (avg_over_time({name}[{window}]))"
+        for name in (catalog.GPU_UTILIZATION, catalog.TRITON_GPU_UTILIZATION)
+    ]
+    return " or ".join(parts)

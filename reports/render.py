@@ -1,0 +1,209 @@
+"""Write the report: ``report.html`` (self-contained, charts inline as PNG data URIs, no script),
+``report.md`` (the same findings and tables, charts beside it in ``charts/``), ``models.csv`` and
+``gpus.csv`` (one row per model version / GPU; not applicable is an empty cell).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from reports.capacity import METHOD
+from reports.figures import GPU_COLUMNS, MODEL_COLUMNS, Cell, GpuFigures, ModelFigures, gpu_row, model_row
+from reports.findings import Finding
+from reports.week import Week
+
+CHART_TITLES = {
+    "request_rate": "Request rate per model, daily peaks and trend",
+    "latency": "Latency percentiles against the SLO threshold",
+    "gpu_utilization": "GPU utilisation and headroom",
+    "efficiency": "Batch efficiency and cache hit ratio",
+}
+
+
+@dataclass(frozen=True)
+class Report:
+    week: Week
+    prometheus: str
+    models: Sequence[ModelFigures]
+    gpus: Sequence[GpuFigures]
+    findings: Sequence[Finding]
+    charts: dict[str, bytes]
+    generated: datetime
+
+
+# --- cell formatting ----------------------------------------------------------------------------
+def _csv_cell(v: Cell) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.10g}"
+    return str(v)
+
+
+def _num(v: Cell, fmt: str = "{:.3g}") -> str:
+    return "—" if v is None or v == "" else fmt.format(v) if isinstance(v, float) else str(v)
+
+
+def _pct(v: Cell) -> str:
+    return "—" if not isinstance(v, float) else f"{v * 100:.2f} %"
+
+
+def _ms(v: Cell) -> str:
+    return "—" if not isinstance(v, float) else f"{v * 1000:.1f}"
+
+
+def _weeks(row: dict[str, Cell]) -> str:
+    w, lo, hi = row["weeks_to_saturation"], row.get("weeks_to_saturation_low"), row.get("weeks_to_saturation_high")
+    if not isinstance(w, float):
+        return "— (no upward trend)" if row.get("headroom_ratio") is not None else "—"
+    if isinstance(lo, float):
+        return f"{w:.1f} ({lo:.1f}–{hi:.1f})" if isinstance(hi, float) else f"{w:.1f} (≥ {lo:.1f})"
+    return f"{w:.1f}"
+
+
+Column = tuple[str, Callable[[dict[str, Cell]], str]]
+
+MODEL_TABLE: tuple[Column, ...] = (
+    ("model", lambda r: f"{r['model']}:{r['version']}" if r["version"] else str(r["model"])),
+    ("requests", lambda r: _num(r["requests_total"], "{:,.0f}")),
+    ("peak req/s", lambda r: _num(r["peak_request_rate"])),
+    ("error ratio", lambda r: _pct(r["error_ratio"])),
+    ("availability vs objective", lambda r: _pct(r["availability_vs_objective"])),
+    ("mean batch", lambda r: _num(r["mean_batch_size"])),
+    ("batch efficiency", lambda r: _pct(r["batch_efficiency"])),
+    ("cache hits", lambda r: _pct(r["cache_hit_ratio"])),
+    ("queue share", lambda r: _pct(r["queue_share"])),
+    ("p99 ms", lambda r: _ms(r["p99_latency_seconds"])),
+    ("capacity from", lambda r: {"slo": "declared", "gpu": "GPU"}.get(str(r["capacity_source"]), "—")),
+    ("headroom", lambda r: _pct(r["headroom_ratio"])),
+    ("weeks to saturation (95 % range)", _weeks),
+)
+GPU_TABLE: tuple[Column, ...] = (
+    ("GPU", lambda r: str(r["gpu_uuid"])),
+    ("peak utilisation", lambda r: _pct(r["peak_utilization"])),
+    ("mean utilisation", lambda r: _pct(r["mean_utilization"])),
+    ("headroom", lambda r: _pct(r["headroom_ratio"])),
+    ("peak trend per day", lambda r: _pct(r["trend_slope_per_day"])),
+    ("weeks to saturation (95 % range)", _weeks),
+)
+
+
+def _rows(report: Report) -> tuple[list[dict[str, Cell]], list[dict[str, Cell]]]:
+    return [model_row(f) for f in report.models], [gpu_row(g) for g in report.gpus]
+
+
+# --- files --------------------------------------------------------------------------------------
+def write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Cell]]) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(columns)
+        for r in rows:
+            w.writerow([_csv_cell(r[c]) for c in columns])
+
+
+def _period(week: Week) -> str:
+    return f"{week.start:%Y-%m-%d %H:%M} – {week.end:%Y-%m-%d %H:%M} UTC ({week.days} days)"
+
+
+def _source_note(report: Report) -> str:
+    rate = "the recording rule" if report.week.recorded else "raw Triton counters"
+    return f"Prometheus {report.prometheus}; request rate from {rate}; weekly figures from raw counters."
+
+
+def markdown(report: Report) -> str:
+    models, gpus = _rows(report)
+    out = [
+        "# Triton capacity report",
+        "",
+        f"Period: {_period(report.week)}  ",
+        f"Source: {_source_note(report)}",
+        "",
+        "## Findings",
+        "",
+    ]
+    if report.findings:
+        out += [f"- **{x.severity}** · {x.subject}: {x.text}" for x in report.findings]
+    else:
+        out.append("- Nothing to act on this period.")
+    out += ["", "## Models", "", *_md_table(MODEL_TABLE, models), "", "## GPUs", ""]
+    out += _md_table(GPU_TABLE, gpus) if gpus else ["No GPU utilisation series in the period."]
+    out += ["", "## Method", "", METHOD, "", "## Charts", ""]
+    out += [f"![{CHART_TITLES[k]}](charts/{k}.png)" for k in report.charts]
+    out += ["", f"Generated {report.generated:%Y-%m-%d %H:%M} UTC by tritonwatch report.", ""]
+    return "\n".join(out)
+
+
+def _md_table(columns: Sequence[Column], rows: Sequence[dict[str, Cell]]) -> list[str]:
+    lines = ["| " + " | ".join(c for c, _ in columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(fn(r).replace("|", "\\|") for _, fn in columns) + " |" for r in rows]
+    return lines
+
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
+h1 { margin-bottom: 0.2em; } .meta { color: #555; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
+th { background: #f0f3f7; } td:first-child, th:first-child { text-align: left; }
+.action { color: #fff; background: #c0392b; } .watch { color: #222; background: #f1c40f; }
+.sev { border-radius: 3px; padding: 0 0.4em; font-size: 0.85em; margin-right: 0.4em; }
+li { margin: 0.4em 0; } img { max-width: 100%; border: 1px solid #ddd; }
+"""
+
+
+def _html_table(columns: Sequence[Column], rows: Sequence[dict[str, Cell]]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c, _ in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(fn(r))}</td>" for _, fn in columns) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def html_page(report: Report) -> str:
+    models, gpus = _rows(report)
+    e = html.escape
+    findings = "".join(
+        f'<li><span class="sev {e(x.severity)}">{e(x.severity)}</span><b>{e(x.subject)}</b>: {e(x.text)}</li>'
+        for x in report.findings
+    ) or "<li>Nothing to act on this period.</li>"
+    charts = "".join(
+        f"<h3>{e(CHART_TITLES[k])}</h3>"
+        f'<img alt="{e(CHART_TITLES[k])}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+        for k, png in report.charts.items()
+    )
+    gpu_table = _html_table(GPU_TABLE, gpus) if gpus else "<p>No GPU utilisation series in the period.</p>"
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f"<title>Triton capacity report {report.week.end:%Y-%m-%d}</title><style>{_CSS}</style></head><body>"
+        "<h1>Triton capacity report</h1>"
+        f'<p class="meta">Period: {e(_period(report.week))}<br>Source: {e(_source_note(report))}</p>'
+        f"<h2>Findings</h2><ul>{findings}</ul>"
+        f"<h2>Models</h2>{_html_table(MODEL_TABLE, models)}"
+        f"<h2>GPUs</h2>{gpu_table}"
+        f"<h2>Method</h2><p>{e(METHOD)}</p>"
+        f"<h2>Charts</h2>{charts}"
+        f'<p class="meta">Generated {report.generated:%Y-%m-%d %H:%M} UTC by tritonwatch report.</p>'
+        "</body></html>\n"
+    )
+
+
+def write(report: Report, out: Path) -> list[Path]:
+    """Write every file into ``out`` (created if missing); returns the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    models, gpus = _rows(report)
+    paths = [out / "report.html", out / "report.md", out / "models.csv", out / "gpus.csv"]
+    paths[0].write_text(html_page(report))
+    paths[1].write_text(markdown(report))
+    write_csv(paths[2], MODEL_COLUMNS, models)
+    write_csv(paths[3], GPU_COLUMNS, gpus)
+    (out / "charts").mkdir(exist_ok=True)
+    for name, png in report.charts.items():
+        p = out / "charts" / f"{name}.png"
+        p.write_bytes(png)
+        paths.append(p)
+    return paths

@@ -1,0 +1,74 @@
+"""``tritonwatch report``: the weekly capacity report from Prometheus.
+
+Writes into ``--out``: ``report.html`` (self-contained), ``report.md``, ``models.csv``, ``gpus.csv`` and
+``charts/*.png``. Progress goes to stderr; the list of files written to stdout. pandas and matplotlib
+are imported inside ``run()`` only, so the rest of the CLI starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tritonwatch.errors import UsageError
+
+HELP = "Weekly capacity report from Prometheus: headroom, trends, weeks to saturation, findings."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prometheus", required=True, metavar="URL", help="Prometheus base URL, e.g. http://prometheus:9090")
+    parser.add_argument("--end", metavar="ISO-8601", help="end of the period (default: now), e.g. 2026-11-09T00:00:00Z")
+    parser.add_argument("--days", type=int, default=7, metavar="N", help="length of the period in days (default 7)")
+    parser.add_argument("--slo", metavar="FILE", help="SLO file: objectives and declared capacity (capacity.max_request_rate)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="directory to write the report into")
+    parser.add_argument("--timeout", type=float, default=120.0, metavar="S", help="per-query timeout in seconds")
+
+
+def parse_end(text: str | None) -> datetime:
+    if not text:
+        return datetime.now(timezone.utc).replace(microsecond=0)
+    try:
+        t = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(f"--end: not an ISO-8601 time (got {text!r}; e.g. 2026-11-09T00:00:00Z)") from None
+    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.days < 1:
+        raise UsageError(f"--days: must be at least 1 (got {args.days})")
+    end = parse_end(args.end)
+    slos = None
+    if args.slo:
+        from alerts import slo
+
+        slos = slo.load(args.slo)
+
+    from reports import charts, figures, findings, render
+    from reports.promapi import Progress, PromClient
+    from reports.week import collect
+
+    progress = Progress()
+    client = PromClient(args.prometheus, timeout=args.timeout, progress=progress)
+    try:
+        week = collect(client, end, args.days)
+        progress.step("capacity and charts")
+        models, gpus = figures.build(week, slos)
+        report = render.Report(
+            week=week,
+            prometheus=client.url,
+            models=models,
+            gpus=gpus,
+            findings=findings.findings(models, gpus),
+            charts=charts.all_charts(models, gpus, week),
+            generated=datetime.now(timezone.utc),
+        )
+        paths = render.write(report, Path(args.out))
+    finally:
+        progress.done()
+    for p in paths:
+        print(p)
+    print(f"{len(report.findings)} findings for {len(models)} models and {len(gpus)} GPUs", file=sys.stderr)
+    return 0

@@ -1,0 +1,146 @@
+"""Collect one period's figures and series from Prometheus (every query from ``reports.queries``).
+
+``collect()`` returns a ``Week``: per (model, version) the period's totals and ratios (``None`` where
+the series behind them do not exist, e.g. no cache or no latency histogram) plus the 5-minute request
+rate and hourly chart series; per GPU the 5-minute mean utilisation. An empty period is an error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import pandas as pd
+
+from reports import queries as q
+from reports.promapi import Labels, PromClient, label
+from tritonwatch import catalog
+from tritonwatch.errors import TritonwatchError
+
+ModelKey = tuple[str, str]
+PEAK_STEP = timedelta(minutes=5)
+CHART_STEP = timedelta(hours=1)
+PERCENTILES = (0.5, 0.9, 0.99)
+
+
+@dataclass
+class ModelWeek:
+    model: str
+    version: str
+    requests_total: float | None = None
+    peak_request_rate: float | None = None
+    error_ratio: float | None = None
+    mean_batch_size: float | None = None
+    max_batch_size: float | None = None
+    batch_efficiency: float | None = None
+    cache_hit_ratio: float | None = None
+    queue_share: float | None = None
+    mean_latency_seconds: float | None = None
+    p99_latency_seconds: float | None = None
+    gpus: tuple[str, ...] = ()
+    rate: pd.Series = field(default_factory=lambda: pd.Series(dtype="float64"))
+    latency: dict[str, pd.Series] = field(default_factory=dict)  # "p50", "p99" or "mean"
+    batch_efficiency_series: pd.Series | None = None
+    cache_hit_series: pd.Series | None = None
+
+
+@dataclass
+class Week:
+    start: datetime
+    end: datetime
+    days: int
+    models: dict[ModelKey, ModelWeek]
+    gpus: dict[str, pd.Series]  # gpu_uuid -> 5-minute mean utilisation (0-1)
+    recorded: bool  # the request rate came from the recording rule
+
+
+def _key(labels: Labels) -> ModelKey:
+    return (label(labels, catalog.MODEL), label(labels, catalog.VERSION))
+
+
+def _finite(v: float | None) -> float | None:
+    return v if v is not None and math.isfinite(v) else None
+
+
+def _by_model(result: dict[Labels, float]) -> dict[ModelKey, float]:
+    return {_key(k): v for k, v in result.items() if math.isfinite(v)}
+
+
+def _series_by_model(result: dict[Labels, pd.Series]) -> dict[ModelKey, pd.Series]:
+    return {_key(k): s.where(s.map(math.isfinite)).dropna() for k, s in result.items()}
+
+
+def collect(client: PromClient, end: datetime, days: int) -> Week:
+    start = end - timedelta(days=days)
+    window = f"{days}d"
+    ok = _by_model(client.instant(q.successes(window), end, "requests over the period"))
+    if not ok:
+        raise TritonwatchError(
+            f"no Triton request series ({catalog.TRITON_SUCCESS}) in Prometheus at {client.url} "
+            f"between {start:%Y-%m-%dT%H:%MZ} and {end:%Y-%m-%dT%H:%MZ} (--end, --days)"
+        )
+    failed = _by_model(client.instant(q.server_failures(window), end, "failures"))
+    models = {k: ModelWeek(model=k[0], version=k[1]) for k in sorted(ok)}
+    for k, m in models.items():
+        m.requests_total = ok[k] + failed.get(k, 0.0)
+
+    def fill(attr: str, expr: str, what: str) -> None:
+        for k, v in _by_model(client.instant(expr, end, what)).items():
+            if k in models:
+                setattr(models[k], attr, v)
+
+    fill("error_ratio", q.error_ratio(window), "error ratio")
+    fill("mean_batch_size", q.mean_batch_size(window), "batch size")
+    fill("max_batch_size", q.max_batch_size(window), "max batch size")
+    fill("cache_hit_ratio", q.cache_hit_ratio(window), "cache hit ratio")
+    fill("queue_share", q.queue_share(window), "queue share")
+    fill("mean_latency_seconds", q.mean_latency(window), "mean latency")
+    fill("p99_latency_seconds", q.latency_quantile(0.99, window), "p99 latency")
+    for m in models.values():
+        if m.mean_batch_size is not None and m.max_batch_size:
+            m.batch_efficiency = m.mean_batch_size / m.max_batch_size
+    gpus_of: dict[ModelKey, set[str]] = {}
+    for labels in client.instant(q.model_gpus(window), end, "models' GPUs"):
+        uuid = label(labels, catalog.GPU_UUID)
+        if uuid:
+            gpus_of.setdefault(_key(labels), set()).add(uuid)
+    for k, m in models.items():
+        m.gpus = tuple(sorted(gpus_of.get(k, ())))
+
+    # Range queries start one step after `start` so that every point's window lies inside the period.
+    first = start + PEAK_STEP
+    recorded = client.has_series(q.request_rate_record(), start, end)
+    rates = _series_by_model(client.range(q.request_rate(recorded), first, end, PEAK_STEP, "request rate"))
+    for k, s in rates.items():
+        if k in models:
+            models[k].rate = s
+            models[k].peak_request_rate = _finite(float(s.max())) if not s.empty else None
+
+    hour = start + CHART_STEP
+    w = q.CHART_WINDOW
+    has_hist = any(m.p99_latency_seconds is not None for m in models.values())
+    if has_hist:
+        for p in PERCENTILES:
+            name = f"p{p * 100:g}"
+            got = client.range(q.latency_quantile(p, w), hour, end, CHART_STEP, f"{name} latency")
+            for k, s in _series_by_model(got).items():
+                if k in models and models[k].p99_latency_seconds is not None:
+                    models[k].latency[name] = s
+    means = _series_by_model(client.range(q.mean_latency(w), hour, end, CHART_STEP, "mean latency"))
+    for k, s in means.items():
+        if k in models and not models[k].latency:
+            models[k].latency["mean"] = s
+    for k, s in _series_by_model(client.range(q.batch_efficiency(w), hour, end, CHART_STEP, "batch efficiency")).items():
+        if k in models:
+            models[k].batch_efficiency_series = s
+    for k, s in _series_by_model(client.range(q.cache_hit_ratio(w), hour, end, CHART_STEP, "cache hits")).items():
+        if k in models:
+            models[k].cache_hit_series = s
+
+    gpus: dict[str, pd.Series] = {}
+    for labels, s in client.range(q.gpu_utilization(), first, end, PEAK_STEP, "GPU utilisation").items():
+        uuid = label(labels, catalog.GPU_UUID)
+        if uuid:
+            gpus[uuid] = s.dropna()
+    return Week(start=start, end=end, days=days, models=models, gpus=dict(sorted(gpus.items())), recorded=recorded)

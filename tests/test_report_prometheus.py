@@ -1,0 +1,225 @@
+"""The capacity report against a real Prometheus holding a backfilled synthetic week with known figures.
+
+The week (``reports.synthetic.default_week``) is written as OpenMetrics, turned into TSDB blocks by
+``promtool tsdb create-blocks-from openmetrics``, and served by a real Prometheus; ``tritonwatch report``
+runs through the CLI's ``main(argv)`` and its CSV files are compared with the truth recomputed from the
+very counters written. The HTML is then opened in headless Chromium.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reports import synthetic
+from tritonwatch.cli import main
+from tritonwatch.procs import free_port
+from tritonwatch.promstack import Prometheus, prometheus_config
+
+pytestmark = pytest.mark.prometheus
+
+ROOT = Path(__file__).resolve().parent.parent
+SLO_FILE = ROOT / "tests" / "data" / "report_slo.yaml"
+ARTIFACTS = ROOT / ".artifacts" / "report"
+CHROMIUM = "/usr/bin/chromium"
+WEEK = synthetic.default_week()
+END = WEEK.end.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+if not (shutil.which("promtool") and shutil.which("prometheus")):
+    pytest.skip("promtool/prometheus not installed (apt-get install prometheus)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    work = tmp_path_factory.mktemp("report-prom")
+    om = work / "week.om"
+    synthetic.write_openmetrics(WEEK, om)
+    blocks = work / "blocks"
+    # 200h rounds to promtool's 162h blocks: the file is parsed twice instead of 84 times (2h blocks).
+    subprocess.run(
+        ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=200h", str(om), str(blocks)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    om.unlink()
+    prom = Prometheus(work / "prom", prometheus_config([]), storage=blocks)
+    try:
+        prom.wait_ready(60)
+        yield prom
+    finally:
+        prom.stop()
+
+
+@pytest.fixture(scope="module")
+def report_dir(prometheus: Prometheus, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report-out")
+    argv = ["report", "--prometheus", prometheus.url, "--end", END, "--days", "7", "--slo", str(SLO_FILE)]
+    assert main([*argv, "--out", str(out)]) == 0
+    return out
+
+
+def _csv(path: Path, key: str) -> dict[str, dict[str, str]]:
+    with path.open() as f:
+        return {row[key]: row for row in csv.DictReader(f)}
+
+
+def _close(got: str, want: float, rel: float) -> bool:
+    return abs(float(got) - want) <= rel * abs(want)
+
+
+def test_weekly_figures_match_the_synthetic_truth(report_dir: Path) -> None:
+    rows = _csv(report_dir / "models.csv", "model")
+    truth = synthetic.truth(WEEK)
+    assert set(rows) == {"resnet", "bert"}
+    for name, t in truth.items():
+        r = rows[name]
+        # resnet runs on two Tritons: its peak is only right if both instances are summed.
+        assert _close(r["peak_request_rate"], t.peak_request_rate, 0.05), (name, r["peak_request_rate"], t)
+        assert _close(r["error_ratio"], t.error_ratio, 0.10), (name, r["error_ratio"], t)
+        assert _close(r["mean_batch_size"], t.mean_batch_size, 0.05), (name, r["mean_batch_size"], t)
+        assert _close(r["requests_total"], t.requests_total, 0.02), (name, r["requests_total"], t)
+    assert float(rows["resnet"]["peak_request_rate"]) > 1.5 * max(m.peak_rate for m in WEEK.models)
+    assert truth["resnet"].cache_hit_ratio is not None
+    assert abs(float(rows["resnet"]["cache_hit_ratio"]) - truth["resnet"].cache_hit_ratio) <= 0.02
+    # Batch efficiency needs the sidecar's max_batch_size: 3 of 16.
+    assert abs(float(rows["resnet"]["batch_efficiency"]) - 3 / 16) <= 0.01
+    # The histogram's p99 lies in the bucket that holds the true p99 (100-250 ms).
+    p99 = truth["resnet"].p99_latency_seconds
+    assert p99 is not None and 0.1 < p99 <= 0.25
+    assert 0.1 < float(rows["resnet"]["p99_latency_seconds"]) <= 0.25
+
+
+def test_not_applicable_is_an_empty_cell(report_dir: Path) -> None:
+    bert = _csv(report_dir / "models.csv", "model")["bert"]
+    # No cache series, no histogram, max_batch_size 0 (does not batch), no latency objective.
+    for column in ("cache_hit_ratio", "p99_latency_seconds", "batch_efficiency", "latency_threshold_seconds"):
+        assert bert[column] == "", column
+    assert float(bert["mean_batch_size"]) == pytest.approx(1.0, rel=1e-3)
+
+
+def test_gpu_weeks_to_saturation_within_a_third(report_dir: Path) -> None:
+    rows = _csv(report_dir / "gpus.csv", "gpu_uuid")
+    assert set(rows) == {g.uuid for g in WEEK.gpus}
+    for gpu in WEEK.gpus:
+        r = rows[gpu.uuid]
+        true_weeks = synthetic.weeks_to_reach(WEEK, gpu.peak_utilization, 1.0)
+        assert abs(float(r["weeks_to_saturation"]) - true_weeks) <= true_weeks / 3, (gpu.uuid, r, true_weeks)
+        assert float(r["weeks_to_saturation_low"]) <= float(r["weeks_to_saturation"]) <= float(r["weeks_to_saturation_high"])
+        # The end-of-week peak (envelope value) and the headroom left under it.
+        end_peak = gpu.peak_utilization * (1 + WEEK.growth_per_day * (WEEK.days - 1 + WEEK.peak_hour / 24))
+        assert float(r["peak_utilization"]) == pytest.approx(end_peak, rel=0.05)
+        assert float(r["headroom_ratio"]) == pytest.approx(1 - float(r["peak_utilization"]))
+
+
+def test_capacity_from_the_slo_file_or_the_gpu(report_dir: Path) -> None:
+    rows = _csv(report_dir / "models.csv", "model")
+    bert, resnet = rows["bert"], rows["resnet"]
+    assert bert["capacity_source"] == "slo" and float(bert["capacity_request_rate"]) == 40.0
+    bert_model = next(m for m in WEEK.models if m.name == "bert")
+    true_weeks = synthetic.weeks_to_reach(WEEK, bert_model.peak_rate, 40.0)
+    assert abs(float(bert["weeks_to_saturation"]) - true_weeks) <= true_weeks / 3, (bert, true_weeks)
+    assert float(bert["headroom_ratio"]) == pytest.approx(1 - float(bert["peak_request_rate"]) / 40.0, rel=0.01)
+    # resnet declares no capacity: it saturates with the first of its two GPUs.
+    gpus = _csv(report_dir / "gpus.csv", "gpu_uuid")
+    assert resnet["capacity_source"] == "gpu" and resnet["capacity_request_rate"] == ""
+    assert set(resnet["gpus"].split()) == set(gpus)
+    assert float(resnet["weeks_to_saturation"]) == min(float(g["weeks_to_saturation"]) for g in gpus.values())
+    assert float(bert["availability_vs_objective"]) == pytest.approx(0.98 - 0.95, abs=0.002)
+    assert float(resnet["availability_vs_objective"]) == pytest.approx(0.996 - 0.999, abs=0.0005)
+
+
+def test_findings_name_the_actions(report_dir: Path) -> None:
+    md = (report_dir / "report.md").read_text()
+    findings = md.split("## Findings", 1)[1].split("## Models", 1)[0]
+    lines = [x for x in findings.splitlines() if x.startswith("- ")]
+    resnet = "\n".join(x for x in lines if "model resnet" in x)
+    bert = "\n".join(x for x in lines if "model bert" in x)
+    assert "max_queue_delay_microseconds" in resnet  # 3/16 full batches, 5 % queued
+    assert "instance_group" in bert and "instance_group" not in resnet  # 60 % of bert's time queued
+    assert "below its objective" in resnet and "below its objective" not in bert
+    assert "above the SLO threshold" in resnet
+    assert "weeks" in bert and "declared capacity of 40 req/s" in bert  # ~1.9 weeks: action
+    assert sum("GPU GPU-" in x for x in lines) == 2  # both GPUs saturate within 8 weeks
+    assert "least squares" in md  # the method is stated
+    assert "cache" not in bert
+
+
+def test_html_charts_render_in_headless_chromium(report_dir: Path, tmp_path: Path) -> None:
+    from PIL import Image
+
+    page = (report_dir / "report.html").read_text()
+    assert "<script" not in page and "http://" not in page.replace("http://127.0.0.1", "")
+    images = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) == 4, [alt for alt, _ in images]
+    for alt, data in images:
+        img = Image.open(io.BytesIO(base64.b64decode(data)))
+        assert img.format == "PNG" and img.width > 600 and img.height > 150, alt
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "report.png"
+    shot.unlink(missing_ok=True)
+    subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'chromium'}",
+            f"--screenshot={shot}",
+            "--window-size=1280,4800",
+            (report_dir / "report.html").as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    shutil.copy(report_dir / "report.html", ARTIFACTS / "report.html")
+    img = Image.open(shot).convert("RGB")
+    assert img.size == (1280, 4800)
+    colours = img.getcolors(maxcolors=1 << 20)
+    assert colours is not None and len(colours) > 200  # text and tables alone give few colours
+    # Each chart draws in colours the page's CSS never uses: the images were decoded and painted.
+    pixels = {c for _, c in colours}
+    for name, rgb in {"request rate": (31, 119, 180), "GPU": (44, 160, 44), "peaks": (214, 39, 40)}.items():
+        near = [p for p in pixels if sum(abs(a - b) for a, b in zip(p, rgb, strict=True)) < 12]
+        assert near, f"no {name} chart colour in the screenshot"
+
+
+def test_unreachable_prometheus_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    assert main(["report", "--prometheus", url, "--end", END, "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"tritonwatch report: error: cannot reach Prometheus at {url} (--prometheus)"
+    assert not any("Traceback" in x for x in err)
+    assert not (tmp_path / "out").exists()
+
+
+def test_empty_period_is_one_line(prometheus: Prometheus, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["report", "--prometheus", prometheus.url, "--end", "2026-01-15T00:00:00Z", "--out", str(tmp_path / "o")]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("tritonwatch report: error: no Triton request series")
+    assert "2026-01-08T00:00Z" in err[-1] and "2026-01-15T00:00Z" in err[-1]
+    assert not (tmp_path / "o").exists()
+
+
+def test_bad_end_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["report", "--prometheus", "http://127.0.0.1:9", "--end", "last tuesday", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip().endswith("--end: not an ISO-8601 time (got 'last tuesday'; e.g. 2026-11-09T00:00:00Z)")
