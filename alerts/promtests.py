@@ -220,7 +220,7 @@ def burn_cases(spec: SLOFile, obj: Objective) -> list[Case]:
 def nodata_cases(spec: SLOFile, obj: Objective) -> list[Case]:
     if obj.kind != "latency":
         return []
-    values = rules.nodata_texts(spec)
+    values = rules.nodata_texts(spec, obj)
     base = {rules.SEVERITY: "ticket", rules.SLO_LABEL: obj.name, catalog.MODEL: obj.model}
     hist = sidecar_labels(spec, **{catalog.MODEL: obj.model, catalog.VERSION: VERSION, catalog.PHASE: "request"})
 
@@ -310,10 +310,15 @@ def server_cases(spec: SLOFile) -> list[Case]:
     down = Case("Triton target down pages").add("up", up, "1x5 0x20")
     down.checks += [
         Check("4m", rules.SERVER_DOWN),
-        Check("15m", rules.SERVER_DOWN, (expected(spec, rules.SERVER_DOWN, {**up, rules.SEVERITY: "page"}, values),)),
+        Check(
+            "15m",
+            rules.SERVER_DOWN,
+            (expected(spec, rules.SERVER_DOWN, {**up, rules.SEVERITY: "page", rules.CAUSE: "scrape_failed"}, values),),
+        ),
     ]
     absent = Case("no Triton target at all pages").add(catalog.UP, sidecar_labels(spec, target="triton"), gauge(1, 20))
-    absent_alert = expected(spec, rules.SERVER_DOWN, {rules.SEVERITY: "page"}, values, rules.SERVER_ABSENT_TEXTS)
+    absent_labels = {rules.SEVERITY: "page", rules.CAUSE: "no_target"}
+    absent_alert = expected(spec, rules.SERVER_DOWN, absent_labels, values, rules.SERVER_ABSENT_TEXTS)
     absent.checks.append(Check("10m", rules.SERVER_DOWN, (absent_alert,)))
     healthy = Case("Triton target up is quiet").add("up", up, gauge(1, 20))
     healthy.checks.append(Check("15m", rules.SERVER_DOWN))

@@ -54,6 +54,7 @@ SIDECAR_STALE = "TritonwatchSidecarStale"
 WATCHDOG = "Watchdog"
 # TritonServerDown has two rules (a target down, no target at all) with texts of their own.
 SERVER_ABSENT_TEXTS = "TritonServerDown/absent"
+CAUSE = "cause"  # tells those two rules (and their alerts) apart
 
 ALERTS = (
     BURN,
@@ -303,7 +304,11 @@ def budget_rules(spec: SLOFile, obj: Objective) -> list[Rule]:
             "expr": f"vector({_num(obj.objective / 100)})",
             "labels": {catalog.MODEL: obj.model, SLO_LABEL: obj.name},
         },
-        {"record": BUDGET_REMAINING_RECORD, "expr": f"1 - {whole} / {_num(obj.budget)}"},
+        {
+            "record": BUDGET_REMAINING_RECORD,
+            "expr": f"1 - {whole} / {_num(obj.budget)}",
+            "labels": {SLO_LABEL: obj.name},
+        },
     ]
 
 
@@ -350,8 +355,11 @@ def burn_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
     ]
 
 
-def nodata_texts(spec: SLOFile) -> dict[str, str]:
+def nodata_texts(spec: SLOFile, obj: Objective) -> dict[str, str]:
+    # Static rule labels are not in $labels at template time: the SLO and model are spelled out.
     return {
+        "slo": obj.name,
+        "model": obj.model,
         "histogram": catalog.REQUEST_DURATION,
         "absent": NO_DATA_ABSENT,
         "traffic_window": NO_DATA_TRAFFIC_WINDOW,
@@ -372,7 +380,7 @@ def nodata_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
         f"  sum by ({by}) (increase({success}[{w}])) > 0\n)"
     )
     labels = {SEVERITY: "ticket", SLO_LABEL: obj.name, catalog.MODEL: obj.model}
-    return [_alert(NO_DATA, expr, labels, nodata_texts(spec))]
+    return [_alert(NO_DATA, expr, labels, nodata_texts(spec, obj))]
 
 
 def slo_groups(spec: SLOFile) -> list[Group]:
@@ -455,11 +463,16 @@ def operational_alerts(spec: SLOFile) -> list[Group]:
         f"max by ({by_target}) (changes({catalog.SCRAPE_DURATION}[{STALE_WINDOW}])) == 0"
     )
     rules: list[Rule] = [
-        _alert(SERVER_DOWN, f"{up_matcher(spec)} == 0", {SEVERITY: "page"}, operational_texts(spec, SERVER_DOWN)),
+        _alert(
+            SERVER_DOWN,
+            f"{up_matcher(spec)} == 0",
+            {SEVERITY: "page", CAUSE: "scrape_failed"},
+            operational_texts(spec, SERVER_DOWN),
+        ),
         _alert(
             SERVER_DOWN,
             f"absent({up_matcher(spec)})",
-            {SEVERITY: "page"},
+            {SEVERITY: "page", CAUSE: "no_target"},
             operational_texts(spec, SERVER_DOWN),
             SERVER_ABSENT_TEXTS,
         ),

@@ -68,7 +68,7 @@ def format_duration(seconds: float) -> str:
         n = seconds / _UNITS[unit]
         if n >= 1 and abs(n - round(n)) < 1e-9:
             return f"{round(n)}{unit}"
-    return f"{round(seconds * 1000)}ms"
+    return f"{seconds * 1000:g}ms"  # sub-second thresholds: 50ms, 0.25ms
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,13 @@ def _steps(thresholds: Sequence[tuple[str, float | None]]) -> list[Json]:
 _GREEN: tuple[tuple[str, float | None], ...] = (("green", None),)
 
 
-def _common(title: str, description: str, queries: Sequence[Query], grid: core.GridPos) -> Json:
+def _common(
+    title: str,
+    description: str,
+    queries: Sequence[Query],
+    grid: core.GridPos,
+    thresholds: Sequence[tuple[str, float | None]] = _GREEN,
+) -> Json:
     if not description:
         raise ValueError(f"panel {title!r} needs a description")
     return dict(
@@ -108,6 +114,7 @@ def _common(title: str, description: str, queries: Sequence[Query], grid: core.G
         targets=_targets(queries),
         gridPos=grid,
         maxDataPoints=None,
+        thresholds=_steps(thresholds),
     )
 
 
@@ -125,7 +132,7 @@ def timeseries(
     draw: str = "line",
 ) -> core.TimeSeries:
     return core.TimeSeries(
-        **_common(title, description, queries, grid),
+        **_common(title, description, queries, grid, thresholds),
         unit=unit,
         fillOpacity=fill,
         stacking={"mode": "normal", "group": "A"} if stack else {"mode": "none", "group": "A"},
@@ -137,7 +144,6 @@ def timeseries(
         legendCalcs=["lastNotNull", "max"],
         tooltipMode="multi",
         tooltipSort="desc",
-        thresholds=_steps(thresholds),
         thresholdsStyleMode="off" if thresholds == _GREEN else "line",
     )
 
@@ -154,10 +160,10 @@ def stat(
     no_value: str = "no data",
 ) -> core.Stat:
     return core.Stat(
-        **_common(title, description, queries, grid),
+        **_common(title, description, queries, grid, thresholds),
         format=unit,
         reduceCalc=reduce,
-        thresholds=_steps(thresholds),
+        color={"mode": "thresholds"},
         colorMode="value",
         graphMode="area",
         noValue=no_value,

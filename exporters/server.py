@@ -1,21 +1,34 @@
 """The sidecar's HTTP endpoint: ``/metrics`` from a private registry, ``/-/healthy``, a landing page.
 
-TLS and basic auth (exporter-toolkit web config) wrap this server when ``--web-config`` is given.
+TLS and basic auth (exporter-toolkit web config) are applied here when ``--web-config`` is given. The
+TLS handshake runs in each connection's own thread with a deadline, never in the accept loop: a client
+that connects and never speaks must not stall the endpoint Prometheus scrapes.
 """
 
 from __future__ import annotations
 
 import gzip
+import logging
+import socket
+import ssl
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+log = logging.getLogger(__name__)
+
 LANDING = b"""<html><head><title>tritonwatch sidecar</title></head>
 <body><h1>tritonwatch sidecar</h1><p><a href="/metrics">/metrics</a></p></body></html>
 """
+
+# An idle or stalled client (no request line, no TLS hello, a keep-alive nobody reuses) holds one
+# thread; these bound how long.
+HANDSHAKE_TIMEOUT = 5.0
+IDLE_TIMEOUT = 30.0
 
 Authorizer = Callable[[str | None], bool]
 
@@ -26,6 +39,7 @@ def make_handler(
     class Handler(BaseHTTPRequestHandler):
         server_version = "tritonwatch"
         protocol_version = "HTTP/1.1"
+        timeout = IDLE_TIMEOUT
 
         def log_message(self, format: str, *args: object) -> None:
             pass  # Prometheus scrapes every few seconds: access logs would drown real warnings
@@ -66,6 +80,49 @@ def make_handler(
     return Handler
 
 
+class MetricsHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server that, given a TLS context, handshakes inside each connection's thread."""
+
+    daemon_threads = True
+    tls_context: ssl.SSLContext | None = None
+    handshake_timeout = HANDSHAKE_TIMEOUT
+
+    def use_tls(self, context: ssl.SSLContext) -> None:
+        self.tls_context = context
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.tls_context is None:
+            super().finish_request(request, client_address)
+            return
+        try:
+            request.settimeout(self.handshake_timeout)
+            tls = self.tls_context.wrap_socket(request, server_side=True, do_handshake_on_connect=False)
+        except OSError:
+            return
+        try:
+            tls.do_handshake()
+        except (OSError, ssl.SSLError) as exc:  # a port scan, plain HTTP, a stalled client
+            log.debug("TLS handshake with %s failed: %s", client_address, exc)
+            tls.close()
+            return
+        try:
+            super().finish_request(tls, client_address)
+        finally:
+            try:
+                tls.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            tls.close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that vanished mid-response is routine for a metrics endpoint, not a traceback.
+        log.debug("error serving %s", client_address, exc_info=True)
+
+
+class _IPv6Server(MetricsHTTPServer):
+    address_family = socket.AF_INET6
+
+
 class MetricsServer:
     def __init__(
         self,
@@ -73,10 +130,10 @@ class MetricsServer:
         port: int,
         registry: CollectorRegistry,
         authorize: Authorizer | None = None,
-        wrap: Callable[[ThreadingHTTPServer], None] | None = None,
+        wrap: Callable[[MetricsHTTPServer], None] | None = None,
     ) -> None:
-        self.httpd = ThreadingHTTPServer((host, port), make_handler(registry, authorize))
-        self.httpd.daemon_threads = True
+        cls = _IPv6Server if ":" in host else MetricsHTTPServer
+        self.httpd = cls((host, port), make_handler(registry, authorize))
         if wrap:
             wrap(self.httpd)  # e.g. TLS
         self.port = int(self.httpd.server_address[1])

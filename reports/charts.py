@@ -16,14 +16,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.dates as mdates  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.dates as mdates
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
-from reports.capacity import daily_peaks, fit_trend  # noqa: E402
-from reports.figures import GpuFigures, ModelFigures  # noqa: E402
-from reports.week import Week  # noqa: E402
+from reports.capacity import daily_peaks, fit_trend
+from reports.figures import GpuFigures, ModelFigures
+from reports.week import Week
 
 MAX_PANELS = 12  # beyond this, the busiest models only (the tables list them all)
 _WIDTH = 11.0
@@ -59,8 +59,9 @@ def _peaks_and_trend(ax: Axes, series: pd.Series, week: Week, scale: float = 1.0
         return "no trend"
     ends = [pd.Timestamp(week.start), pd.Timestamp(week.end)]
     ax.plot(ends, [trend.at(t) * scale for t in ends], "--", color="black", linewidth=1.2, label="peak trend")
-    growth = trend.slope_per_day / trend.level if trend.level > 0 else 0.0
-    return f"peak trend {growth * 100:+.1f} % a day"
+    first = trend.at(pd.Timestamp(week.start))
+    growth = f", {trend.slope_per_day / first * 100:+.1f} % of the first day's" if first > 0 else ""
+    return f"peak trend {trend.slope_per_day * scale:+.3g} a day{growth}"
 
 
 def _top(models: Sequence[ModelFigures]) -> list[ModelFigures]:
@@ -73,11 +74,13 @@ def request_rate(models: Sequence[ModelFigures], week: Week) -> bytes:
     for ax, f in zip(axes, shown, strict=False):
         ax.plot(f.week.rate.index, f.week.rate.values, color="tab:blue", linewidth=0.8, label="5-minute rate")
         trend = _peaks_and_trend(ax, f.week.rate, week)
+        top = float(f.week.rate.max())
         if f.capacity_source == "slo" and f.forecast is not None:
             ax.axhline(f.forecast.capacity, color="tab:orange", linewidth=1.5, label="declared capacity")
-        _style(ax, f"{f.name}: successful requests/s ({trend})", "req/s")
-        ax.set_ylim(bottom=0)
-        ax.legend(fontsize=7, loc="upper left")
+            top = max(top, f.forecast.capacity)
+        _style(ax, f"{f.name}: successful requests/s; {trend}", "req/s")
+        ax.set_ylim(0, 1.3 * top if top > 0 else 1.0)
+        ax.legend(fontsize=7, loc="upper left", ncol=4)
     return _png(fig)
 
 
@@ -91,8 +94,9 @@ def latency(models: Sequence[ModelFigures]) -> bytes:
             ax.axhline(f.latency_threshold * 1000.0, color="tab:red", linewidth=1.5, label="SLO threshold")
         source = "histogram" if "mean" not in f.week.latency else "mean from Triton counters, no histogram"
         _style(ax, f"{f.name}: request latency, hourly ({source})", "ms")
-        ax.set_ylim(bottom=0)
-        ax.legend(fontsize=7, loc="upper left")
+        top = max([float(s.max()) * 1000.0 for s in f.week.latency.values() if not s.empty] + [1e-3])
+        ax.set_ylim(0, 1.25 * max(top, (f.latency_threshold or 0.0) * 1000.0))
+        ax.legend(fontsize=7, loc="upper left", ncol=4)
     return _png(fig)
 
 
@@ -100,10 +104,18 @@ def gpu_utilization(gpus: Sequence[GpuFigures], week: Week) -> bytes:
     shown = list(gpus)[:MAX_PANELS]
     fig, axes = _figure(len(shown))
     for ax, g in zip(axes, shown, strict=False):
-        ax.plot(g.utilization.index, g.utilization.values * 100.0, color="tab:green", linewidth=0.8, label="5-minute mean")
+        ax.plot(
+            g.utilization.index,
+            g.utilization.values * 100.0,
+            color="tab:green",
+            linewidth=0.8,
+            label="5-minute mean",
+        )
         _peaks_and_trend(ax, g.utilization, week, 100.0)
         ax.axhline(100.0, color="tab:orange", linewidth=1.5, label="saturation")
-        ax.fill_between(g.utilization.index, g.utilization.values * 100.0, 100.0, color="tab:green", alpha=0.08)
+        ax.fill_between(
+            g.utilization.index, g.utilization.values * 100.0, 100.0, color="tab:green", alpha=0.08
+        )
         weeks = g.forecast.weeks
         note = f"saturates in ~{weeks:.1f} weeks" if weeks is not None else "no upward trend"
         _style(ax, f"{g.uuid}: utilisation and headroom ({note})", "%")

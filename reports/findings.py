@@ -103,11 +103,18 @@ def _model(f: ModelFigures) -> list[Finding]:
             )
         )
     slo = f.slo
-    eff_min = slo.batch_efficiency_min if slo and slo.batch_efficiency_min is not None else BATCH_EFFICIENCY_MIN
+    eff_min = (
+        slo.batch_efficiency_min if slo and slo.batch_efficiency_min is not None else BATCH_EFFICIENCY_MIN
+    )
     q_max = slo.queue_time_ratio_max if slo and slo.queue_time_ratio_max is not None else QUEUE_SHARE_MAX
     hit_min = slo.cache_hit_ratio_min if slo and slo.cache_hit_ratio_min is not None else CACHE_HIT_MIN
     q = m.queue_share
-    if m.batch_efficiency is not None and m.batch_efficiency < eff_min and q is not None and q < QUEUE_SHARE_LOW:
+    if (
+        m.batch_efficiency is not None
+        and m.batch_efficiency < eff_min
+        and q is not None
+        and q < QUEUE_SHARE_LOW
+    ):
         out.append(
             Finding(
                 "batching_delay",

@@ -90,7 +90,9 @@ class PromClient:
                 "(is --prometheus the server's base URL?)"
             ) from None
         if body.get("status") != "success":
-            raise TritonwatchError(f"Prometheus at {self.url} refused a query: {body.get('error', resp.status_code)}")
+            raise TritonwatchError(
+                f"Prometheus at {self.url} refused a query: {body.get('error', resp.status_code)}"
+            )
         return body["data"]
 
     def instant(self, expr: str, at: datetime, what: str = "") -> dict[Labels, float]:
@@ -109,7 +111,12 @@ class PromClient:
         for i, (a, b) in enumerate(chunks, 1):
             if self.progress and what:
                 self.progress.step(what, i, len(chunks))
-            params = {"query": expr, "start": a.timestamp(), "end": b.timestamp(), "step": step.total_seconds()}
+            params = {
+                "query": expr,
+                "start": a.timestamp(),
+                "end": b.timestamp(),
+                "step": step.total_seconds(),
+            }
             data = self._get("/api/v1/query_range", params)
             for r in data["result"]:
                 values = r["values"]

@@ -51,7 +51,7 @@ def _num(v: Cell, fmt: str = "{:.3g}") -> str:
 
 
 def _pct(v: Cell) -> str:
-    return "—" if not isinstance(v, float) else f"{v * 100:.2f} %"
+    return "—" if not isinstance(v, float) else f"{v * 100:.2f}%"
 
 
 def _ms(v: Cell) -> str:
@@ -59,7 +59,11 @@ def _ms(v: Cell) -> str:
 
 
 def _weeks(row: dict[str, Cell]) -> str:
-    w, lo, hi = row["weeks_to_saturation"], row.get("weeks_to_saturation_low"), row.get("weeks_to_saturation_high")
+    w, lo, hi = (
+        row["weeks_to_saturation"],
+        row.get("weeks_to_saturation_low"),
+        row.get("weeks_to_saturation_high"),
+    )
     if not isinstance(w, float):
         return "— (no upward trend)" if row.get("headroom_ratio") is not None else "—"
     if isinstance(lo, float):
@@ -159,17 +163,22 @@ li { margin: 0.4em 0; } img { max-width: 100%; border: 1px solid #ddd; }
 
 def _html_table(columns: Sequence[Column], rows: Sequence[dict[str, Cell]]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c, _ in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(fn(r))}</td>" for _, fn in columns) + "</tr>" for r in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(fn(r))}</td>" for _, fn in columns) + "</tr>" for r in rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def html_page(report: Report) -> str:
     models, gpus = _rows(report)
     e = html.escape
-    findings = "".join(
-        f'<li><span class="sev {e(x.severity)}">{e(x.severity)}</span><b>{e(x.subject)}</b>: {e(x.text)}</li>'
-        for x in report.findings
-    ) or "<li>Nothing to act on this period.</li>"
+    findings = (
+        "".join(
+            f'<li><span class="sev {e(x.severity)}">{e(x.severity)}</span><b>{e(x.subject)}</b>: {e(x.text)}</li>'
+            for x in report.findings
+        )
+        or "<li>Nothing to act on this period.</li>"
+    )
     charts = "".join(
         f"<h3>{e(CHART_TITLES[k])}</h3>"
         f'<img alt="{e(CHART_TITLES[k])}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'

@@ -12,18 +12,28 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tritonwatch.errors import UsageError
+from tritonwatch.errors import TritonwatchError, UsageError
 
 HELP = "Weekly capacity report from Prometheus: headroom, trends, weeks to saturation, findings."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--prometheus", required=True, metavar="URL", help="Prometheus base URL, e.g. http://prometheus:9090")
-    parser.add_argument("--end", metavar="ISO-8601", help="end of the period (default: now), e.g. 2026-11-09T00:00:00Z")
-    parser.add_argument("--days", type=int, default=7, metavar="N", help="length of the period in days (default 7)")
-    parser.add_argument("--slo", metavar="FILE", help="SLO file: objectives and declared capacity (capacity.max_request_rate)")
+    parser.add_argument(
+        "--prometheus", required=True, metavar="URL", help="Prometheus base URL, e.g. http://prometheus:9090"
+    )
+    parser.add_argument(
+        "--end", metavar="ISO-8601", help="end of the period (default: now), e.g. 2026-11-09T00:00:00Z"
+    )
+    parser.add_argument(
+        "--days", type=int, default=7, metavar="N", help="length of the period in days (default 7)"
+    )
+    parser.add_argument(
+        "--slo", metavar="FILE", help="SLO file: objectives and declared capacity (capacity.max_request_rate)"
+    )
     parser.add_argument("--out", required=True, metavar="DIR", help="directory to write the report into")
-    parser.add_argument("--timeout", type=float, default=120.0, metavar="S", help="per-query timeout in seconds")
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, metavar="S", help="per-query timeout in seconds"
+    )
 
 
 def parse_end(text: str | None) -> datetime:
@@ -65,7 +75,10 @@ def run(args: argparse.Namespace) -> int:
             charts=charts.all_charts(models, gpus, week),
             generated=datetime.now(timezone.utc),
         )
-        paths = render.write(report, Path(args.out))
+        try:
+            paths = render.write(report, Path(args.out))
+        except OSError as exc:
+            raise TritonwatchError(f"--out {args.out}: cannot write the report ({exc.strerror})") from None
     finally:
         progress.done()
     for p in paths:

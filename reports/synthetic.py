@@ -232,7 +232,9 @@ def _model_series(week: Week, model: Model, rng: np.random.Generator) -> Iterato
             for le in (*catalog.DEFAULT_BUCKETS, math.inf):
                 share = 1.0 if math.isinf(le) else _norm_cdf((math.log(le) - mu) / sigma)
                 label = "+Inf" if math.isinf(le) else repr(le)
-                yield _Series(f"{catalog.REQUEST_DURATION}_bucket", {**hist, "le": label}, np.floor(c.success * share))
+                yield _Series(
+                    f"{catalog.REQUEST_DURATION}_bucket", {**hist, "le": label}, np.floor(c.success * share)
+                )
             yield _Series(f"{catalog.REQUEST_DURATION}_sum", hist, c.success * model.request_latency_s)
             yield _Series(f"{catalog.REQUEST_DURATION}_count", hist, c.success)
 

@@ -110,7 +110,10 @@ def collect(client: PromClient, end: datetime, days: int) -> Week:
 
     # Range queries start one step after `start` so that every point's window lies inside the period.
     first = start + PEAK_STEP
-    recorded = client.has_series(q.request_rate_record(), start, end)
+    # The recording rule is cheaper on long periods, but only if it ran over the whole period.
+    record = q.request_rate_record()
+    edge = PEAK_STEP * 3
+    recorded = client.has_series(record, start, start + edge) and client.has_series(record, end - edge, end)
     rates = _series_by_model(client.range(q.request_rate(recorded), first, end, PEAK_STEP, "request rate"))
     for k, s in rates.items():
         if k in models:
@@ -131,10 +134,14 @@ def collect(client: PromClient, end: datetime, days: int) -> Week:
     for k, s in means.items():
         if k in models and not models[k].latency:
             models[k].latency["mean"] = s
-    for k, s in _series_by_model(client.range(q.batch_efficiency(w), hour, end, CHART_STEP, "batch efficiency")).items():
+    for k, s in _series_by_model(
+        client.range(q.batch_efficiency(w), hour, end, CHART_STEP, "batch efficiency")
+    ).items():
         if k in models:
             models[k].batch_efficiency_series = s
-    for k, s in _series_by_model(client.range(q.cache_hit_ratio(w), hour, end, CHART_STEP, "cache hits")).items():
+    for k, s in _series_by_model(
+        client.range(q.cache_hit_ratio(w), hour, end, CHART_STEP, "cache hits")
+    ).items():
         if k in models:
             models[k].cache_hit_series = s
 
@@ -143,4 +150,6 @@ def collect(client: PromClient, end: datetime, days: int) -> Week:
         uuid = label(labels, catalog.GPU_UUID)
         if uuid:
             gpus[uuid] = s.dropna()
-    return Week(start=start, end=end, days=days, models=models, gpus=dict(sorted(gpus.items())), recorded=recorded)
+    return Week(
+        start=start, end=end, days=days, models=models, gpus=dict(sorted(gpus.items())), recorded=recorded
+    )

@@ -8,6 +8,7 @@ import logging
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 import requests
 
 from tritonwatch.errors import TritonwatchError, UsageError
-from tritonwatch.local_triton import LocalTriton, trace_args
+from tritonwatch.local_triton import LocalTriton, sweep_leftovers, trace_args
 from tritonwatch.modelrepo import ONNX_PARAMETER, prepare_copy, read_model, read_repository
 from tritonwatch.procs import free_port, port_is_free, wait_until
 
@@ -175,6 +176,42 @@ def test_shim_gives_the_same_scores_as_onnxruntime(triton: Any) -> None:
     np.testing.assert_allclose(served, expected, rtol=1e-6, atol=1e-7)
 
 
+def test_shim_answers_each_request_of_a_dynamic_batch_with_its_own_score(triton: Any) -> None:
+    import onnxruntime as ort
+    import tritonclient.http as httpclient
+
+    session = ort.InferenceSession(str(ONNX_FILE), providers=["CPUExecutionProvider"])
+    stats_url = f"{triton.http_url}/v2/models/fraud_detector/stats"
+    before = requests.get(stats_url, timeout=5).json()["model_stats"][0]
+    mismatches: list[str] = []
+
+    def client_thread(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{triton.http_port}")
+        try:
+            for _ in range(40):
+                x = rng.standard_normal((1, 10)).astype(np.float32)
+                inp = httpclient.InferInput("input_features", [1, 10], "FP32")
+                inp.set_data_from_numpy(x)
+                got = client.infer("fraud_detector", [inp]).as_numpy("fraud_probability")
+                (want,) = session.run(None, {"input_features": x})
+                if not np.allclose(got, want, rtol=1e-6, atol=1e-7):
+                    mismatches.append(f"{got} != {want}")
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=client_thread, args=(1000 + i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    after = requests.get(stats_url, timeout=5).json()["model_stats"][0]
+    assert not mismatches, mismatches[:3]
+    inferences = after["inference_count"] - before["inference_count"]
+    executions = after["execution_count"] - before["execution_count"]
+    assert inferences == 320 and executions < inferences  # some requests really ran batched
+
+
 def test_served_config_keeps_production_settings(triton: Any) -> None:
     config = requests.get(f"{triton.http_url}/v2/models/fraud_detector/config", timeout=5).json()
     assert config["max_batch_size"] == 64
@@ -264,9 +301,17 @@ def test_cli_children_die_and_ports_free(how: signal.Signals) -> None:
         )
         wait_until(lambda: all(port_is_free(p) for p in ports), 5, "ports to be free")
         assert time.monotonic() - t0 < 30
-        if how == signal.SIGTERM:
-            assert proc.returncode == 0
         assert tree_digest(MODEL_REPOSITORY) == before
+        out = proc.stdout.read() if proc.stdout else ""
+        (log_line,) = [line for line in out.splitlines() if line.startswith("log: ")]
+        workdir = Path(log_line.split()[1]).parent
+        if how == signal.SIGTERM:
+            assert proc.returncode == 0 and not workdir.exists()
+        else:
+            # Nothing could clean up after SIGKILL; the next LocalTriton sweeps what a dead owner left.
+            assert workdir.exists()
+            sweep_leftovers()
+            assert not workdir.exists()
     finally:
         if proc.poll() is None:
             proc.kill()

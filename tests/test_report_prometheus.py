@@ -18,8 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from reports import synthetic
+from tritonwatch import catalog
 from tritonwatch.cli import main
 from tritonwatch.procs import free_port
 from tritonwatch.promstack import Prometheus, prometheus_config
@@ -38,20 +40,44 @@ if not (shutil.which("promtool") and shutil.which("prometheus")):
 
 
 @pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
-    work = tmp_path_factory.mktemp("report-prom")
+def blocks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The synthetic week as TSDB blocks (2 s to write, 5 s to convert)."""
+    work = tmp_path_factory.mktemp("report-blocks")
     om = work / "week.om"
     synthetic.write_openmetrics(WEEK, om)
-    blocks = work / "blocks"
+    out = work / "blocks"
     # 200h rounds to promtool's 162h blocks: the file is parsed twice instead of 84 times (2h blocks).
     subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=200h", str(om), str(blocks)],
+        [
+            "promtool",
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            "--max-block-duration=200h",
+            str(om),
+            str(out),
+        ],
         check=True,
         capture_output=True,
         timeout=120,
     )
     om.unlink()
-    prom = Prometheus(work / "prom", prometheus_config([]), storage=blocks)
+    return out
+
+
+def _copy_blocks(src: Path, dst: Path) -> None:
+    dst.mkdir(parents=True, exist_ok=True)
+    for block in src.iterdir():
+        if (block / "meta.json").exists():
+            shutil.copytree(block, dst / block.name)
+
+
+@pytest.fixture(scope="module")
+def prometheus(blocks: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    work = tmp_path_factory.mktemp("report-prom")
+    storage = work / "data"
+    _copy_blocks(blocks, storage)
+    prom = Prometheus(work, prometheus_config([]), storage=storage)
     try:
         prom.wait_ready(60)
         yield prom
@@ -79,6 +105,7 @@ def _close(got: str, want: float, rel: float) -> bool:
 def test_weekly_figures_match_the_synthetic_truth(report_dir: Path) -> None:
     rows = _csv(report_dir / "models.csv", "model")
     truth = synthetic.truth(WEEK)
+    assert "request rate from raw Triton counters" in (report_dir / "report.md").read_text()
     assert set(rows) == {"resnet", "bert"}
     for name, t in truth.items():
         r = rows[name]
@@ -113,7 +140,11 @@ def test_gpu_weeks_to_saturation_within_a_third(report_dir: Path) -> None:
         r = rows[gpu.uuid]
         true_weeks = synthetic.weeks_to_reach(WEEK, gpu.peak_utilization, 1.0)
         assert abs(float(r["weeks_to_saturation"]) - true_weeks) <= true_weeks / 3, (gpu.uuid, r, true_weeks)
-        assert float(r["weeks_to_saturation_low"]) <= float(r["weeks_to_saturation"]) <= float(r["weeks_to_saturation_high"])
+        assert (
+            float(r["weeks_to_saturation_low"])
+            <= float(r["weeks_to_saturation"])
+            <= float(r["weeks_to_saturation_high"])
+        )
         # The end-of-week peak (envelope value) and the headroom left under it.
         end_peak = gpu.peak_utilization * (1 + WEEK.growth_per_day * (WEEK.days - 1 + WEEK.peak_hour / 24))
         assert float(r["peak_utilization"]) == pytest.approx(end_peak, rel=0.05)
@@ -127,7 +158,9 @@ def test_capacity_from_the_slo_file_or_the_gpu(report_dir: Path) -> None:
     bert_model = next(m for m in WEEK.models if m.name == "bert")
     true_weeks = synthetic.weeks_to_reach(WEEK, bert_model.peak_rate, 40.0)
     assert abs(float(bert["weeks_to_saturation"]) - true_weeks) <= true_weeks / 3, (bert, true_weeks)
-    assert float(bert["headroom_ratio"]) == pytest.approx(1 - float(bert["peak_request_rate"]) / 40.0, rel=0.01)
+    assert float(bert["headroom_ratio"]) == pytest.approx(
+        1 - float(bert["peak_request_rate"]) / 40.0, rel=0.01
+    )
     # resnet declares no capacity: it saturates with the first of its two GPUs.
     gpus = _csv(report_dir / "gpus.csv", "gpu_uuid")
     assert resnet["capacity_source"] == "gpu" and resnet["capacity_request_rate"] == ""
@@ -210,8 +243,18 @@ def test_unreachable_prometheus_is_one_line(tmp_path: Path, capsys: pytest.Captu
     assert not (tmp_path / "out").exists()
 
 
-def test_empty_period_is_one_line(prometheus: Prometheus, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["report", "--prometheus", prometheus.url, "--end", "2026-01-15T00:00:00Z", "--out", str(tmp_path / "o")]
+def test_empty_period_is_one_line(
+    prometheus: Prometheus, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [
+        "report",
+        "--prometheus",
+        prometheus.url,
+        "--end",
+        "2026-01-15T00:00:00Z",
+        "--out",
+        str(tmp_path / "o"),
+    ]
     assert main(argv) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("tritonwatch report: error: no Triton request series")
@@ -219,7 +262,54 @@ def test_empty_period_is_one_line(prometheus: Prometheus, tmp_path: Path, capsys
     assert not (tmp_path / "o").exists()
 
 
+def test_recording_rule_is_used_when_it_ran_over_the_period(
+    blocks: Path, prometheus: Prometheus, tmp_path: Path
+) -> None:
+    # The rule exactly as the generated rules record it, backfilled by promtool from the raw series.
+    sig = catalog.signal(catalog.REQUEST_RATE)
+    rules = tmp_path / "rules.yml"
+    group = {
+        "name": "report-test",
+        "interval": "1m",
+        "rules": [{"record": sig.record, "expr": catalog.promql(sig)}],
+    }
+    rules.write_text(yaml.safe_dump({"groups": [group]}))
+    rule_blocks = tmp_path / "rule-blocks"
+    start = int(WEEK.start.timestamp())
+    subprocess.run(
+        [
+            "promtool",
+            "tsdb",
+            "create-blocks-from",
+            "rules",
+            f"--start={start}",
+            f"--end={int(WEEK.end.timestamp())}",
+        ]
+        + [f"--url={prometheus.url}", f"--output-dir={rule_blocks}", "--eval-interval=60s", str(rules)],
+        check=True,
+        capture_output=True,
+        timeout=180,
+    )
+    storage = tmp_path / "data"
+    _copy_blocks(blocks, storage)
+    _copy_blocks(rule_blocks, storage)
+    prom = Prometheus(tmp_path / "prom", prometheus_config([]), storage=storage)
+    try:
+        prom.wait_ready(60)
+        assert main(["report", "--prometheus", prom.url, "--end", END, "--out", str(tmp_path / "out")]) == 0
+    finally:
+        prom.stop()
+    assert "request rate from the recording rule" in (tmp_path / "out" / "report.md").read_text()
+    rows = _csv(tmp_path / "out" / "models.csv", "model")
+    for name, t in synthetic.truth(WEEK).items():
+        assert _close(rows[name]["peak_request_rate"], t.peak_request_rate, 0.05), (name, rows[name])
+
+
 def test_bad_end_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["report", "--prometheus", "http://127.0.0.1:9", "--end", "last tuesday", "--out", str(tmp_path)]
     assert main(argv) == 2
-    assert capsys.readouterr().err.strip().endswith("--end: not an ISO-8601 time (got 'last tuesday'; e.g. 2026-11-09T00:00:00Z)")
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith("--end: not an ISO-8601 time (got 'last tuesday'; e.g. 2026-11-09T00:00:00Z)")
+    )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -37,6 +38,12 @@ CACHE_SIZE_BYTES = 16 * 1024 * 1024
 # Triton 2.51 crashed (issue #7795) with OpenTelemetry tracing at little or no sampling under load.
 MIN_SAFE_OTEL_RATE = 10
 DEFAULT_TRACE_RATE = 10
+SHM_DIR = Path("/dev/shm")
+# Names of what a LocalTriton leaves on disk carry the owning process id, so a later start can sweep
+# what a killed owner left behind (a SIGKILLed Triton never unlinks its stubs' shared memory).
+SHM_PREFIX = "tritonwatch_{pid}_"
+WORKDIR_PREFIX = "tritonwatch-triton-{pid}-"
+_OWNER = re.compile(r"^tritonwatch(?:_|-triton-)(\d+)[_-]")
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,30 @@ def trace_args(
     return [arg for flag in flags for arg in ("--trace-config", flag)]
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_leftovers() -> None:
+    """Remove shared-memory regions and scratch folders of LocalTritons whose owning process is gone."""
+    for path in [
+        *SHM_DIR.glob("tritonwatch_*_*"),
+        *Path(tempfile.gettempdir()).glob("tritonwatch-triton-*-*"),
+    ]:
+        match = _OWNER.match(path.name)
+        if match and not _pid_alive(int(match.group(1))):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+
 class LocalTriton:
     """One bundled Triton on fixed or free ports; ``start``/``stop``/``kill`` can repeat on the same ports."""
 
@@ -143,7 +174,10 @@ class LocalTriton:
         self.exit_timeout = exit_timeout
         self.bundle = find_bundle()
         self._own_workdir = workdir is None
-        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="tritonwatch-triton-"))
+        sweep_leftovers()
+        prefix = WORKDIR_PREFIX.format(pid=os.getpid())
+        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=prefix))
+        self.shm_prefix = SHM_PREFIX.format(pid=os.getpid()) + self.workdir.name.rsplit("-", 1)[-1] + "_"
         self.log_path = self.workdir / "tritonserver.log"
         self._proc: Managed | None = None
         self._prepared = False
@@ -188,6 +222,7 @@ class LocalTriton:
             str(self.bundle.server),
             *repos,
             f"--backend-directory={self.workdir / 'backends'}",
+            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
             f"--cache-directory={self.bundle.caches}",
             f"--cache-config=local,size={CACHE_SIZE_BYTES}",
             # Explicit control with everything loaded: the repository API can unload/load models.
@@ -258,6 +293,7 @@ class LocalTriton:
             # Signal only the server first: it tells its stubs to finalize; the group sweep follows.
             proc.proc.send_signal(signal.SIGTERM)
         proc.stop(grace=grace)
+        self._unlink_shm()  # only left over when the group had to be killed
 
     def kill(self) -> None:
         """SIGKILL Triton and its stubs at once, as a crash or an OOM kill would."""
@@ -266,6 +302,11 @@ class LocalTriton:
         proc, self._proc = self._proc, None
         proc.signal_group(signal.SIGKILL)
         proc.stop(grace=5)
+        self._unlink_shm()
+
+    def _unlink_shm(self) -> None:
+        for region in SHM_DIR.glob(f"{self.shm_prefix}*"):
+            region.unlink(missing_ok=True)
 
     def restart(self, timeout: float = 90.0) -> None:
         self.stop()

@@ -1,6 +1,6 @@
 """Re-record the real Triton payloads the unit tests parse (run from the repository root):
 
-    .venv/bin/python tests/data/record.py
+    .venv/bin/python tests/data/record.py [all|payloads|traces]
 
 Starts the bundled Triton on free ports serving model_repository/ and tests/models/, scrapes /metrics
 idle, then under load (8 clients on fraud_detector repeating each input 3 times, 2% NaN inputs; 2
@@ -64,7 +64,7 @@ def record_traces() -> None:
     save_json("triton_otlp_traces.json", _Receiver.bodies)
 
 
-def main() -> int:
+def record_payloads() -> None:
     with LocalTriton([ROOT / "model_repository", ROOT / "tests" / "models"]) as triton:
         (HERE / "triton_metrics_idle.txt").write_text(requests.get(triton.metrics_url, timeout=5).text)
         fraud = LoadDriver(triton.http_url, concurrency=8, repeat=3, error_ratio=0.02, seed=1).start()
@@ -88,8 +88,19 @@ def main() -> int:
             "triton_repository_index.json",
             requests.post(f"{triton.http_url}/v2/repository/index", timeout=5).json(),
         )
+
+
+def main(argv: list[str]) -> int:
+    what = argv[0] if argv else "all"
+    if what not in ("all", "payloads", "traces"):
+        print(f"usage: record.py [all|payloads|traces] (got {what!r})", file=sys.stderr)
+        return 2
+    if what in ("all", "payloads"):
+        record_payloads()
+    if what in ("all", "traces"):
+        record_traces()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

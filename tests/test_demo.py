@@ -1,0 +1,60 @@
+"""``tritonwatch demo --duration S``: the whole stack runs, an alert fires, nothing is left behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.triton
+
+
+def processes_mentioning(text: str) -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline and "pytest" not in cmdline:
+            found.append(f"{pid}: {cmdline[:120]}")
+    return found
+
+
+def test_demo_runs_fires_an_alert_and_cleans_up(tmp_path: Path) -> None:
+    pytest.importorskip("pytriton")
+    workdir = tmp_path / "demo"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tritonwatch",
+            "demo",
+            "--duration",
+            "60",
+            "--no-live",
+            "--workdir",
+            str(workdir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "demo summary" in out
+    summary = out[out.index("demo summary") :]
+    row = next(line for line in summary.splitlines() if line.startswith("fraud_detector"))
+    cells = row.split()
+    assert float(cells[1]) > 0, row  # request rate
+    assert cells[-1].endswith("%") and 60 <= float(cells[-1].rstrip("%")) <= 90, (
+        row
+    )  # cache hit, 3 of 4 repeat
+    fired = summary[summary.index("alerts that fired:") :]
+    assert "TritonSLOErrorBudgetBurn" in fired and "model=fraud_detector" in fired, summary
+    assert processes_mentioning(str(workdir)) == []

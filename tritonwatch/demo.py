@@ -1,0 +1,391 @@
+"""``tritonwatch demo``: the whole stack on this machine, with load that makes alerts really fire.
+
+Starts, on free loopback ports: the real bundled Triton on ``model_repository/`` (OTLP traces to the
+sidecar), the sidecar, Alertmanager and Prometheus with the rules generated from ``alerts/slo.yaml``,
+then drives a load pattern (steady, a burst, a failure episode of invalid inputs). Shows a live view
+per model and, at the end, prints a plain-text ``demo summary``. Everything it started is stopped on
+exit, Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import signal
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from tritonwatch import catalog
+from tritonwatch.errors import TritonwatchError, UsageError
+
+log = logging.getLogger("tritonwatch.demo")
+
+HELP = "run Triton, the sidecar, Prometheus and Alertmanager locally under load, and show the signals"
+ROOT = Path(__file__).resolve().parent.parent
+TRACE_RATE = 20  # OTel at rate 1 crashed Triton 2.51 under load (issue #7795); 20 keeps p99 meaningful
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--duration", type=float, default=0.0, metavar="S", help="stop after S seconds (0: until Ctrl-C)"
+    )
+    p.add_argument(
+        "--model-repository", default=str(ROOT / "model_repository"), metavar="DIR", help="models to serve"
+    )
+    p.add_argument(
+        "--slo", default=str(ROOT / "alerts" / "slo.yaml"), metavar="FILE", help="SLO file for the rules"
+    )
+    p.add_argument(
+        "--workdir", default="", metavar="DIR", help="keep logs and data here (default: a temp dir)"
+    )
+    p.add_argument(
+        "--no-live", action="store_true", help="no live terminal view (the summary is still printed)"
+    )
+    p.add_argument(
+        "--gpu-replay", action="store_true", help="also serve a REPLAYED GPU node (recorded DCGM payloads)"
+    )
+
+
+@dataclass
+class Phase:
+    name: str
+    start: float  # fraction of the run
+    concurrency: int
+    error_ratio: float
+
+
+# Steady traffic, a burst, a failure episode (invalid inputs fail in the model), then recovery.
+PATTERN = (
+    Phase("steady", 0.0, 4, 0.0),
+    Phase("burst", 0.25, 12, 0.0),
+    Phase("failures", 0.45, 4, 0.3),
+    Phase("recovery", 0.75, 4, 0.0),
+)
+OPEN_ENDED_PERIOD = 240.0  # with no --duration the pattern repeats every 4 minutes
+
+
+@dataclass
+class Seen:
+    alerts: dict[tuple[str, str, str], float] = field(
+        default_factory=dict
+    )  # (name, model, severity) -> first seen
+
+
+def _get(url: str, timeout: float = 3.0) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return bytes(resp.read())
+
+
+def firing_alerts(prometheus_url: str) -> list[dict[str, str]]:
+    import json
+
+    try:
+        data = json.loads(_get(f"{prometheus_url}/api/v1/alerts"))
+    except OSError:
+        return []
+    return [a["labels"] for a in data.get("data", {}).get("alerts", []) if a.get("state") == "firing"]
+
+
+def model_rows(sidecar_port: int) -> dict[str, dict[str, float]]:
+    """Per model, the sidecar's current values (read from its own /metrics, as Prometheus sees them)."""
+    from tritonwatch.expfmt import parse
+
+    try:
+        samples = parse(_get(f"http://127.0.0.1:{sidecar_port}/metrics"))
+    except OSError:
+        return {}
+    wanted = {
+        catalog.REQUEST_RATE: "rate",
+        catalog.ERROR_RATIO: "errors",
+        catalog.QUEUE_TIME_RATIO: "queue",
+        catalog.BATCH_EFFICIENCY: "batch_eff",
+        catalog.CACHE_HIT_RATIO: "cache",
+    }
+    rows: dict[str, dict[str, float]] = {}
+    for name, key in wanted.items():
+        for labels, value in samples.get(name, {}).items():
+            rows.setdefault(dict(labels)[catalog.MODEL], {})[key] = value
+    for labels, value in samples.get(catalog.LATENCY_QUANTILE, {}).items():
+        d = dict(labels)
+        if d.get(catalog.PHASE) == "request" and d.get(catalog.QUANTILE) in ("0.5", "0.99"):
+            rows.setdefault(d[catalog.MODEL], {})["p" + d[catalog.QUANTILE][2:].ljust(2, "0")] = value
+    return rows
+
+
+def _fmt(value: float | None, kind: str) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    if kind == "ratio":
+        return f"{value * 100:.1f}%"
+    if kind == "ms":
+        return f"{value * 1000:.1f} ms"
+    return f"{value:.1f}"
+
+
+COLUMNS = (
+    ("req/s", "rate", "num"),
+    ("errors", "errors", "ratio"),
+    ("p50", "p50", "ms"),
+    ("p99", "p99", "ms"),
+    ("queue share", "queue", "ratio"),
+    ("batch eff", "batch_eff", "ratio"),
+    ("cache hit", "cache", "ratio"),
+)
+
+
+def summary_text(rows: dict[str, dict[str, float]], seen: Seen) -> str:
+    lines = ["demo summary", ""]
+    header = ["model", "req/s", "p99", "batch eff", "cache hit"]
+    table = [header]
+    for model, row in sorted(rows.items()):
+        table.append(
+            [
+                model,
+                _fmt(row.get("rate"), "num"),
+                _fmt(row.get("p99"), "ms"),
+                _fmt(row.get("batch_eff"), "ratio"),
+                _fmt(row.get("cache"), "ratio"),
+            ]
+        )
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in table]
+    lines += ["", "alerts that fired:"]
+    if not seen.alerts:
+        lines.append("  (none)")
+    for (name, model, severity), at in sorted(seen.alerts.items(), key=lambda kv: kv[1]):
+        lines.append(f"  {name}  model={model or '-'}  severity={severity or '-'}")
+    return "\n".join(lines)
+
+
+def _live_table(
+    rows: dict[str, dict[str, float]], firing: list[dict[str, str]], phase: str, elapsed: float
+) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"tritonwatch demo: {phase} ({elapsed:.0f}s)", expand=False)
+    table.add_column("model")
+    for title, _, _ in COLUMNS:
+        table.add_column(title, justify="right")
+    table.add_column("alerts firing")
+    for model, row in sorted(rows.items()):
+        names = sorted({a.get("alertname", "") for a in firing if a.get("model") == model})
+        table.add_row(model, *(_fmt(row.get(k), kind) for _, k, kind in COLUMNS), ", ".join(names) or "-")
+    return table
+
+
+class Stack:
+    """Everything the demo starts, stopped in reverse order."""
+
+    def __init__(self, workdir: Path, repo: Path, slo: Path, gpu_replay: bool) -> None:
+        self.workdir = workdir
+        self.repo = repo
+        self.slo = slo
+        self.gpu_replay = gpu_replay
+        self._stops: list[Any] = []
+
+    def start(self) -> None:
+        from exporters.config import SidecarConfig, validate
+        from exporters.sidecar import Sidecar
+        from tritonwatch.cli import main as cli_main
+        from tritonwatch.local_triton import LocalTriton
+        from tritonwatch.procs import free_port
+        from tritonwatch.promstack import Alertmanager, Prometheus, ScrapeTarget, prometheus_config
+
+        rules_dir = self.workdir / "rules"
+        if cli_main(["rules", "--slo", str(self.slo), "--out", str(rules_dir)]) != 0:
+            raise TritonwatchError(f"--slo {self.slo}: rule generation failed (see above)")
+        otlp_port = free_port()
+        log.info("starting Triton on %s", self.repo)
+        self.triton = LocalTriton(
+            [self.repo],
+            trace_to=f"http://127.0.0.1:{otlp_port}/v1/traces",
+            trace_rate=TRACE_RATE,
+            workdir=self.workdir / "triton",
+        )
+        self._stops.append(self.triton.close)
+        self.triton.start()
+        self.am = Alertmanager(self.workdir / "alertmanager", rules_dir / "alertmanager.yml")
+        self._stops.append(self.am.stop)
+        dcgm = ""
+        if self.gpu_replay:
+            from tritonwatch import gpureplay
+
+            self.replay = gpureplay.start_replay()  # labelled a replay in every payload it serves
+            self._stops.append(self.replay.stop)
+            dcgm = self.replay.dcgm_url
+        self.triton.wait_ready(180)
+        cfg = validate(
+            SidecarConfig(
+                triton=self.triton.http_url,
+                triton_metrics=self.triton.metrics_url,
+                dcgm=dcgm,
+                listen="127.0.0.1:0",
+                otlp_listen=f"127.0.0.1:{otlp_port}",
+                interval=1.0,
+                window=30.0,
+                quantile_window=60.0,
+            )
+        )
+        self.sidecar = Sidecar(cfg)
+        self._stops.append(self.sidecar.stop)
+        self.sidecar.start()
+        self.am.wait_ready()
+        rule_files = sorted(rules_dir.glob("*.rules.yml"))
+        targets = [
+            ScrapeTarget("triton", f"127.0.0.1:{self.triton.metrics_port}"),
+            ScrapeTarget("tritonwatch", f"127.0.0.1:{self.sidecar.port}"),
+        ]
+        self.prometheus = Prometheus(
+            self.workdir / "prometheus",
+            prometheus_config(targets, rule_files, alertmanager=self.am.address),
+        )
+        self._stops.append(self.prometheus.stop)
+        self.prometheus.wait_ready()
+
+    def stop(self) -> None:
+        while self._stops:
+            stop = self._stops.pop()
+            try:
+                stop()
+            except Exception as exc:  # keep stopping the rest
+                log.warning("stopping: %s", exc)
+
+
+def _models(repo: Path) -> list[str]:
+    return sorted(p.name for p in repo.iterdir() if (p / "config.pbtxt").is_file())
+
+
+class LoadPattern:
+    """Drives each model through PATTERN's phases, one LoadDriver per phase."""
+
+    def __init__(self, triton_url: str, models: list[str], duration: float) -> None:
+        self.url = triton_url
+        self.models = models
+        self.period = duration if duration > 0 else OPEN_ENDED_PERIOD
+        self.phase = PATTERN[0].name
+        self._drivers: list[Any] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="demo-load", daemon=True)
+
+    def _switch(self, phase: Phase) -> None:
+        from tritonwatch.load import LoadDriver
+
+        for d in self._drivers:
+            d.stop()
+        self._drivers = [
+            LoadDriver(
+                self.url, model=m, concurrency=phase.concurrency, repeat=3, error_ratio=phase.error_ratio
+            ).start()
+            for m in self.models
+        ]
+        self.phase = phase.name
+        log.info(
+            "load phase: %s (concurrency %d, invalid inputs %.0f%%)",
+            phase.name,
+            phase.concurrency,
+            phase.error_ratio * 100,
+        )
+
+    def _run(self) -> None:
+        t0 = time.monotonic()
+        while not self._stop.is_set():
+            frac = ((time.monotonic() - t0) % self.period) / self.period
+            current = [p for p in PATTERN if p.start <= frac][-1]
+            if current.name != self.phase or not self._drivers:
+                self._switch(current)
+            self._stop.wait(0.5)
+        for d in self._drivers:
+            d.stop()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.duration < 0:
+        raise UsageError(f"--duration: must be >= 0 (got {args.duration})")
+    repo = Path(args.model_repository)
+    if not repo.is_dir():
+        raise UsageError(f"--model-repository: {repo} is not a directory")
+    if not Path(args.slo).is_file():
+        raise UsageError(f"--slo: {args.slo} is not a file")
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="tritonwatch-demo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    stack = Stack(workdir, repo, Path(args.slo), args.gpu_replay)
+    seen = Seen()
+    rows: dict[str, dict[str, float]] = {}
+    load: LoadPattern | None = None
+    try:
+        stack.start()
+        print(
+            f"tritonwatch demo (logs in {workdir})\n"
+            f"  Triton        {stack.triton.http_url}  metrics {stack.triton.metrics_url}\n"
+            f"  sidecar       http://127.0.0.1:{stack.sidecar.port}/metrics\n"
+            f"  Prometheus    {stack.prometheus.url}\n"
+            f"  Alertmanager  {stack.am.url}\n",
+            flush=True,
+        )
+        load = LoadPattern(stack.triton.http_url, _models(repo), args.duration)
+        load.start()
+        rows = _watch(stack, load, seen, args, stop)
+    finally:
+        if load:
+            load.stop()
+        stack.stop()
+    print(summary_text(rows, seen), flush=True)
+    return 0
+
+
+def _watch(
+    stack: Stack, load: LoadPattern, seen: Seen, args: argparse.Namespace, stop: threading.Event
+) -> dict[str, dict[str, float]]:
+    t0 = time.monotonic()
+    live_ok = not args.no_live and sys.stdout.isatty()
+    rows: dict[str, dict[str, float]] = {}
+    live: Any = None
+    if live_ok:
+        from rich.live import Live
+
+        live = Live(refresh_per_second=2, transient=True)
+        live.start()
+    try:
+        while not stop.is_set():
+            elapsed = time.monotonic() - t0
+            if args.duration and elapsed >= args.duration:
+                break
+            rows = model_rows(stack.sidecar.port) or rows
+            firing = firing_alerts(stack.prometheus.url)
+            for a in firing:
+                key = (a.get("alertname", ""), a.get("model", ""), a.get("severity", ""))
+                if key[0] != "Watchdog":
+                    seen.alerts.setdefault(key, elapsed)
+            if live is not None:
+                live.update(_live_table(rows, firing, load.phase, elapsed))
+            elif int(elapsed) % 10 == 0:
+                log.info(
+                    "%s: %s", load.phase, {m: {k: round(v, 4) for k, v in r.items()} for m, r in rows.items()}
+                )
+            stop.wait(1.0)
+    finally:
+        if live is not None:
+            live.stop()
+    return rows
