@@ -156,12 +156,12 @@ def summary_text(rows: dict[str, dict[str, float]], seen: Seen) -> str:
             ]
         )
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in table]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in table]
     lines += ["", "alerts that fired:"]
     if not seen.alerts:
         lines.append("  (none)")
     for (name, model, severity), at in sorted(seen.alerts.items(), key=lambda kv: kv[1]):
-        lines.append(f"  {name}  model={model or '-'}  severity={severity or '-'}")
+        lines.append(f"  {name}  model={model or '-'}  severity={severity or '-'}  (first firing at {at:.0f}s)")
     return "\n".join(lines)
 
 

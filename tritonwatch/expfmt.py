@@ -87,40 +87,141 @@ def family_of(sample_name: str, types: dict[str, str]) -> str:
     return sample_name
 
 
-def parse(payload: bytes | str, keep: Iterable[str] | None = None) -> Samples:
-    """Parse exposition text; decode only families in ``keep`` (all when None)."""
-    if isinstance(payload, bytes):
-        try:
-            text = payload.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ExpositionError(f"payload is not UTF-8 text (byte {exc.start})") from None
-    else:
-        text = payload
-    wanted = None if keep is None else frozenset(keep)
-    types: dict[str, str] = {}
-    out: Samples = {}
-    for lineno, line in enumerate(text.split("\n"), 1):
-        if not line or line.isspace():
-            continue
-        if line[0] == "#":
-            meta = _META.match(line)
-            if meta and meta.group(1) == "TYPE":
-                kind = (meta.group(3) or "").strip()
-                if kind not in _TYPES:
-                    raise ExpositionError(f"line {lineno}: unknown metric type {kind!r}")
-                types[meta.group(2)] = kind
-            continue
+def _decode(payload: bytes | str) -> str:
+    if isinstance(payload, str):
+        return payload
+    try:
+        return payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ExpositionError(f"payload is not UTF-8 text (byte {exc.start})") from None
+
+
+# What a sample line's head (everything before the value) means, once validated:
+# (sample name, labels, kept?). Triton's label sets rarely change between scrapes, so a scraper keeps
+# these across payloads and most lines cost one dict lookup and one float().
+_Head = tuple[str, LabelSet, bool]
+
+
+class Parser:
+    """A parser that remembers validated line heads across payloads (one per scrape target).
+
+    The cache holds at most ``max_cache`` heads (by default 4x the largest payload's line count).
+    """
+
+    def __init__(self, keep: Iterable[str] | None = None, max_cache: int = 0) -> None:
+        self.wanted = None if keep is None else frozenset(keep)
+        self.max_cache = max_cache
+        self._heads: dict[str, _Head] = {}
+        # The previous payload's line heads and where its kept values sit: when a payload has the
+        # same heads (same series in the same order, the usual case), values are read in bulk.
+        self._layout_heads: list[str] | None = None
+        self._kept_idx: list[int] = []
+        self._layout: list[tuple[str, tuple[LabelSet, ...], int, int]] = []
+
+    def _slow_head(self, line: str, lineno: int, types: dict[str, str]) -> tuple[_Head, str, bool]:
+        """Validate a whole sample line; returns its head meaning, its value text and whether the
+        head is cacheable (a line with a timestamp has the value inside what would be the key)."""
         m = _SAMPLE.match(line)
         if m is None:
             raise ExpositionError(f"line {lineno}: not a sample: {line[:80]!r}")
         name = m.group(1)
-        if wanted is not None and family_of(name, types) not in wanted and name not in wanted:
-            # Still validate the label block's shape cheaply: braces must balance.
-            continue
         labels = _labels(m.group(2), lineno) if m.group(2) else ()
+        wanted = self.wanted
+        kept = wanted is None or name in wanted or family_of(name, types) in wanted
+        return (name, labels, kept), m.group(3), m.group(4) is None
+
+    def parse(self, payload: bytes | str) -> Samples:
+        lines = _decode(payload).split("\n")
+        parts = [line.rpartition(" ") for line in lines]
+        heads = [p[0] for p in parts]
+        if heads == self._layout_heads:
+            out = self._same_layout(parts)
+            if out is not None:
+                return out
+        return self._full(lines, parts, heads)
+
+    def _same_layout(self, parts: list[tuple[str, str, str]]) -> Samples | None:
+        """Every line head is as in the previous payload: only the values need reading."""
+        if not self._kept_idx:
+            return {}
+        values = [parts[i][2] for i in self._kept_idx]
+        if "_" in "".join(values):
+            return None  # let the full path report the line
         try:
-            value = parse_value(m.group(3))
+            floats = list(map(float, values))
         except ValueError:
-            raise ExpositionError(f"line {lineno}: bad value {m.group(3)[:40]!r}") from None
-        out.setdefault(name, {})[labels] = value
-    return out
+            return None
+        return {
+            name: dict(zip(labelsets, floats[a:b], strict=True)) for name, labelsets, a, b in self._layout
+        }
+
+    def _full(self, lines: list[str], parts: list[tuple[str, str, str]], line_heads: list[str]) -> Samples:
+        heads = self._heads
+        types: dict[str, str] = {}
+        out: Samples = {}
+        kept: dict[str, list[tuple[int, LabelSet]]] = {}
+        layout_ok = True
+        for index, line in enumerate(lines):
+            lineno = index + 1
+            if not line:
+                continue
+            if line[0] == "#":
+                if line.startswith("# TYPE"):
+                    meta = _META.match(line)
+                    if meta is None:
+                        raise ExpositionError(f"line {lineno}: malformed TYPE line")
+                    kind = (meta.group(3) or "").strip()
+                    if kind not in _TYPES:
+                        raise ExpositionError(f"line {lineno}: unknown metric type {kind!r}")
+                    types[meta.group(2)] = kind
+                continue
+            head_text, _, value_text = parts[index]
+            head = heads.get(head_text)
+            if head is None:
+                if line.isspace():
+                    continue
+                head, value_text, cacheable = self._slow_head(line, lineno, types)
+                if cacheable and value_text == line[len(head_text) + 1 :]:
+                    heads[head_text] = head
+                else:
+                    layout_ok = False
+            if not head[2]:
+                continue
+            try:
+                if "_" in value_text:  # Python's float() takes 1_000; the format does not
+                    raise ValueError(value_text)
+                value = float(value_text)
+            except ValueError:
+                try:
+                    value = parse_value(value_text)
+                except ValueError:
+                    raise ExpositionError(f"line {lineno}: bad value {value_text[:40]!r}") from None
+            series = out.get(head[0])
+            if series is None:
+                series = out[head[0]] = {}
+                kept[head[0]] = []
+            series[head[1]] = value
+            kept[head[0]].append((index, head[1]))
+        self._remember_layout(line_heads if layout_ok else None, kept)
+        limit = self.max_cache or 4 * len(lines)
+        if len(heads) > limit:
+            heads.clear()  # label churn: start afresh rather than grow without bound
+        return out
+
+    def _remember_layout(
+        self, line_heads: list[str] | None, kept: dict[str, list[tuple[int, LabelSet]]]
+    ) -> None:
+        self._layout_heads = line_heads
+        self._kept_idx = []
+        self._layout = []
+        if line_heads is None:
+            return
+        for name, entries in kept.items():
+            start = len(self._kept_idx)
+            self._kept_idx.extend(i for i, _ in entries)
+            self._layout.append((name, tuple(ls for _, ls in entries), start, len(self._kept_idx)))
+
+
+def parse(payload: bytes | str, keep: Iterable[str] | None = None) -> Samples:
+    """Parse exposition text; decode only families in ``keep`` (all when None)."""
+    return Parser(keep).parse(payload)
