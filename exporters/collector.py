@@ -5,6 +5,7 @@ It never calls Triton on Prometheus's request path. Emits (labels ``model``, ``v
     tritonwatch_up{target}                      1/0 per configured target
     tritonwatch_scrape_duration_seconds{target} fetch + parse + derive of the last scrape
     tritonwatch_scrape_errors_total{target,reason}
+    tritonwatch_models_dropped_total            models over --max-models, summed over scrapes
     tritonwatch_model_ready                     1/0 from the repository index
     tritonwatch_model_max_batch_size            from the model config
     tritonwatch_model_request_rate, _error_ratio, _latency_seconds{phase}, _queue_time_ratio,
@@ -26,6 +27,7 @@ from prometheus_client.registry import Collector
 
 from exporters.source import Health
 from exporters.triton import TritonApi, TritonMetrics
+from exporters.window import CounterWindow
 from tritonwatch import catalog
 
 
@@ -65,6 +67,7 @@ class SidecarCollector(Collector):
         self.api = api
         self.parts = list(parts)
         self.sources = [metrics] + ([api] if api else [])
+        self._derived_cache: tuple[int, list[GaugeMetricFamily], dict[tuple[str, str], float]] | None = None
 
     def add_part(self, part: Part, health: Health | None = None) -> None:
         self.parts.append(part)
@@ -79,6 +82,12 @@ class SidecarCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield from health_families(self.healths())
+        dropped = CounterMetricFamily(
+            catalog.MODELS_DROPPED.removesuffix("_total"),
+            "Models left out of the sidecar's output over --max-models, summed over scrapes.",
+        )
+        dropped.add_metric([], self.metrics.dropped_models)
+        yield dropped
         yield from self._api_families()
         yield from self._derived_families()
         for part in self.parts:
@@ -116,24 +125,37 @@ class SidecarCollector(Collector):
             if not self.metrics.fresh:
                 return
             window = self.metrics.window
-            models = sorted(window.models)
-            families: dict[str, GaugeMetricFamily] = {}
-            sizes: dict[tuple[str, str], float] = {}
-            for sig in window.signals:
-                const = [k for k, _ in sig.labels]
-                fam = families.get(sig.name)
-                if fam is None:
-                    fam = families[sig.name] = GaugeMetricFamily(
-                        sig.name, sig.help, labels=list(catalog.MODEL_KEY) + const
-                    )
-                for key in models:
-                    value = window.evaluate(sig, key)
-                    if value is None or math.isnan(value) or value < 0:
-                        continue
-                    fam.add_metric([*key, *(v for _, v in sig.labels)], value)
-                    if sig.name == catalog.BATCH_SIZE_MEAN:
-                        sizes[key] = value
-        yield from families.values()
+            cached = self._derived_cache
+            if cached is None or cached[0] != window.generation:
+                # Built once per Triton scrape, whatever the number of Prometheus scrapes.
+                cached = self._derived_cache = (window.generation, *self._evaluate(window))
+            families, sizes = cached[1], cached[2]
+        yield from families
+        yield from self._efficiency(sizes)
+
+    def _evaluate(
+        self, window: CounterWindow
+    ) -> tuple[list[GaugeMetricFamily], dict[tuple[str, str], float]]:
+        models = sorted(window.models)
+        families: dict[str, GaugeMetricFamily] = {}
+        sizes: dict[tuple[str, str], float] = {}
+        for sig in window.signals:
+            const = [k for k, _ in sig.labels]
+            fam = families.get(sig.name)
+            if fam is None:
+                fam = families[sig.name] = GaugeMetricFamily(
+                    sig.name, sig.help, labels=list(catalog.MODEL_KEY) + const
+                )
+            for key in models:
+                value = window.evaluate(sig, key)
+                if value is None or math.isnan(value) or value < 0:
+                    continue
+                fam.add_metric([*key, *(v for _, v in sig.labels)], value)
+                if sig.name == catalog.BATCH_SIZE_MEAN:
+                    sizes[key] = value
+        return list(families.values()), sizes
+
+    def _efficiency(self, sizes: dict[tuple[str, str], float]) -> Iterator[Metric]:
         eff = GaugeMetricFamily(
             catalog.BATCH_EFFICIENCY, catalog.BATCH_EFFICIENCY_HELP, labels=list(catalog.MODEL_KEY)
         )

@@ -10,8 +10,9 @@ O(models x scrapes in window) whatever the payload size.
 from __future__ import annotations
 
 import math
+from array import array
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from tritonwatch import catalog
@@ -42,58 +43,103 @@ def _terms_by_family(signals: Iterable[Signal]) -> dict[str, tuple[Term, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
+class _Series:
+    """One counter series: its model, the slots it feeds, its last value."""
+
+    __slots__ = ("key", "slots", "prev", "epoch")
+
+    def __init__(self, key: ModelKey, slots: tuple[tuple[int, float], ...]) -> None:
+        self.key = key
+        self.slots = slots
+        self.prev = math.nan
+        self.epoch = 0
+
+
 @dataclass(frozen=True)
 class _Entry:
     start: float  # time of the previous successful scrape
     end: float  # time of this scrape
-    deltas: Mapping[tuple[Term, ModelKey], float]
+    slots: array[int]  # which (term, model) slots this scrape moved ...
+    deltas: array[float]  # ... and by how much
 
 
 class CounterWindow:
-    """Keeps per-model counter increases for the scrapes of the last ``window`` seconds."""
+    """Keeps per-model counter increases for the scrapes of the last ``window`` seconds.
+
+    Increases live in slots, one per (term, model); the window keeps a running total per slot, so
+    evaluating a signal is O(1) and memory is one (slot, delta) pair per moved counter per scrape.
+    """
 
     def __init__(self, window: float, signals: Iterable[Signal] = catalog.SIGNALS) -> None:
         self.window = window
         self.signals = tuple(signals)
         self._counter_terms = _terms_by_family(s for s in self.signals if s.kind != "gauge")
         self._gauge_families = {s.numerator[0].family for s in self.signals if s.kind == "gauge"}
-        self._prev: dict[tuple[str, LabelSet], float] = {}
+        self._series: dict[tuple[str, LabelSet], _Series] = {}
+        self._epoch = 0
         self._prev_time: float | None = None
         self._entries: deque[_Entry] = deque()
+        self._slot_of: dict[tuple[Term, ModelKey], int] = {}
+        self._totals: list[float] = []
+        self._refs: list[int] = []  # entries in the window that moved each slot
         self._gauges: dict[tuple[str, ModelKey], float] = {}
         self.models: frozenset[ModelKey] = frozenset()
+        # Called after each ingest with the same scrape (e.g. the GPU part's per-gpu_uuid window).
+        self.observers: list[Callable[[float, Samples], None]] = []
+
+    def _slot(self, term: Term, key: ModelKey) -> int:
+        slot = self._slot_of.get((term, key))
+        if slot is None:
+            slot = self._slot_of[(term, key)] = len(self._totals)
+            self._totals.append(0.0)
+            self._refs.append(0)
+        return slot
+
+    def _series_info(self, family: str, labels: LabelSet, terms: tuple[Term, ...]) -> _Series | None:
+        key = model_key(labels)
+        if key is None:
+            return None
+        label_map = dict(labels)
+        slots = tuple((self._slot(t, key), t.scale) for t in terms if t.accepts(label_map))
+        return _Series(key, slots)
 
     def ingest(self, now: float, samples: Samples) -> None:
         """Add one successful scrape taken at ``now`` (seconds)."""
-        deltas: dict[tuple[Term, ModelKey], float] = {}
-        current: dict[tuple[str, LabelSet], float] = {}
+        moved: dict[int, float] = {}
         models: set[ModelKey] = set()
-        prev = self._prev
+        known = self._series
+        self._epoch += 1
+        epoch = self._epoch
+        seen = 0
         for family, terms in self._counter_terms.items():
             series = samples.get(family)
             if not series:
                 continue
             for labels, value in series.items():
-                key = model_key(labels)
-                if key is None or math.isnan(value):
-                    continue
-                models.add(key)
                 skey = (family, labels)
-                current[skey] = value
-                before = prev.get(skey)
-                if before is None:
+                info = known.get(skey)
+                if info is None:
+                    info = self._series_info(family, labels, terms)
+                    if info is None:
+                        continue
+                    known[skey] = info
+                    info.prev = math.nan
+                if value != value:  # NaN: skip, keep the last good value
+                    continue
+                seen += 1
+                models.add(info.key)
+                before = info.prev
+                info.prev = value
+                info.epoch = epoch
+                if before != before:
                     continue  # first sight: nothing to compare with, as Prometheus's increase()
                 delta = value - before if value >= before else value  # reset: counts from 0
                 if delta == 0.0:
                     continue
-                label_map: dict[str, str] | None = None
-                for term in terms:
-                    if term.exclude:
-                        label_map = label_map or dict(labels)
-                        if not term.accepts(label_map):
-                            continue
-                    dk = (term, key)
-                    deltas[dk] = deltas.get(dk, 0.0) + delta * term.scale
+                for slot, scale in info.slots:
+                    moved[slot] = moved.get(slot, 0.0) + delta * scale
+        if seen != len(known):  # series gone from the payload are forgotten (unloaded models)
+            self._series = {k: v for k, v in known.items() if v.epoch == epoch}
         gauges: dict[tuple[str, ModelKey], float] = {}
         for family in self._gauge_families:
             for labels, value in samples.get(family, {}).items():
@@ -104,16 +150,48 @@ class CounterWindow:
                 gk = (family, key)
                 gauges[gk] = gauges.get(gk, 0.0) + value  # summed over gpu_uuid splits
         if self._prev_time is not None:
-            self._entries.append(_Entry(self._prev_time, now, deltas))
-        self._prev = current  # series gone from the payload are forgotten (unloaded models)
+            entry = _Entry(self._prev_time, now, array("q", moved.keys()), array("d", moved.values()))
+            self._entries.append(entry)
+            totals, refs = self._totals, self._refs
+            for slot, delta in moved.items():
+                totals[slot] += delta
+                refs[slot] += 1
         self._prev_time = now
         self._gauges = gauges
         self.models = frozenset(models)
         self._expire(now)
+        for observe in self.observers:
+            observe(now, samples)
 
     def _expire(self, now: float) -> None:
+        totals, refs = self._totals, self._refs
         while self._entries and self._entries[0].end <= now - self.window:
-            self._entries.popleft()
+            e = self._entries.popleft()
+            for slot, delta in zip(e.slots, e.deltas, strict=True):
+                refs[slot] -= 1
+                # Exactly 0 once nothing in the window moved it: no float residue posing as traffic.
+                totals[slot] = totals[slot] - delta if refs[slot] else 0.0
+        if len(self._slot_of) > 1024 and len(self._slot_of) > 4 * sum(1 for r in refs if r):
+            self._compact()
+
+    def _compact(self) -> None:
+        """Forget slots of models that left the window (model churn), renumbering the rest."""
+        keep = {k: s for k, s in self._slot_of.items() if self._refs[s] or k[1] in self.models}
+        renumber = {old: new for new, old in enumerate(sorted(keep.values()))}
+        self._slot_of = {k: renumber[s] for k, s in keep.items()}
+        self._totals = [self._totals[old] for old in sorted(renumber)]
+        self._refs = [self._refs[old] for old in sorted(renumber)]
+        self._entries = deque(
+            _Entry(e.start, e.end, array("q", (renumber[s] for s in e.slots)), e.deltas)
+            for e in self._entries
+        )
+        for info in self._series.values():  # every known series belongs to a current model: kept
+            info.slots = tuple((renumber[s], scale) for s, scale in info.slots)
+
+    @property
+    def generation(self) -> int:
+        """Changes with every ingested scrape."""
+        return self._epoch
 
     def span(self) -> float:
         if not self._entries:
@@ -121,7 +199,8 @@ class CounterWindow:
         return self._entries[-1].end - self._entries[0].start
 
     def increase(self, term: Term, key: ModelKey) -> float:
-        return sum(e.deltas.get((term, key), 0.0) for e in self._entries)
+        slot = self._slot_of.get((term, key))
+        return 0.0 if slot is None else self._totals[slot]
 
     def _sum(self, terms: Iterable[Term], key: ModelKey) -> float:
         return sum(self.increase(t, key) for t in terms)
@@ -139,11 +218,4 @@ class CounterWindow:
         den = self._sum(sig.denominator, key) - self._sum(sig.subtract, key)
         if den <= 0:
             return None
-        return num / den
-
-    def has_family(self, key: ModelKey, family: str) -> bool:
-        return any(
-            t.family == family and (t, key) in e.deltas
-            for e in self._entries
-            for t in self._counter_terms.get(family, ())
-        )
+        return max(num, 0.0) / den

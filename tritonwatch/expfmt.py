@@ -108,8 +108,10 @@ class Parser:
     The cache holds at most ``max_cache`` heads (by default 4x the largest payload's line count).
     """
 
-    def __init__(self, keep: Iterable[str] | None = None, max_cache: int = 0) -> None:
+    def __init__(self, keep: Iterable[str] | None = None, max_cache: int = 0, exact: bool = False) -> None:
         self.wanted = None if keep is None else frozenset(keep)
+        # exact: ``keep`` names samples, not families (a summary's quantiles without its _sum/_count)
+        self.exact = exact
         self.max_cache = max_cache
         self._heads: dict[str, _Head] = {}
         # The previous payload's line heads and where its kept values sit: when a payload has the
@@ -127,7 +129,7 @@ class Parser:
         name = m.group(1)
         labels = _labels(m.group(2), lineno) if m.group(2) else ()
         wanted = self.wanted
-        kept = wanted is None or name in wanted or family_of(name, types) in wanted
+        kept = wanted is None or name in wanted or (not self.exact and family_of(name, types) in wanted)
         return (name, labels, kept), m.group(3), m.group(4) is None
 
     def parse(self, payload: bytes | str) -> Samples:
