@@ -20,7 +20,7 @@ NAME = "model"
 TITLE = "Triton model detail"
 LEG = q.MODEL_LEGEND
 # The probe's series name the model only (it probes the model, not a version).
-PROBE_SELECTOR = 'model=~"$model",instance=~"$instance"'
+PROBE_SELECTOR = f'model=~"$model",{q.INSTANCE_MATCHER}'
 PROBE_LEG = "{{model}} {{instance}}"
 BAD_RATIO = (("green", None), ("orange", 0.01), ("red", 0.05))
 
@@ -212,7 +212,7 @@ def build() -> core.Dashboard:
     variables = [
         p.query_variable("model", "Model", q.MODEL_VALUES),
         p.query_variable("version", "Version", q.VERSION_VALUES),
-        p.query_variable("instance", "Instance", q.INSTANCE_VALUES),
+        p.query_variable("instance", "Host", q.INSTANCE_VALUES, regex=q.HOST_REGEX),
     ]
     return p.dashboard(
         NAME,

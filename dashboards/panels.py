@@ -356,9 +356,13 @@ def datasource_variable() -> core.Template:
     return t
 
 
-def query_variable(name: str, label: str, query: str) -> core.Template:
-    """A multi-select variable from ``label_values(...)``, defaulting to All (matches every value)."""
+def query_variable(name: str, label: str, query: str, regex: str | None = None) -> core.Template:
+    """A multi-select variable from ``label_values(...)``, defaulting to All (matches every value).
+
+    ``regex`` (``/.../``) filters the values; its first capture group becomes the value.
+    """
     t = core.Template(
+        regex=regex,
         name=name,
         label=label,
         query={"query": query, "refId": f"{name}-variable"},

@@ -15,8 +15,13 @@ RANGE = "$__range"
 
 # Raw series (Triton's and the sidecar's) carry the scrape target's instance; recording rules and
 # the SLO series are aggregated and do not, so they take only the model/version matchers.
+# The instance variable holds hosts, not host:port: Triton's /metrics and its sidecar are two scrape
+# targets on one host (one pod), so matching the host keeps both sides of every panel together.
 MODEL_SELECTOR = 'model=~"$model",version=~"$version"'
-SELECTOR = MODEL_SELECTOR + ',instance=~"$instance"'
+INSTANCE_MATCHER = 'instance=~"($instance)(:[0-9]+)?"'
+SELECTOR = f"{MODEL_SELECTOR},{INSTANCE_MATCHER}"
+# Grafana keeps the first capture group of a variable's regex: the host without the port.
+HOST_REGEX = "/^(.+?)(?::[0-9]+)?$/"
 GPU_SELECTOR = 'gpu_uuid=~"$gpu"'
 SLO_SELECTOR = 'slo=~"$slo",model=~"$model"'
 TRITON_TARGET = f'{catalog.TARGET}="triton"'

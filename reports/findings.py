@@ -3,7 +3,8 @@
 =======================  ==================================================================================
 code                     when
 =======================  ==================================================================================
-saturation               weeks to saturation under ``SATURATION_WEEKS`` (action under ``URGENT_WEEKS``)
+saturation               weeks to saturation under ``SATURATION_WEEKS`` (action under ``URGENT_WEEKS``):
+                         a GPU, naming its models, or a model with a declared capacity
 low_headroom             the period's peak within ``LOW_HEADROOM`` of capacity
 availability_missed      availability below the SLO file's objective
 latency_missed           p99 above the SLO file's latency threshold
@@ -56,19 +57,15 @@ def _weeks(w: float, low: float | None, high: float | None) -> str:
 def _model(f: ModelFigures) -> list[Finding]:
     m, subject, out = f.week, f"model {f.name}", []
     fc = f.forecast
-    if fc is not None and fc.weeks is not None and fc.weeks < SATURATION_WEEKS:
-        what = (
-            f"its declared capacity of {fc.capacity:g} req/s"
-            if f.capacity_source == "slo"
-            else "100 % utilisation of the GPU it runs on"
-        )
+    # A model judged by its GPUs is named in that GPU's own saturation finding instead.
+    if f.capacity_source == "slo" and fc is not None and fc.weeks is not None and fc.weeks < SATURATION_WEEKS:
         out.append(
             Finding(
                 "saturation",
                 "action" if fc.weeks < URGENT_WEEKS else "watch",
                 subject,
-                f"At the current trend of daily peaks it reaches {what} in {_weeks(fc.weeks, fc.weeks_low, fc.weeks_high)}: "
-                "plan more instances or GPUs before then.",
+                f"At the current trend of daily peaks it reaches its declared capacity of {fc.capacity:g} req/s "
+                f"in {_weeks(fc.weeks, fc.weeks_low, fc.weeks_high)}: plan more instances or GPUs before then.",
             )
         )
     elif f.headroom is not None and f.headroom < LOW_HEADROOM and f.capacity_source == "slo":
@@ -88,7 +85,8 @@ def _model(f: ModelFigures) -> list[Finding]:
                     "action",
                     subject,
                     f"Availability {f.availability * 100:.3f} % is below its objective "
-                    f"{f.availability_objective * 100:g} % (error ratio {_pct(m.error_ratio or 0)}): "
+                    f"{f.availability_objective * 100:g} % (error ratio {_pct(m.error_ratio or 0)}, "
+                    f"{(1 - f.availability) / (1 - f.availability_objective):.1f}× the error budget): "
                     f"look at the failure reasons ({catalog.TRITON_FAILURE} by reason) and the error budget alerts.",
                 )
             )
@@ -148,21 +146,23 @@ def _model(f: ModelFigures) -> list[Finding]:
     return out
 
 
-def _gpu(g: GpuFigures) -> list[Finding]:
+def _gpu(g: GpuFigures, models: list[ModelFigures]) -> list[Finding]:
     fc = g.forecast
     if fc.weeks is None or fc.weeks >= SATURATION_WEEKS:
         return []
+    on = [f.name for f in models if g.uuid in f.week.gpus]
+    serving = f" (serving {', '.join(on)})" if on else ""
     return [
         Finding(
             "saturation",
             "action" if fc.weeks < URGENT_WEEKS else "watch",
             f"GPU {g.uuid}",
-            f"Peak utilisation {_pct(fc.peak)}; at the current trend it reaches 100 % in "
-            f"{_weeks(fc.weeks, fc.weeks_low, fc.weeks_high)}.",
+            f"Peak utilisation {_pct(fc.peak)}{serving}; at the current trend of daily peaks it reaches 100 % in "
+            f"{_weeks(fc.weeks, fc.weeks_low, fc.weeks_high)}: plan more GPUs or move models before then.",
         )
     ]
 
 
 def findings(models: list[ModelFigures], gpus: list[GpuFigures]) -> list[Finding]:
-    out = [x for f in models for x in _model(f)] + [x for g in gpus for x in _gpu(g)]
+    out = [x for f in models for x in _model(f)] + [x for g in gpus for x in _gpu(g, models)]
     return sorted(out, key=lambda x: SEVERITIES.index(x.severity))

@@ -54,6 +54,14 @@ def _pct(v: Cell) -> str:
     return "—" if not isinstance(v, float) else f"{v * 100:.2f}%"
 
 
+def _signed_pct(v: Cell) -> str:
+    return "—" if not isinstance(v, float) else f"{v * 100:+.2f}%"
+
+
+def _points(v: Cell) -> str:
+    return "—" if not isinstance(v, float) else f"{v * 100:+.2f} points"
+
+
 def _ms(v: Cell) -> str:
     return "—" if not isinstance(v, float) else f"{v * 1000:.1f}"
 
@@ -78,7 +86,7 @@ MODEL_TABLE: tuple[Column, ...] = (
     ("requests", lambda r: _num(r["requests_total"], "{:,.0f}")),
     ("peak req/s", lambda r: _num(r["peak_request_rate"])),
     ("error ratio", lambda r: _pct(r["error_ratio"])),
-    ("availability vs objective", lambda r: _pct(r["availability_vs_objective"])),
+    ("availability vs objective", lambda r: _signed_pct(r["availability_vs_objective"])),
     ("mean batch", lambda r: _num(r["mean_batch_size"])),
     ("batch efficiency", lambda r: _pct(r["batch_efficiency"])),
     ("cache hits", lambda r: _pct(r["cache_hit_ratio"])),
@@ -93,7 +101,7 @@ GPU_TABLE: tuple[Column, ...] = (
     ("peak utilisation", lambda r: _pct(r["peak_utilization"])),
     ("mean utilisation", lambda r: _pct(r["mean_utilization"])),
     ("headroom", lambda r: _pct(r["headroom_ratio"])),
-    ("peak trend per day", lambda r: _pct(r["trend_slope_per_day"])),
+    ("peak trend per day", lambda r: _points(r["trend_slope_per_day"])),
     ("weeks to saturation (95 % range)", _weeks),
 )
 

@@ -19,7 +19,7 @@ HELP = "Weekly capacity report from Prometheus: headroom, trends, weeks to satur
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--prometheus", required=True, metavar="URL", help="Prometheus base URL, e.g. http://prometheus:9090"
+        "--prometheus", metavar="URL", help="Prometheus base URL, e.g. http://prometheus:9090"
     )
     parser.add_argument(
         "--end", metavar="ISO-8601", help="end of the period (default: now), e.g. 2026-11-09T00:00:00Z"
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--slo", metavar="FILE", help="SLO file: objectives and declared capacity (capacity.max_request_rate)"
     )
-    parser.add_argument("--out", required=True, metavar="DIR", help="directory to write the report into")
+    parser.add_argument("--out", metavar="DIR", help="directory to write the report into")
     parser.add_argument(
         "--timeout", type=float, default=120.0, metavar="S", help="per-query timeout in seconds"
     )
@@ -47,6 +47,10 @@ def parse_end(text: str | None) -> datetime:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Checked here, not by argparse's required=: the flags may come from TRITONWATCH_* variables.
+    for flag in ("prometheus", "out"):
+        if not getattr(args, flag):
+            raise UsageError(f"--{flag}: required (or TRITONWATCH_{flag.upper()})")
     if args.days < 1:
         raise UsageError(f"--days: must be at least 1 (got {args.days})")
     end = parse_end(args.end)

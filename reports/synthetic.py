@@ -14,7 +14,9 @@ a known straight line. The file holds, per Triton instance and model::
     tritonwatch_request_duration_seconds_bucket{model,version,phase="request",le}  (+ _sum, _count)
     nv_gpu_utilization{gpu_uuid,instance} and, where the sidecar runs, tritonwatch_gpu_utilization_ratio
 
-``truth()`` recomputes the figures the report must find from the very counters written.
+One Triton restarts mid-week (its counters, and its sidecar's, start again from 0), as after a crash or
+an upgrade. ``truth()`` recomputes the figures the report must find from the same per-step traffic,
+without the reset: a reset-aware report loses at most the one step around the restart.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Instance:
     triton: str  # the Prometheus instance label of Triton's /metrics
     sidecar: str  # the sidecar's instance label
     gpu_uuid: str
+    restart_day: float | None = None  # Triton restarts then: every counter of this instance starts again at 0
 
 
 @dataclass(frozen=True)
@@ -95,9 +98,12 @@ class Week:
 
 
 def default_week(start: datetime | None = None) -> Week:
-    """Two Tritons (one GPU each), a batching model with the cache on both, a non-batching one on one."""
+    """Two Tritons (one GPU each, the second restarting mid-week), a batching model with the cache on
+    both, a non-batching one on the first."""
     t0 = Instance("triton-0:8002", "triton-0:9450", "GPU-00000000-0000-0000-0000-000000000000")
-    t1 = Instance("triton-1:8002", "triton-1:9450", "GPU-11111111-1111-1111-1111-111111111111")
+    t1 = Instance(
+        "triton-1:8002", "triton-1:9450", "GPU-11111111-1111-1111-1111-111111111111", restart_day=3.5
+    )
     return Week(
         start=start or datetime(2026, 11, 2, tzinfo=timezone.utc),
         models=(
@@ -161,17 +167,25 @@ class _Counters:
     extra: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def _cumulative(per_step: np.ndarray) -> np.ndarray:
-    out = np.concatenate(([0.0], np.cumsum(per_step[1:])))
-    return np.floor(out)
-
-
 def _noise(rng: np.random.Generator, n: int, scale: float) -> np.ndarray:
     return np.clip(1.0 + scale * rng.standard_normal(n), 0.5, 1.5)
 
 
-def _counters(week: Week, model: Model, rng: np.random.Generator) -> _Counters:
+def _cumulative(per_step: np.ndarray, restart: int | None = None) -> np.ndarray:
+    out = np.floor(np.concatenate(([0.0], np.cumsum(per_step[1:]))))
+    if restart is not None:
+        out[restart:] -= out[restart]
+    return out
+
+
+def _counters(
+    week: Week, model: Model, inst: Instance, rng: np.random.Generator, restarts: bool = True
+) -> _Counters:
+    """The instance's counters as Triton exposes them (``restarts``) or as the traffic really was."""
     t = week.times()
+    restart = None
+    if restarts and inst.restart_day is not None:
+        restart = int(inst.restart_day * DAY // week.step_s)
     # Requests in each step, at the step's own rate (so 5-minute rates follow the shape closely).
     ok = model.peak_rate * week.shape(t) * week.step_s * _noise(rng, t.size, week.noise)
     failed = ok * model.error_ratio / (1.0 - model.error_ratio)
@@ -179,13 +193,13 @@ def _counters(week: Week, model: Model, rng: np.random.Generator) -> _Counters:
     hits = ok * model.cache_hit_ratio if model.cache_hit_ratio is not None else None
     executed = ok - hits if hits is not None else ok
     return _Counters(
-        success=_cumulative(ok),
-        failure=_cumulative(failed),
-        canceled=_cumulative(canceled),
-        inferences=_cumulative(executed),
-        executions=_cumulative(executed / model.batch_size),
-        hits=_cumulative(hits) if hits is not None else None,
-        misses=_cumulative(executed) if hits is not None else None,
+        success=_cumulative(ok, restart),
+        failure=_cumulative(failed, restart),
+        canceled=_cumulative(canceled, restart),
+        inferences=_cumulative(executed, restart),
+        executions=_cumulative(executed / model.batch_size, restart),
+        hits=_cumulative(hits, restart) if hits is not None else None,
+        misses=_cumulative(executed, restart) if hits is not None else None,
     )
 
 
@@ -201,7 +215,7 @@ def _latency_median(model: Model) -> float:
 def _model_series(week: Week, model: Model, rng: np.random.Generator) -> Iterator[_Series]:
     t = week.times()
     for inst in model.instances:
-        c = _counters(week, model, rng)
+        c = _counters(week, model, inst, rng)
         base = {catalog.MODEL: model.name, catalog.VERSION: model.version, "instance": inst.triton}
         base["job"] = "triton"
         gpu = {**base, catalog.GPU_UUID: inst.gpu_uuid}
@@ -300,7 +314,8 @@ def truth(week: Week) -> dict[str, ModelTruth]:
     rng = np.random.default_rng(week.seed)
     out: dict[str, ModelTruth] = {}
     for m in week.models:
-        per_inst = [_counters(week, m, rng) for _ in m.instances]
+        # The true traffic: a restart loses no request, it only resets what Triton reports.
+        per_inst = [_counters(week, m, inst, rng, restarts=False) for inst in m.instances]
         rate = sum(_peak_5m(week, c.success) for c in per_inst)
         succ = sum(c.success[-1] for c in per_inst)
         fail = sum(c.failure[-1] for c in per_inst)
@@ -329,3 +344,23 @@ def weeks_to_reach(week: Week, first_day_peak: float, capacity: float) -> float:
     """Weeks after the week's end until the peak envelope ``first_day_peak * shape`` reaches ``capacity``."""
     day = (capacity / first_day_peak - 1.0) / week.growth_per_day
     return (day - week.days) / 7.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m reports.synthetic FILE``: write the default week (ends 2026-11-09T00:00:00Z) to FILE."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m reports.synthetic FILE.om", file=sys.stderr)
+        return 2
+    n = write_openmetrics(default_week(), Path(args[0]))
+    print(
+        f"{args[0]}: {n} samples, {default_week().start:%Y-%m-%d} to {default_week().end:%Y-%m-%d}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

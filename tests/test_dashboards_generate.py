@@ -164,7 +164,7 @@ def test_queries_aggregate_by_model_never_by_job() -> None:
 def test_queries_come_from_the_catalog() -> None:
     """Spot checks that panels use the catalog's formulas verbatim (no second copy of PromQL)."""
     exprs = {t["expr"] for _, p in _panels() for t in p["targets"]}
-    sel = 'model=~"$model",version=~"$version",instance=~"$instance"'
+    sel = 'model=~"$model",version=~"$version",instance=~"($instance)(:[0-9]+)?"'
     assert catalog.promql(catalog.signal(catalog.ERROR_RATIO), "$__rate_interval", selector=sel) in exprs
     assert catalog.histogram_quantile_promql("0.99", window="$__rate_interval", selector=sel) in exprs
     assert catalog.batch_efficiency_promql("$__rate_interval", selector=sel) in exprs
@@ -201,6 +201,21 @@ def test_required_panels_exist() -> None:
     assert {"GPU busy share by model", "Energy per inference"} <= gpu
     slo = {t for (n, t) in types if n == "tritonwatch-slo.json"}
     assert {"SLOs now", "Error budget left", "Burn rate per alert window", "SLO alerts firing"} <= slo
+
+
+def test_host_variable_regex_drops_the_port_so_triton_and_its_sidecar_match() -> None:
+    [instance] = [
+        v for v in _dashboards()["tritonwatch-model.json"]["templating"]["list"] if v["name"] == "instance"
+    ]
+    pattern = re.compile(instance["regex"].strip("/"))  # the JS regex is also a valid Python one
+    hosts = {pattern.match(i).group(1) for i in ("10.1.2.3:8002", "10.1.2.3:9450")}  # type: ignore[union-attr]
+    assert hosts == {"10.1.2.3"}
+    assert pattern.match("[::1]:8002").group(1) == "[::1]"  # type: ignore[union-attr]
+    assert pattern.match("triton-0").group(1) == "triton-0"  # type: ignore[union-attr]
+    # The panels' matcher takes the host back to both targets.
+    matcher = re.compile("(10.1.2.3)(:[0-9]+)?")
+    assert matcher.fullmatch("10.1.2.3:8002") and matcher.fullmatch("10.1.2.3:9450")
+    assert not matcher.fullmatch("10.1.2.30:8002")
 
 
 # --- PromQL parses in a real Prometheus ------------------------------------------------------------

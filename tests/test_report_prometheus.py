@@ -181,7 +181,11 @@ def test_findings_name_the_actions(report_dir: Path) -> None:
     assert "below its objective" in resnet and "below its objective" not in bert
     assert "above the SLO threshold" in resnet
     assert "weeks" in bert and "declared capacity of 40 req/s" in bert  # ~1.9 weeks: action
-    assert sum("GPU GPU-" in x for x in lines) == 2  # both GPUs saturate within 8 weeks
+    gpu_lines = [x for x in lines if "GPU GPU-" in x]
+    assert len(gpu_lines) == 2  # both GPUs saturate within 8 weeks
+    gpu0 = next(x for x in gpu_lines if WEEK.gpus[0].uuid in x)
+    assert gpu0.startswith("- **action**") and "serving bert:1, resnet:1" in gpu0  # ~2.5 weeks
+    assert "4.0× the error budget" in resnet  # 0.4 % errors against a 0.1 % budget
     assert "least squares" in md  # the method is stated
     assert "cache" not in bert
 

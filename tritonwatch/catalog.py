@@ -36,7 +36,31 @@ TRITON_GPU_UTILIZATION = "nv_gpu_utilization"
 TRITON_GPU_MEMORY_USED = "nv_gpu_memory_used_bytes"
 TRITON_GPU_MEMORY_TOTAL = "nv_gpu_memory_total_bytes"
 TRITON_GPU_POWER = "nv_gpu_power_usage"
+TRITON_GPU_POWER_LIMIT = "nv_gpu_power_limit"
 TRITON_ENERGY = "nv_energy_consumption"
+
+# --- dcgm-exporter's series (inputs; its default counters) ---------------------------------------
+DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"  # percent (not served for MIG instances)
+DCGM_GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # ratio 0-1 (served for MIG instances)
+DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB
+DCGM_FB_FREE = "DCGM_FI_DEV_FB_FREE"  # MiB
+DCGM_POWER = "DCGM_FI_DEV_POWER_USAGE"  # W
+DCGM_ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"  # mJ since boot (counter)
+DCGM_GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"  # degrees C
+DCGM_SM_CLOCK = "DCGM_FI_DEV_SM_CLOCK"  # MHz
+DCGM_XID = "DCGM_FI_DEV_XID_ERRORS"  # code of the last XID error (0: none)
+DCGM_FAMILIES: frozenset[str] = frozenset(
+    {DCGM_GPU_UTIL, DCGM_GR_ENGINE_ACTIVE, DCGM_FB_USED, DCGM_FB_FREE, DCGM_POWER, DCGM_ENERGY}
+    | {DCGM_GPU_TEMP, DCGM_SM_CLOCK, DCGM_XID}
+)
+# dcgm-exporter's label names: UUID joins Triton's gpu_uuid; the host label was renamed in May 2026.
+DCGM_UUID = "UUID"
+DCGM_GPU_INDEX = "gpu"
+DCGM_MODEL_NAME = "modelName"
+DCGM_HOSTNAME_LABELS = ("Hostname", "hostname")
+DCGM_MIG_INSTANCE = "GPU_I_ID"
+DCGM_MIG_PROFILE = "GPU_I_PROFILE"
+DCGM_POD = "pod"
 # Failures Triton counts that are the client's doing, not the server's: excluded from error ratios.
 CLIENT_FAILURE_REASONS = ("CANCELED",)
 
@@ -81,6 +105,7 @@ GPU_POWER = "tritonwatch_gpu_power_watts"
 GPU_TEMPERATURE = "tritonwatch_gpu_temperature_celsius"
 GPU_SM_CLOCK = "tritonwatch_gpu_sm_clock_hertz"
 GPU_XID = "tritonwatch_gpu_last_xid_error"
+GPU_INFO = "tritonwatch_gpu_info"
 MODEL_GPU_BUSY = "tritonwatch_model_gpu_busy_ratio"
 MODEL_ENERGY_PER_INFERENCE = "tritonwatch_model_energy_per_inference_joules"
 PROBE_SUCCESS = "tritonwatch_probe_success"
@@ -88,6 +113,7 @@ PROBE_DURATION = "tritonwatch_probe_duration_seconds"
 TRACE_RATE = "tritonwatch_trace_rate"
 SPANS_RECEIVED = "tritonwatch_spans_received_total"
 SPANS_DROPPED = "tritonwatch_spans_dropped_total"
+MODELS_DROPPED = "tritonwatch_models_dropped_total"  # models over --max-models, summed over scrapes
 
 TARGETS = ("triton", "triton_api", "dcgm")
 
@@ -331,8 +357,92 @@ SERVER_DOWN_ALERT = "TritonServerDown"
 SLO_OBJECTIVE_RECORD = "slo:objective:ratio"
 SLO_ERROR_BUDGET_REMAINING_RECORD = "slo:error_budget_remaining:ratio"
 SLO_BURN_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
+# The other alerts alerts/ generates (each has docs/runbooks/<name>.md).
+SLO_NO_DATA_ALERT = "TritonSLONoData"
+MODEL_NOT_READY_ALERT = "TritonModelNotReady"
+QUEUE_TIME_HIGH_ALERT = "TritonModelQueueTimeHigh"
+BATCH_EFFICIENCY_LOW_ALERT = "TritonModelBatchEfficiencyLow"
+CACHE_HIT_RATIO_LOW_ALERT = "TritonModelCacheHitRatioLow"
+GPU_MEMORY_NEAR_FULL_ALERT = "TritonGPUMemoryNearFull"
+GPU_XID_ALERT = "TritonGPUXidError"
+SIDECAR_DOWN_ALERT = "TritonwatchSidecarDown"
+SIDECAR_STALE_ALERT = "TritonwatchSidecarStale"
+WATCHDOG_ALERT = "Watchdog"
 
 
 def slo_sli_error_record(window: str) -> str:
     """Recording rule of an SLI's error ratio over ``window`` (labels ``slo``, ``model``)."""
     return f"slo:sli_error:ratio_rate{window}"
+
+
+# --- GPU joined to models (recording rules; the sidecar computes the same per Triton process) ------
+# Record names (level:metric:operations); the ``level`` lists the labels kept besides grouping ones.
+GPU_BUSY_SECONDS_RECORD = "model_gpu:tritonwatch_gpu_busy_seconds:rate5m"
+MODEL_GPU_BUSY_RECORD = "model_gpu:tritonwatch_gpu_busy_ratio:rate5m"
+GPU_ENERGY_WATTS_RECORD = "gpu:tritonwatch_energy_watts:rate5m"
+MODEL_ENERGY_PER_INFERENCE_RECORD = "model:tritonwatch_energy_per_inference_joules:rate5m"
+COMPUTE_PHASES = ("compute_input", "compute_infer", "compute_output")
+
+
+def _extra_by(grouping: Sequence[str], *first: str) -> str:
+    return ", ".join([*first, *(g for g in grouping if g not in first)])
+
+
+def gpu_busy_seconds_promql(window: str = "5m", grouping: Sequence[str] = (), selector: str = "") -> str:
+    """Seconds per second each GPU spends executing each model, summed across Triton processes.
+
+    Per scraped series (all labels match one-to-one, whatever a scraper adds): compute duration
+    rate / mean batch size (inference rate / execution rate), since Triton adds a batch's compute
+    time once per request in it; then summed by model, version and gpu_uuid. Idle series drop out.
+    """
+    sel = ",".join(m for m in ('gpu_uuid!=""', selector) if m)
+
+    def r(family: str) -> str:
+        return f"rate({family}{{{sel}}}[{window}])"
+
+    compute = " + ".join(r(triton_duration(p)) for p in COMPUTE_PHASES)
+    per_series = f"({compute}) * 1e-06 * {r(TRITON_EXEC_COUNT)} / ({r(TRITON_INFERENCE_COUNT)} > 0)"
+    return f"sum by ({_extra_by(grouping, MODEL, VERSION, GPU_UUID)}) ({per_series})"
+
+
+def gpu_busy_ratio_promql(window: str = "5m", grouping: Sequence[str] = ()) -> str:
+    """Each model's share of a GPU's busy time (``tritonwatch_model_gpu_busy_ratio`` across hosts).
+
+    The denominator sums every model on the GPU from every Triton process that reports it, so
+    processes sharing a GPU split it between them here, where no single sidecar can.
+    """
+    busy = gpu_busy_seconds_promql(window, grouping)
+    on = _extra_by(grouping, GPU_UUID)
+    return f"{busy} / on ({on}) group_left sum by ({on}) ({busy})"
+
+
+def gpu_energy_watts_promql(window: str = "5m", grouping: Sequence[str] = ()) -> str:
+    """Mean power per GPU from its energy counter: DCGM's (mJ, UUID) or else Triton's (J, gpu_uuid).
+
+    ``max`` merges the copies of one GPU (several Triton processes, a twice-scraped exporter);
+    MIG instance rows (``GPU_I_ID`` set) are left out: their counter is the whole GPU's.
+    """
+    on = _extra_by(grouping, GPU_UUID)
+    dcgm = (
+        f'label_replace(rate({DCGM_ENERGY}{{{DCGM_MIG_INSTANCE}=""}}[{window}]), '
+        f'"{GPU_UUID}", "$1", "{DCGM_UUID}", "(.+)")'
+    )
+    triton = f"rate({TRITON_ENERGY}[{window}])"
+    return f"(max by ({on}) ({dcgm}) * 0.001 or max by ({on}) ({triton}))"
+
+
+def energy_per_inference_promql(window: str = "5m", grouping: Sequence[str] = ()) -> str:
+    """Joules per inference per model: each GPU's power split by busy share, over inferences/s.
+
+    Only GPUs with an energy series count, in the numerator and in the denominator alike.
+    """
+    watts = gpu_energy_watts_promql(window, grouping)
+    on = _extra_by(grouping, GPU_UUID)
+    by = by_clause(grouping)
+    model_gpu = _extra_by(grouping, MODEL, VERSION, GPU_UUID)
+    attributed = f"sum by ({by}) (({gpu_busy_ratio_promql(window, grouping)}) * on ({on}) group_left () {watts})"
+    inferences = (
+        f'sum by ({by}) (sum by ({model_gpu}) (rate({TRITON_INFERENCE_COUNT}{{gpu_uuid!=""}}[{window}])) '
+        f"and on ({on}) {watts})"
+    )
+    return f"{attributed} / ({inferences} > 0)"

@@ -355,7 +355,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=0.0,
         metavar="R",
-        help="share of inputs with NaN (server-side failures)",
+        help="share of fresh inputs with a NaN: real server-side failures (each fails its dynamic batch)",
     )
     parser.add_argument(
         "--batch", type=int, default=1, help="rows per request for batching models (default 1)"

@@ -382,7 +382,10 @@ def _check_port(flag: str, port: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.model_repository:
+    repos = args.model_repository
+    if isinstance(repos, (str, Path)):  # one repository from TRITONWATCH_MODEL_REPOSITORY
+        repos = [Path(repos)]
+    if not repos:
         raise UsageError("--model-repository: required (repeat it to serve several repositories)")
     for flag, port in (
         ("--http-port", args.http_port),
@@ -405,7 +408,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
 
     triton = LocalTriton(
-        args.model_repository,
+        repos,
         http_port=args.http_port,
         grpc_port=args.grpc_port,
         metrics_port=args.metrics_port,
