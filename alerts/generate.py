@@ -26,7 +26,9 @@ GENERATED_GLOBS = ("*.rules.yml", "alertmanager.yml", "tests/*.test.yml")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--slo", required=True, metavar="FILE", help="the SLO file (apiVersion tritonwatch/v1)")
+    parser.add_argument(
+        "--slo", required=True, metavar="FILE", help="the SLO file (apiVersion tritonwatch/v1)"
+    )
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
 
 

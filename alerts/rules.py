@@ -4,7 +4,8 @@
 
 * ``catalog.rules.yml`` -- ``catalog_rules``: one recording rule per catalog signal (and batch
   efficiency), ``sum by (model, version, <grouping>)`` of rates, then divided, e.g.
-  ``model:tritonwatch_queue_time_ratio:rate5m``.
+  ``model:tritonwatch_queue_time_ratio:rate5m``; and the catalog's GPU rules (busy share per model
+  and GPU, watts per GPU, joules per inference).
 * ``slo.rules.yml`` -- one group per SLO: ``sli_rules`` (``slo:sli_error:ratio_rate<window>`` for
   5m, 30m, 1h, 2h, 6h, 1d, 3d and the SLO window, labels ``slo``, ``model``, grouping),
   ``budget_rules`` (``slo:objective:ratio``, ``slo:error_budget_remaining:ratio``), ``burn_alerts``
@@ -27,31 +28,30 @@ from decimal import Decimal
 from typing import Any
 
 from alerts import windows
-from alerts.slo import SLO, Objective, SLOFile
+from alerts.slo import SLO, Objective, SLOFile, format_duration
 from tritonwatch import catalog
 
 Rule = dict[str, Any]
 Group = dict[str, Any]
 
-# --- names (the SLO side of the catalog) ------------------------------------------------------
-SLO_LABEL = "slo"
+# --- names: all from the catalog ---------------------------------------------------------------
+SLO_LABEL = catalog.SLO
 SEVERITY = "severity"
-SLI_ERROR_RECORD = "slo:sli_error:ratio_rate{window}"
-OBJECTIVE_RECORD = "slo:objective:ratio"
-BUDGET_REMAINING_RECORD = "slo:error_budget_remaining:ratio"
+OBJECTIVE_RECORD = catalog.SLO_OBJECTIVE_RECORD
+BUDGET_REMAINING_RECORD = catalog.SLO_ERROR_BUDGET_REMAINING_RECORD
 
-BURN = "TritonSLOErrorBudgetBurn"
-NO_DATA = "TritonSLONoData"
-SERVER_DOWN = "TritonServerDown"
-MODEL_NOT_READY = "TritonModelNotReady"
-QUEUE_TIME_HIGH = "TritonModelQueueTimeHigh"
-BATCH_EFFICIENCY_LOW = "TritonModelBatchEfficiencyLow"
-CACHE_HIT_RATIO_LOW = "TritonModelCacheHitRatioLow"
-GPU_MEMORY_NEAR_FULL = "TritonGPUMemoryNearFull"
-GPU_XID = "TritonGPUXidError"
-SIDECAR_DOWN = "TritonwatchSidecarDown"
-SIDECAR_STALE = "TritonwatchSidecarStale"
-WATCHDOG = "Watchdog"
+BURN = catalog.SLO_BURN_ALERT
+NO_DATA = catalog.SLO_NO_DATA_ALERT
+SERVER_DOWN = catalog.SERVER_DOWN_ALERT
+MODEL_NOT_READY = catalog.MODEL_NOT_READY_ALERT
+QUEUE_TIME_HIGH = catalog.QUEUE_TIME_HIGH_ALERT
+BATCH_EFFICIENCY_LOW = catalog.BATCH_EFFICIENCY_LOW_ALERT
+CACHE_HIT_RATIO_LOW = catalog.CACHE_HIT_RATIO_LOW_ALERT
+GPU_MEMORY_NEAR_FULL = catalog.GPU_MEMORY_NEAR_FULL_ALERT
+GPU_XID = catalog.GPU_XID_ALERT
+SIDECAR_DOWN = catalog.SIDECAR_DOWN_ALERT
+SIDECAR_STALE = catalog.SIDECAR_STALE_ALERT
+WATCHDOG = catalog.WATCHDOG_ALERT
 # TritonServerDown has two rules (a target down, no target at all) with texts of their own.
 SERVER_ABSENT_TEXTS = "TritonServerDown/absent"
 CAUSE = "cause"  # tells those two rules (and their alerts) apart
@@ -105,7 +105,7 @@ class Texts:
 TEXTS: dict[str, Texts] = {
     BURN: Texts(
         "{model} is burning its {slo} error budget {value_x}x too fast",
-        "{model} is spending the error budget of SLO {slo} ({objective}% {kind} over {window}) "
+        "{model} is spending the error budget of SLO {slo} ({objective}% of requests {good} over {window}) "
         "{value_x} times as fast as the objective allows; {budget_left} of the budget is left.",
     ),
     NO_DATA: Texts(
@@ -246,7 +246,16 @@ def catalog_rules(spec: SLOFile) -> list[Group]:
             "expr": catalog.batch_efficiency_promql(CATALOG_WINDOW, spec.grouping),
         }
     )
-    return [{"name": "tritonwatch-catalog", "rules": rules}]
+    gpu = [
+        {"record": record, "expr": promql(CATALOG_WINDOW, spec.grouping)}
+        for record, promql in (
+            (catalog.GPU_BUSY_SECONDS_RECORD, catalog.gpu_busy_seconds_promql),
+            (catalog.MODEL_GPU_BUSY_RECORD, catalog.gpu_busy_ratio_promql),
+            (catalog.GPU_ENERGY_WATTS_RECORD, catalog.gpu_energy_watts_promql),
+            (catalog.MODEL_ENERGY_PER_INFERENCE_RECORD, catalog.energy_per_inference_promql),
+        )
+    ]
+    return [{"name": "tritonwatch-catalog", "rules": rules}, {"name": "tritonwatch-gpu", "rules": gpu}]
 
 
 # --- step 2: SLI error ratios per window --------------------------------------------------------
@@ -281,7 +290,7 @@ def sli_expr(spec: SLOFile, obj: Objective, window: str) -> str:
 
 
 def sli_record(window: str) -> str:
-    return SLI_ERROR_RECORD.format(window=window)
+    return catalog.slo_sli_error_record(window)
 
 
 def sli_rules(spec: SLOFile, obj: Objective) -> list[Rule]:
@@ -339,7 +348,13 @@ def budget_left_template(spec: SLOFile) -> str:
 
 def burn_texts(spec: SLOFile, obj: Objective) -> dict[str, str]:
     """The placeholders of the burn alert that are fixed when the rules are generated."""
-    return {"objective": _num(obj.objective), "kind": obj.kind, "window": spec.window_text}
+    if obj.kind == "availability":
+        good = "succeed"
+    else:
+        lat = spec.slo_for(obj.model).latency
+        assert lat is not None
+        good = f"within {format_duration(lat.threshold)}"
+    return {"objective": _num(obj.objective), "good": good, "window": spec.window_text}
 
 
 def burn_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:

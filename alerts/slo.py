@@ -58,7 +58,9 @@ def parse_duration(text: object, where: str) -> float:
     """``"28d"`` -> 2419200.0 seconds; ``where`` names the field in the error."""
     m = _DURATION.match(str(text).strip()) if isinstance(text, str) else None
     if not m:
-        raise UsageError(f"{where}: unknown duration {text!r} (expected a number and a unit: ms, s, m, h, d, w)")
+        raise UsageError(
+            f"{where}: unknown duration {text!r} (expected a number and a unit: ms, s, m, h, d, w)"
+        )
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
@@ -139,7 +141,9 @@ class SLOFile:
         out: list[Objective] = []
         for s in self.slos:
             if s.availability:
-                out.append(Objective(f"{s.model}-availability", s.model, "availability", s.availability.objective))
+                out.append(
+                    Objective(f"{s.model}-availability", s.model, "availability", s.availability.objective)
+                )
             if s.latency:
                 out.append(Objective(f"{s.model}-latency", s.model, "latency", s.latency.objective))
         return tuple(out)
@@ -184,7 +188,9 @@ class _Fields:
             raise UsageError(f"{self.at(key)}: must be a non-empty string (got {_kind(value)})")
         return value
 
-    def number(self, key: str, check: Callable[[Decimal], str | None], default: float | None = None) -> Decimal:
+    def number(
+        self, key: str, check: Callable[[Decimal], str | None], default: float | None = None
+    ) -> Decimal:
         if not self.has(key):
             if default is None:
                 raise UsageError(f"{self.at(key)}: required")
@@ -371,7 +377,9 @@ def _parse(raw: object) -> SLOFile:
     spec = _Fields(top.required("spec"), "spec", _SPEC_FIELDS)
     window = parse_duration(spec.required("window"), spec.at("window"))
     if window < MIN_WINDOW:
-        raise UsageError(f"spec.window: must be at least 3d, the longest burn-rate window (got {spec.raw['window']})")
+        raise UsageError(
+            f"spec.window: must be at least 3d, the longest burn-rate window (got {spec.raw['window']})"
+        )
 
     grouping: tuple[str, ...] = ()
     if spec.has("grouping"):
@@ -397,7 +405,9 @@ def _parse(raw: object) -> SLOFile:
     for i, item in enumerate(raw_slos):
         s = _parse_slo(item, f"spec.slos[{i}]")
         if s.model in seen:
-            raise UsageError(f"spec.slos[{i}].model: duplicate model {s.model!r} (first in spec.slos[{seen[s.model]}])")
+            raise UsageError(
+                f"spec.slos[{i}].model: duplicate model {s.model!r} (first in spec.slos[{seen[s.model]}])"
+            )
         seen[s.model] = i
         slos.append(s)
 

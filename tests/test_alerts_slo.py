@@ -66,7 +66,9 @@ def test_repository_slo_file_parses_into_typed_objects() -> None:
 def test_only_availability_for_an_unknown_model_is_valid() -> None:
     doc = edited("spec.slos", [{"model": "not_in_the_repository", "availability": {"objective": 99.5}}])
     spec = slo.parse(doc)
-    assert spec.slos == (slo.SLO(model="not_in_the_repository", availability=slo.Availability(Decimal("99.5"))),)
+    assert spec.slos == (
+        slo.SLO(model="not_in_the_repository", availability=slo.Availability(Decimal("99.5"))),
+    )
     assert spec.grouping == () and spec.up_job == "triton"
     assert spec.runbook_base_url == slo.DEFAULT_RUNBOOK_BASE_URL
 
@@ -79,7 +81,11 @@ def test_only_availability_for_an_unknown_model_is_valid() -> None:
             150,
             "spec.slos[0].availability.objective: must be between 0 and 100 (got 150)",
         ),
-        ("spec.slos.0.availability.objective", 100, "spec.slos[0].availability.objective: must be between 0 and 100"),
+        (
+            "spec.slos.0.availability.objective",
+            100,
+            "spec.slos[0].availability.objective: must be between 0 and 100",
+        ),
         ("spec.slos.0.latency.objective", "abc", "spec.slos[0].latency.objective: must be a number"),
         ("spec.slos.0.availabilty", {"objective": 99}, "spec.slos[0].availabilty: unknown field"),
         ("spec.windo", "28d", "spec.windo: unknown field"),
@@ -87,10 +93,22 @@ def test_only_availability_for_an_unknown_model_is_valid() -> None:
         ("spec.window", "1d", "spec.window: must be at least 3d"),
         ("spec.slos.0.model", None, "spec.slos[0].model: required"),
         ("spec.slos.0.model", "bad name", "spec.slos[0].model: not a Triton model name"),
-        ("spec.slos.0.latency.threshold", "40ms", "spec.slos[0].latency.threshold: must be a latency histogram bucket"),
+        (
+            "spec.slos.0.latency.threshold",
+            "40ms",
+            "spec.slos[0].latency.threshold: must be a latency histogram bucket",
+        ),
         ("spec.slos.0.latency.threshold", "fast", "spec.slos[0].latency.threshold: unknown duration 'fast'"),
-        ("spec.slos.0.queue_time_ratio.max", 1.5, "spec.slos[0].queue_time_ratio.max: must be a ratio between 0 and 1"),
-        ("spec.slos.0.capacity.max_request_rate", 0, "spec.slos[0].capacity.max_request_rate: must be greater than 0"),
+        (
+            "spec.slos.0.queue_time_ratio.max",
+            1.5,
+            "spec.slos[0].queue_time_ratio.max: must be a ratio between 0 and 1",
+        ),
+        (
+            "spec.slos.0.capacity.max_request_rate",
+            0,
+            "spec.slos[0].capacity.max_request_rate: must be greater than 0",
+        ),
         ("spec.grouping", ["model"], "spec.grouping[0]: not a usable label name"),
         ("spec.runbook_base_url", "docs/runbooks", "spec.runbook_base_url: must be an http(s) URL"),
         ("apiVersion", "tritonwatch/v2", "apiVersion: must be tritonwatch/v1"),
@@ -114,7 +132,9 @@ def test_invalid_fields_are_named(path: str, value: object, message: str) -> Non
 
 def test_duplicate_model_is_named() -> None:
     doc = edited("spec.slos", [{"model": "a", "availability": {"objective": 99}}] * 2)
-    with pytest.raises(UsageError, match=r"^spec.slos\[1\].model: duplicate model 'a' \(first in spec.slos\[0\]\)$"):
+    with pytest.raises(
+        UsageError, match=r"^spec.slos\[1\].model: duplicate model 'a' \(first in spec.slos\[0\]\)$"
+    ):
         slo.parse(doc)
 
 
@@ -134,7 +154,11 @@ def test_secrets_from_files_are_accepted() -> None:
 @pytest.mark.parametrize(
     ("path", "value", "field"),
     [
-        ("spec.slos.0.availability.objective", 150, "spec.slos[0].availability.objective: must be between 0 and 100 (got 150)"),
+        (
+            "spec.slos.0.availability.objective",
+            150,
+            "spec.slos[0].availability.objective: must be between 0 and 100 (got 150)",
+        ),
         ("spec.slos.0.latencyy", {"objective": 99}, "spec.slos[0].latencyy: unknown field"),
         ("spec.window", "4 weeks", "spec.window: unknown duration '4 weeks'"),
     ],
