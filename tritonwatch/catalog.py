@@ -342,7 +342,11 @@ def bucket_rate_promql(phase: str = "request", window: str = "5m", by: str = "le
 
 
 def histogram_quantile_promql(
-    quantile: str, phase: str = "request", window: str = "5m", grouping: Sequence[str] = (), selector: str = ""
+    quantile: str,
+    phase: str = "request",
+    window: str = "5m",
+    grouping: Sequence[str] = (),
+    selector: str = "",
 ) -> str:
     """The ``quantile`` (e.g. "0.99") of a phase's latency across replicas, per model and version."""
     by = "le, " + by_clause(grouping)
@@ -440,7 +444,9 @@ def energy_per_inference_promql(window: str = "5m", grouping: Sequence[str] = ()
     on = _extra_by(grouping, GPU_UUID)
     by = by_clause(grouping)
     model_gpu = _extra_by(grouping, MODEL, VERSION, GPU_UUID)
-    attributed = f"sum by ({by}) (({gpu_busy_ratio_promql(window, grouping)}) * on ({on}) group_left () {watts})"
+    attributed = (
+        f"sum by ({by}) (({gpu_busy_ratio_promql(window, grouping)}) * on ({on}) group_left () {watts})"
+    )
     inferences = (
         f'sum by ({by}) (sum by ({model_gpu}) (rate({TRITON_INFERENCE_COUNT}{{gpu_uuid!=""}}[{window}])) '
         f"and on ({on}) {watts})"

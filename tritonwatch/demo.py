@@ -161,7 +161,9 @@ def summary_text(rows: dict[str, dict[str, float]], seen: Seen) -> str:
     if not seen.alerts:
         lines.append("  (none)")
     for (name, model, severity), at in sorted(seen.alerts.items(), key=lambda kv: kv[1]):
-        lines.append(f"  {name}  model={model or '-'}  severity={severity or '-'}  (first firing at {at:.0f}s)")
+        lines.append(
+            f"  {name}  model={model or '-'}  severity={severity or '-'}  (first firing at {at:.0f}s)"
+        )
     return "\n".join(lines)
 
 
