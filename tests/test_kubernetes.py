@@ -1,0 +1,236 @@
+"""deploy/kubernetes, checked offline: kustomize renders it, the core kinds validate against the
+Kubernetes OpenAPI schemas (kubernetes-validate, strict: unknown fields fail), the generated manifests
+match what ``tritonwatch.k8s`` writes from alerts/generated and dashboards/generated, the
+PrometheusRules' groups pass ``promtool check rules``, the Alertmanager Secret passes
+``amtool check-config``, and the pod's containers, the Service and the PodMonitor agree on ports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.metadata
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from exporters import sidecar
+from exporters.config import resolve
+from tritonwatch import k8s
+from tritonwatch.errors import UsageError
+
+ROOT = Path(__file__).resolve().parent.parent
+KUSTOMIZE_DIR = ROOT / "deploy" / "kubernetes"
+RULES_DIR = ROOT / "alerts" / "generated"
+DASHBOARDS_DIR = ROOT / "dashboards" / "generated"
+CORE_KINDS = {"Namespace", "ConfigMap", "Secret", "Service", "Deployment"}
+# The oldest Kubernetes still commonly run, and the newest kubernetes-validate ships schemas for.
+K8S_VERSIONS = ("1.29.0", "1.37.0")
+
+
+def _require_generated() -> None:
+    if not sorted(RULES_DIR.glob("*.rules.yml")) or not (RULES_DIR / "alertmanager.yml").is_file():
+        pytest.skip("alerts/generated is not generated yet (run `make generate`)")
+    if not sorted(DASHBOARDS_DIR.glob("*.json")):
+        pytest.skip("dashboards/generated is not generated yet (run `make generate`)")
+
+
+@pytest.fixture(scope="module")
+def rendered() -> list[dict[str, Any]]:
+    if not shutil.which("kubectl"):
+        pytest.skip("kubectl not installed: cannot run `kubectl kustomize` (apt-get install kubectl)")
+    _require_generated()
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(KUSTOMIZE_DIR)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def _one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"{len(found)} {kind} {name or ''}"
+    return found[0]
+
+
+def _containers(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    pod = _one(docs, "Deployment", "triton")["spec"]["template"]["spec"]
+    return {c["name"]: c for c in pod["containers"]}
+
+
+def _flag(argv: list[str], name: str) -> str:
+    (value,) = [a[len(name) + 1 :] for a in argv if a.startswith(f"{name}=")]
+    return value
+
+
+def test_renders_every_part_in_one_namespace(rendered: list[dict[str, Any]]) -> None:
+    kinds = sorted({d["kind"] for d in rendered})
+    assert kinds == sorted(CORE_KINDS | {"PodMonitor", "PrometheusRule"})
+    namespace = _one(rendered, "Namespace")["metadata"]["name"]
+    for doc in rendered:
+        if doc["kind"] != "Namespace":
+            assert doc["metadata"]["namespace"] == namespace, doc["metadata"]["name"]
+        assert doc["metadata"]["labels"]["app.kubernetes.io/part-of"] == "tritonwatch"
+    rules = sorted(RULES_DIR.glob("*.rules.yml"))
+    assert len([d for d in rendered if d["kind"] == "PrometheusRule"]) == len(rules)
+    dashboards = sorted(DASHBOARDS_DIR.glob("*.json"))
+    assert len([d for d in rendered if d["kind"] == "ConfigMap"]) == len(dashboards)
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_core_kinds_validate_against_the_kubernetes_schemas(
+    rendered: list[dict[str, Any]], version: str
+) -> None:
+    kubernetes_validate = pytest.importorskip(
+        "kubernetes_validate", reason="kubernetes-validate not installed (pip install -e '.[dev]')"
+    )
+    validated = set()
+    for doc in rendered:
+        if doc["kind"] in CORE_KINDS:
+            kubernetes_validate.validate(doc, version, strict=True)
+            validated.add(doc["kind"])
+    assert validated == CORE_KINDS
+
+
+def test_the_schema_check_rejects_a_broken_deployment(rendered: list[dict[str, Any]]) -> None:
+    """Negative control: the same validator fails on a misspelt field and on a wrong type."""
+    kubernetes_validate = pytest.importorskip(
+        "kubernetes_validate", reason="kubernetes-validate not installed (pip install -e '.[dev]')"
+    )
+    deployment = _one(rendered, "Deployment")
+    typo = copy.deepcopy(deployment)
+    typo["spec"]["template"]["spec"]["containers"][1]["port"] = typo["spec"]["template"]["spec"][
+        "containers"
+    ][1].pop("ports")
+    wrong_type = copy.deepcopy(deployment)
+    wrong_type["spec"]["replicas"] = "two"
+    for broken in (typo, wrong_type):
+        with pytest.raises(kubernetes_validate.ValidationError):
+            kubernetes_validate.validate(broken, K8S_VERSIONS[-1], strict=True)
+
+
+def test_generated_manifests_are_up_to_date(tmp_path: Path) -> None:
+    _require_generated()
+    assert (
+        k8s.main(["--rules", str(RULES_DIR), "--dashboards", str(DASHBOARDS_DIR), "--out", str(tmp_path)])
+        == 0
+    )
+    fresh = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    committed = {p.name: p.read_text() for p in (KUSTOMIZE_DIR / "generated").iterdir()}
+    assert sorted(fresh) == sorted(committed)
+    stale = [name for name in fresh if fresh[name] != committed[name]]
+    assert not stale, f"deploy/kubernetes/generated is stale: {stale}; run `python -m tritonwatch.k8s`"
+    for text in committed.values():
+        assert text.startswith("# generated by tritonwatch k8s") and "do not edit" in text.splitlines()[0]
+
+
+@pytest.mark.prometheus
+def test_prometheusrule_groups_pass_promtool(rendered: list[dict[str, Any]], tmp_path: Path) -> None:
+    if not shutil.which("promtool"):
+        pytest.skip("promtool not installed (apt-get install prometheus)")
+    for rule in (d for d in rendered if d["kind"] == "PrometheusRule"):
+        name = rule["metadata"]["name"]
+        source = RULES_DIR / f"{name.removeprefix('tritonwatch-')}.rules.yml"
+        assert rule["spec"]["groups"] == yaml.safe_load(source.read_text())["groups"], name
+        plain = tmp_path / f"{name}.yml"
+        plain.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}, sort_keys=False))
+        out = subprocess.run(
+            ["promtool", "check", "rules", str(plain)], capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        count = sum(len(g["rules"]) for g in rule["spec"]["groups"])
+        assert f"SUCCESS: {count} rules found" in out.stdout
+
+
+@pytest.mark.prometheus
+def test_alertmanager_secret_passes_amtool(rendered: list[dict[str, Any]], tmp_path: Path) -> None:
+    if not shutil.which("amtool"):
+        pytest.skip("amtool not installed (apt-get install prometheus-alertmanager)")
+    secret = _one(rendered, "Secret", f"alertmanager-{k8s.ALERTMANAGER_NAME}")
+    config = secret["stringData"]["alertmanager.yaml"]
+    assert config == (RULES_DIR / "alertmanager.yml").read_text()
+    path = tmp_path / "alertmanager.yaml"
+    path.write_text(config)
+    out = subprocess.run(["amtool", "check-config", str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_dashboards_are_configmaps_for_the_grafana_sidecar(rendered: list[dict[str, Any]]) -> None:
+    maps = [d for d in rendered if d["kind"] == "ConfigMap"]
+    seen = {}
+    for cm in maps:
+        assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+        ((key, text),) = cm["data"].items()
+        seen[key] = json.loads(text)
+    expected = {p.name: json.loads(p.read_text()) for p in DASHBOARDS_DIR.glob("*.json")}
+    assert seen == expected
+
+
+def test_pod_service_and_podmonitor_agree(rendered: list[dict[str, Any]]) -> None:
+    containers = _containers(rendered)
+    assert set(containers) == {"triton", "tritonwatch"}
+    triton, side = containers["triton"], containers["tritonwatch"]
+    ports = {p["name"]: p["containerPort"] for c in containers.values() for p in c["ports"]}
+    assert containers["triton"]["resources"]["limits"]["nvidia.com/gpu"] == 1
+    # The sidecar image is the one compose/Dockerfile builds, tagged with the package version.
+    version = importlib.metadata.version("tritonwatch")
+    assert side["image"] == f"tritonwatch-sidecar:{version}"
+
+    # The sidecar reaches Triton and receives its traces on localhost, on the ports Triton uses.
+    parser = argparse.ArgumentParser()
+    sidecar.add_arguments(parser)
+    cfg = resolve(parser.parse_args(side["args"]))
+    assert cfg.triton == f"http://127.0.0.1:{ports['http']}"
+    assert cfg.triton_metrics == f"http://127.0.0.1:{_flag(triton['args'], '--metrics-port')}/metrics"
+    assert int(_flag(triton["args"], "--metrics-port")) == ports["metrics"]
+    assert cfg.listen_host_port[1] == ports["tritonwatch"]
+    trace = urlsplit(_flag(triton["args"], "--trace-config=opentelemetry,url"))
+    assert (trace.hostname, trace.port, trace.path) == (
+        "127.0.0.1",
+        int(cfg.otlp_listen.rpartition(":")[2]),
+        "/v1/traces",
+    )
+    assert "--trace-config=rate=100" in triton["args"]
+    flags = {a.dest for a in parser._actions}
+    for env in side.get("env", []):
+        assert env["name"].removeprefix("TRITONWATCH_").lower() in flags, env["name"]
+
+    security = side["securityContext"]
+    assert security["runAsNonRoot"] is True and security["runAsUser"] != 0
+    assert security["readOnlyRootFilesystem"] is True and security["capabilities"]["drop"] == ["ALL"]
+
+    pod_labels = _one(rendered, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    service = _one(rendered, "Service")
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert {p["targetPort"] for p in service["spec"]["ports"]} == {"http", "grpc"}
+
+    monitor = _one(rendered, "PodMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    jobs = {}
+    for endpoint in monitor["spec"]["podMetricsEndpoints"]:
+        assert endpoint["port"] in ports, endpoint["port"]
+        (relabel,) = [r for r in endpoint["relabelings"] if r["targetLabel"] == "job"]
+        jobs[endpoint["port"]] = relabel["replacement"]
+    assert set(jobs) == {"metrics", "tritonwatch"}
+    # TritonServerDown's up{job=~spec.up_job} selects Triton's endpoint and not the sidecar's.
+    up_job = yaml.safe_load((ROOT / "alerts" / "slo.yaml").read_text())["spec"].get("up_job", "triton")
+    assert re.fullmatch(up_job, jobs["metrics"]) and not re.fullmatch(up_job, jobs["tritonwatch"])
+
+
+def test_generator_names_the_missing_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(UsageError, match=r"--rules .*no \*\.rules\.yml"):
+        k8s.render_all(empty, DASHBOARDS_DIR)
+    code = k8s.main(["--rules", str(tmp_path / "missing"), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and "--rules" in err and "missing" in err
+    assert not (tmp_path / "out").exists()
