@@ -44,6 +44,8 @@ test: venv debs lint typecheck pytest
 generate: venv
 	$(BIN)/tritonwatch rules --slo alerts/slo.yaml --out alerts/generated
 	$(BIN)/tritonwatch dashboards --out dashboards/generated
+	$(BIN)/python -m tritonwatch.k8s --out deploy/kubernetes/generated
+	$(BIN)/python -m tritonwatch.configdoc docs/configuration.md
 	$(BIN)/python -m tritonwatch.signals_doc > docs/signals.md
 	$(BIN)/python model_repository/make_fraud_detector.py
 

@@ -45,8 +45,14 @@ def env_defaults(parser: argparse.ArgumentParser, prefix: str = "TRITONWATCH_") 
             raw = os.environ[env]
             if action.nargs == 0:  # store_true flags
                 action.default = raw.lower() in ("1", "true", "yes", "on")
+            elif callable(action.type):
+                try:
+                    action.default = action.type(raw)
+                except (TypeError, ValueError):
+                    flag = max(action.option_strings, key=len)
+                    raise UsageError(f"{env} (for {flag}): {raw!r} is not a valid value") from None
             else:
-                action.default = action.type(raw) if callable(action.type) else raw
+                action.default = raw
         if action.help and action.help is not argparse.SUPPRESS:
             action.help += f" [env {env}]"
 
