@@ -171,10 +171,31 @@ def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         else:
             notes.append("sidecar has no canary probe yet (exporters.probe missing)")
         gpu = False
+        gpu_targets: list[ScrapeTarget] = []
         if HAVE_GPU_REPLAY:
+            # The replayed GPU node has its own (replayed) Triton: the sidecar re-exports only the
+            # GPUs its Triton uses, so the node gets a sidecar of its own, as in production.
             replay = importlib.import_module(GPU_REPLAY).start_replay()
             stack.callback(replay.stop)
-            args += ["--dcgm", replay.dcgm_url]
+            gpu_port = free_port()
+            gpu_sidecar = Managed(
+                "gpu-sidecar",
+                [
+                    str(BIN / "tritonwatch"), "sidecar",
+                    "--triton", replay.triton_url,
+                    "--triton-metrics", replay.triton_metrics_url,
+                    "--dcgm", replay.dcgm_url,
+                    "--listen", f"127.0.0.1:{gpu_port}",
+                    "--interval", "1", "--window", "15",
+                ],
+                log_path=tmp / "gpu-sidecar.log",
+            )  # fmt: skip
+            stack.callback(gpu_sidecar.stop)
+            replay_addr = replay.triton_metrics_url.split("//", 1)[1].split("/", 1)[0]
+            gpu_targets = [
+                ScrapeTarget("triton-replayed-gpu-node", replay_addr),
+                ScrapeTarget("tritonwatch-gpu-node", f"127.0.0.1:{gpu_port}"),
+            ]
             gpu = True
         else:
             notes.append(f"no GPU replay ({GPU_REPLAY} missing): GPU panels not run on data")
@@ -192,6 +213,7 @@ def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
                 [
                     ScrapeTarget("triton-under-test", metrics_addr),
                     ScrapeTarget("tritonwatch-sidecar", f"127.0.0.1:{sidecar_port}"),
+                    *gpu_targets,
                 ],
                 rule_files=rule_files,
             ),
@@ -265,8 +287,13 @@ def _run(
 def test_every_panel_query_parses_and_returns_data_under_load(live: Stack) -> None:
     dashes = [json.loads(data) for data in render_all().values()]
     variables = {**promcheck.dashboard_variables(dashes), **LIVE_BUILTINS}
-    results, _, _ = _run(live, variables, _assert_real_values)
-    _assert_real_values({r.query.key: r for r in results})
+    servers = 2 if live.gpu else 1
+
+    def check(by_key: dict[str, promcheck.Result]) -> None:
+        _assert_real_values(by_key, servers)
+
+    results, _, _ = _run(live, variables, check)
+    check({r.query.key: r for r in results})
     if live.gpu:  # against the replayed GPU node every GPU panel has its inputs
         gpu_empty = [r.query.key for r in results if "gpu" in _needs(r.query.expr) and not r.has_data]
         assert not gpu_empty, "\n".join(gpu_empty)
@@ -294,7 +321,7 @@ def test_panels_with_one_model_version_and_host_selected(live: Stack) -> None:
     only_the_selected_model({r.query.key: r for r in results})
 
 
-def _assert_real_values(by_key: dict[str, promcheck.Result]) -> None:
+def _assert_real_values(by_key: dict[str, promcheck.Result], servers: int = 1) -> None:
     """The numbers the panels show are the load's: not merely 'some series'."""
 
     def value(key: str, **labels: str) -> float:
@@ -303,7 +330,7 @@ def _assert_real_values(by_key: dict[str, promcheck.Result]) -> None:
         return v
 
     fleet, detail = "tritonwatch-fleet.json", "tritonwatch-model.json"
-    assert value(f"{fleet} / Triton servers up / A") == 1
+    assert value(f"{fleet} / Triton servers up / A") == servers  # the replayed GPU node is a second one
     assert value(f"{fleet} / Request rate / A", model=MODEL) > 1
     # Every request to the failing model fails; ~5% of the fresh inputs to the model are NaN.
     assert value(f"{fleet} / Error ratio / A", model=FAILING_MODEL) == 1.0

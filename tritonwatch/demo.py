@@ -126,7 +126,7 @@ def _fmt(value: float | None, kind: str) -> str:
     if kind == "ratio":
         return f"{value * 100:.1f}%"
     if kind == "ms":
-        return f"{value * 1000:.1f} ms"
+        return f"{value * 1e6:.0f} us" if value < 0.001 else f"{value * 1000:.1f} ms"
     return f"{value:.1f}"
 
 
@@ -192,6 +192,7 @@ class Stack:
         self.slo = slo
         self.gpu_replay = gpu_replay
         self._stops: list[Any] = []
+        self.gpu_sidecar_port = 0
 
     def start(self) -> None:
         from exporters.config import SidecarConfig, validate
@@ -216,19 +217,11 @@ class Stack:
         self.triton.start()
         self.am = Alertmanager(self.workdir / "alertmanager", rules_dir / "alertmanager.yml")
         self._stops.append(self.am.stop)
-        dcgm = ""
-        if self.gpu_replay:
-            from tritonwatch import gpureplay
-
-            self.replay = gpureplay.start_replay()  # labelled a replay in every payload it serves
-            self._stops.append(self.replay.stop)
-            dcgm = self.replay.dcgm_url
         self.triton.wait_ready(180)
         cfg = validate(
             SidecarConfig(
                 triton=self.triton.http_url,
                 triton_metrics=self.triton.metrics_url,
-                dcgm=dcgm,
                 listen="127.0.0.1:0",
                 otlp_listen=f"127.0.0.1:{otlp_port}",
                 interval=1.0,
@@ -245,12 +238,48 @@ class Stack:
             ScrapeTarget("triton", f"127.0.0.1:{self.triton.metrics_port}"),
             ScrapeTarget("tritonwatch", f"127.0.0.1:{self.sidecar.port}"),
         ]
+        if self.gpu_replay:
+            targets += self._start_gpu_replay()
         self.prometheus = Prometheus(
             self.workdir / "prometheus",
             prometheus_config(targets, rule_files, alertmanager=self.am.address),
         )
         self._stops.append(self.prometheus.stop)
         self.prometheus.wait_ready()
+
+    def _start_gpu_replay(self) -> list[Any]:
+        """A REPLAYED GPU node (recorded payloads, labelled as such) with a sidecar of its own.
+
+        The sidecar re-exports only the GPUs its own Triton uses, so the replayed node's GPUs come
+        through the replayed Triton's sidecar, as they would from a real GPU host's sidecar.
+        """
+        from exporters.config import SidecarConfig, validate
+        from exporters.sidecar import Sidecar
+        from tritonwatch import gpureplay
+        from tritonwatch.promstack import ScrapeTarget
+
+        replay = gpureplay.start_replay()
+        self._stops.append(replay.stop)
+        cfg = SidecarConfig(
+            triton=replay.triton_url,
+            triton_metrics=replay.triton_metrics_url,
+            dcgm=replay.dcgm_url,
+            listen="127.0.0.1:0",
+            interval=1.0,
+            window=30.0,
+        )
+        gpu_sidecar = Sidecar(validate(cfg))
+        self._stops.append(gpu_sidecar.stop)
+        gpu_sidecar.start()
+        self.gpu_sidecar_port = gpu_sidecar.port
+        replay_addr = replay.triton_metrics_url.split("//", 1)[1].split("/", 1)[0]
+        log.info(
+            "REPLAY: GPU node from recorded payloads (not a live GPU), sidecar on port %d", gpu_sidecar.port
+        )
+        return [
+            ScrapeTarget("triton", replay_addr, labels={"replay": "true"}),
+            ScrapeTarget("tritonwatch", f"127.0.0.1:{gpu_sidecar.port}", labels={"replay": "true"}),
+        ]
 
     def stop(self) -> None:
         while self._stops:
@@ -343,7 +372,12 @@ def run(args: argparse.Namespace) -> int:
             f"  Triton        {stack.triton.http_url}  metrics {stack.triton.metrics_url}\n"
             f"  sidecar       http://127.0.0.1:{stack.sidecar.port}/metrics\n"
             f"  Prometheus    {stack.prometheus.url}\n"
-            f"  Alertmanager  {stack.am.url}\n",
+            f"  Alertmanager  {stack.am.url}\n"
+            + (
+                f"  GPU node      REPLAY of recorded payloads, sidecar http://127.0.0.1:{stack.gpu_sidecar_port}/metrics\n"
+                if args.gpu_replay
+                else ""
+            ),
             flush=True,
         )
         load = LoadPattern(stack.triton.http_url, _models(repo), args.duration)
@@ -374,7 +408,10 @@ def _watch(
             elapsed = time.monotonic() - t0
             if args.duration and elapsed >= args.duration:
                 break
-            rows = model_rows(stack.sidecar.port) or rows
+            now_rows = model_rows(stack.sidecar.port)
+            if args.gpu_replay:
+                now_rows.update({f"{m} (REPLAY)": r for m, r in model_rows(stack.gpu_sidecar_port).items()})
+            rows = now_rows or rows
             firing = firing_alerts(stack.prometheus.url)
             for a in firing:
                 key = (a.get("alertname", ""), a.get("model", ""), a.get("severity", ""))

@@ -1,0 +1,280 @@
+"""The GPU part of the sidecar: per-GPU health from DCGM (or Triton), joined to the models on it.
+
+Emits, only for the GPUs this Triton uses (the ``gpu_uuid`` values in its metrics), label
+``gpu_uuid``::
+
+    tritonwatch_gpu_utilization_ratio      DCGM_FI_DEV_GPU_UTIL / 100 (MIG: GR_ENGINE_ACTIVE) | nv_gpu_utilization
+    tritonwatch_gpu_memory_used_ratio      FB_USED / (FB_USED + FB_FREE) | nv_gpu_memory_used_bytes / _total_bytes
+    tritonwatch_gpu_power_watts            DCGM_FI_DEV_POWER_USAGE | nv_gpu_power_usage
+    tritonwatch_gpu_temperature_celsius    DCGM only
+    tritonwatch_gpu_sm_clock_hertz         DCGM only (MHz x 1e6)
+    tritonwatch_gpu_last_xid_error         DCGM only: code of the last XID error, 0 for none
+    tritonwatch_gpu_info{gpu, model_name, hostname, mig_instance, mig_profile, source}  1
+
+and per model, labels ``model``, ``version``::
+
+    tritonwatch_model_gpu_busy_ratio{gpu_uuid}      the model's share of the GPU's busy time
+    tritonwatch_model_energy_per_inference_joules   GPU energy split by busy share / inferences
+
+DCGM (``--dcgm``, target ``dcgm``) is preferred; while it is not given, down or empty the GPU
+families come from Triton's own ``nv_gpu_*`` and ``nv_energy_consumption`` (``source="triton"``),
+and the DCGM-only families are absent. The method is written down in docs/gpu.md.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from exporters.config import SidecarConfig
+from exporters.gpuquery import (
+    ExecIncrease,
+    GpuReading,
+    IncreaseWindow,
+    ModelGpuKey,
+    busy_shares,
+    dcgm_readings,
+    energy_per_inference,
+    model_gpu_key,
+    select_used,
+    triton_gpu_uuids,
+    triton_readings,
+)
+from exporters.http import Fetcher
+from exporters.source import Health, Source
+from exporters.triton import TritonMetrics
+from tritonwatch import catalog
+from tritonwatch.expfmt import Samples, parse
+
+if TYPE_CHECKING:
+    from exporters.sidecar import Sidecar
+
+DcgmKey = tuple[str, str]  # (UUID, GPU_I_ID)
+
+# Triton's execution counters read per gpu_uuid: family -> (field, scale to seconds / count)
+_EXEC_FAMILIES: tuple[tuple[str, str, float], ...] = (
+    (catalog.triton_duration("compute_input"), "compute", 1e-6),
+    (catalog.triton_duration("compute_infer"), "compute", 1e-6),
+    (catalog.triton_duration("compute_output"), "compute", 1e-6),
+    (catalog.TRITON_INFERENCE_COUNT, "inferences", 1.0),
+    (catalog.TRITON_EXEC_COUNT, "executions", 1.0),
+)
+
+INFO_LABELS = [
+    catalog.GPU_UUID,
+    "gpu",
+    "model_name",
+    "hostname",
+    "mig_instance",
+    "mig_profile",
+    catalog.SOURCE,
+]
+
+
+def own_pod() -> str:
+    """This pod's name, to find the MIG instance dcgm-exporter maps to it (empty off Kubernetes)."""
+    if os.environ.get("POD_NAME"):
+        return os.environ["POD_NAME"]
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return os.environ.get("HOSTNAME", "")  # a pod's hostname is its name
+    return ""
+
+
+class DcgmSource(Source):
+    """Scrapes dcgm-exporter; keeps the latest readings and a window of energy-counter increases."""
+
+    target = "dcgm"
+
+    def __init__(
+        self,
+        url: str,
+        window: float,
+        interval: float,
+        timeout: float,
+        max_bytes: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(interval, clock)
+        self.url = url
+        self.fetcher = Fetcher(timeout, max_bytes)
+        self.lock = threading.Lock()
+        self.readings: dict[DcgmKey, GpuReading] = {}
+        self.energy: IncreaseWindow[DcgmKey] = IncreaseWindow(window)
+
+    def describe(self) -> str:
+        return self.url
+
+    def scrape(self) -> None:
+        payload = self.fetcher.get(self.url)
+        now = self.clock()
+        readings = dcgm_readings(parse(payload, catalog.DCGM_FAMILIES))
+        with self.lock:
+            self.energy.ingest(
+                now, ((k, k, r.energy_joules) for k, r in readings.items() if r.energy_joules is not None)
+            )
+            self.readings = readings
+
+    def on_failure(self) -> None:
+        with self.lock:
+            self.readings = {}
+            self.energy.clear()
+
+    def snapshot(self) -> tuple[dict[DcgmKey, GpuReading], dict[DcgmKey, float]]:
+        """The latest readings and each device's mean power (W) from its energy counter."""
+        with self.lock:
+            span = self.energy.span()
+            watts = {k: j / span for k, j in self.energy.increases().items()} if span > 0 else {}
+            return dict(self.readings), watts
+
+
+class TritonGpuWindow:
+    """Fed every successful Triton scrape (a CounterWindow observer, under the metrics lock).
+
+    Keeps per (model, version, gpu_uuid) increases of the execution counters, per GPU increases of
+    ``nv_energy_consumption``, Triton's GPU readings and the set of GPUs this Triton uses.
+    """
+
+    def __init__(self, window: float) -> None:
+        self.exec: IncreaseWindow[tuple[ModelGpuKey, str]] = IncreaseWindow(window)
+        self.energy: IncreaseWindow[str] = IncreaseWindow(window)
+        self.readings: dict[str, GpuReading] = {}
+        self.used: frozenset[str] = frozenset()
+
+    def observe(self, now: float, samples: Samples) -> None:
+        rows = []
+        for family, name, scale in _EXEC_FAMILIES:
+            for labels, value in samples.get(family, {}).items():
+                key = model_gpu_key(labels)
+                if key is not None:
+                    rows.append(((family, labels), (key, name), value * scale))
+        self.exec.ingest(now, rows)
+        self.readings = triton_readings(samples)
+        self.energy.ingest(
+            now, ((u, u, r.energy_joules) for u, r in self.readings.items() if r.energy_joules is not None)
+        )
+        self.used = triton_gpu_uuids(samples)
+
+    def increases(self) -> dict[ModelGpuKey, ExecIncrease]:
+        sums: dict[ModelGpuKey, dict[str, float]] = {}
+        for (key, name), value in self.exec.increases().items():
+            sums.setdefault(key, {})[name] = value
+        return {
+            k: ExecIncrease(v.get("compute", 0.0), v.get("inferences", 0.0), v.get("executions", 0.0))
+            for k, v in sums.items()
+        }
+
+    def watts(self) -> dict[str, float]:
+        span = self.energy.span()
+        return {u: j / span for u, j in self.energy.increases().items()} if span > 0 else {}
+
+
+def _gauge(name: str, help_text: str, labels: list[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, help_text, labels=labels)
+
+
+class GpuPart:
+    """Builds the GPU families at scrape time from the DCGM source and the Triton window."""
+
+    def __init__(
+        self,
+        metrics: TritonMetrics,
+        triton: TritonGpuWindow,
+        dcgm: DcgmSource | None,
+        pod: str = "",
+    ) -> None:
+        self.metrics = metrics
+        self.triton = triton
+        self.dcgm = dcgm
+        self.pod = pod
+        self.health: Health | None = dcgm.health if dcgm else None
+
+    def devices(self) -> tuple[dict[str, GpuReading], dict[str, float]]:
+        """Per used gpu_uuid: the reading to export, and the mean power from its energy counter."""
+        with self.metrics.lock:
+            used = self.triton.used
+            fallback = {u: r for u, r in self.triton.readings.items() if u in used}
+            fallback_watts = self.triton.watts()
+        if self.dcgm is not None and self.dcgm.health.up:
+            readings, watts = self.dcgm.snapshot()
+            chosen = select_used(readings, used, self.pod)
+            if chosen:
+                # A MIG instance's energy counter is its parent GPU's, shared with instances this
+                # Triton cannot see: no energy is attributed from it (docs/gpu.md).
+                power = {
+                    u: watts[(u, r.mig_instance)]
+                    for u, r in chosen.items()
+                    if not r.mig_instance and (u, r.mig_instance) in watts
+                }
+                return chosen, power
+        return fallback, {u: w for u, w in fallback_watts.items() if u in fallback}
+
+    def collect(self) -> Iterator[Metric]:
+        devices, watts = self.devices()
+        yield from self._gpu_families(devices)
+        yield from self._model_families(watts)
+
+    def _gpu_families(self, devices: dict[str, GpuReading]) -> Iterator[Metric]:
+        by = [catalog.GPU_UUID]
+        specs: list[tuple[str, str, str]] = [
+            (catalog.GPU_UTILIZATION, "utilization", "Share of time the GPU was busy (0-1)."),
+            (catalog.GPU_MEMORY_USED_RATIO, "memory_used_ratio", "Share of the GPU's memory in use (0-1)."),
+            (catalog.GPU_POWER, "power_watts", "GPU power draw in watts."),
+            (catalog.GPU_TEMPERATURE, "temperature_celsius", "GPU temperature in degrees Celsius (DCGM)."),
+            (catalog.GPU_SM_CLOCK, "sm_clock_hertz", "SM clock in hertz (DCGM)."),
+            (catalog.GPU_XID, "last_xid", "Code of the last XID error the GPU reported, 0 for none (DCGM)."),
+        ]
+        for name, attr, help_text in specs:
+            fam = _gauge(name, help_text, by)
+            for uuid, r in sorted(devices.items()):
+                value = getattr(r, attr)
+                if value is not None:
+                    fam.add_metric([uuid], float(value))
+            yield fam
+        info = _gauge(catalog.GPU_INFO, "The GPU (or MIG instance) behind each gpu_uuid; 1.", INFO_LABELS)
+        for uuid, r in sorted(devices.items()):
+            info.add_metric(
+                [uuid, r.index, r.model_name, r.hostname, r.mig_instance, r.mig_profile, r.source], 1.0
+            )
+        yield info
+
+    def _model_families(self, watts: dict[str, float]) -> Iterator[Metric]:
+        with self.metrics.lock:
+            if not self.metrics.fresh:
+                return  # Triton is down: nothing current to join
+            increases = self.triton.increases()
+            span = self.triton.exec.span()
+        shares = busy_shares(increases)
+        busy = _gauge(
+            catalog.MODEL_GPU_BUSY,
+            "The model's share of the GPU's busy time over the window (compute time / batch size).",
+            [*catalog.MODEL_KEY, catalog.GPU_UUID],
+        )
+        for (model, version, gpu), share in sorted(shares.items()):
+            busy.add_metric([model, version, gpu], share)
+        yield busy
+        energy = _gauge(
+            catalog.MODEL_ENERGY_PER_INFERENCE,
+            "GPU energy per inference over the window: each GPU's energy split by busy share.",
+            list(catalog.MODEL_KEY),
+        )
+        joules = {u: w * span for u, w in watts.items()}
+        for (model, version), value in sorted(energy_per_inference(shares, increases, joules).items()):
+            energy.add_metric([model, version], value)
+        yield energy
+
+
+def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[GpuPart, Source | None]]:
+    """The GPU part (always: busy shares need only Triton) and, with ``--dcgm``, its DCGM source."""
+    window = TritonGpuWindow(cfg.window)
+    sidecar.metrics.window.observers.append(window.observe)
+    dcgm = (
+        DcgmSource(cfg.dcgm, cfg.window, cfg.interval, cfg.scrape_timeout, cfg.max_payload_bytes)
+        if cfg.dcgm
+        else None
+    )
+    return [(GpuPart(sidecar.metrics, window, dcgm, own_pod()), dcgm)]

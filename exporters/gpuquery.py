@@ -1,0 +1,326 @@
+"""GPU readings normalised from dcgm-exporter or Triton, and the maths that joins GPUs to models.
+
+Pure functions and small value classes, no I/O: ``exporters.gpu`` feeds them scrapes, the tests feed
+them recorded payloads.
+
+* ``dcgm_readings`` / ``triton_readings``: one ``GpuReading`` per device, units normalised (ratios
+  0-1, watts, joules, hertz) whatever the source's unit (%, MiB, mJ, MHz, bytes).
+* ``select_used``: keep the devices this Triton uses, resolving a MIG GPU to the one GPU instance
+  this Triton holds.
+* ``IncreaseWindow``: reset-aware counter increases over a sliding window, per caller-chosen key.
+* ``busy_seconds`` / ``busy_shares`` / ``energy_per_inference``: the model-to-GPU join (docs/gpu.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Generic, TypeVar
+
+from tritonwatch import catalog
+from tritonwatch.expfmt import LabelSet, Samples
+
+MIB = 1024.0 * 1024.0
+ModelKey = tuple[str, str]  # (model, version)
+ModelGpuKey = tuple[str, str, str]  # (model, version, gpu_uuid)
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    """One GPU (or MIG GPU instance) as last scraped; None where the source has no value."""
+
+    uuid: str
+    source: str  # "dcgm" or "triton"
+    mig_instance: str = ""  # DCGM's GPU_I_ID; "" for a whole GPU
+    mig_profile: str = ""
+    index: str = ""
+    model_name: str = ""
+    hostname: str = ""
+    pod: str = ""
+    utilization: float | None = None  # ratio 0-1
+    memory_used_ratio: float | None = None
+    power_watts: float | None = None
+    energy_joules: float | None = None  # counter: since boot (DCGM) or since Triton started
+    temperature_celsius: float | None = None
+    sm_clock_hertz: float | None = None
+    last_xid: float | None = None
+
+
+def _value(v: float) -> float | None:
+    return None if math.isnan(v) else v
+
+
+# field name on GpuReading <- (DCGM family, scale to our unit)
+_DCGM_FIELDS: tuple[tuple[str, str, float], ...] = (
+    ("power_watts", catalog.DCGM_POWER, 1.0),
+    ("energy_joules", catalog.DCGM_ENERGY, 1e-3),  # mJ -> J
+    ("temperature_celsius", catalog.DCGM_GPU_TEMP, 1.0),
+    ("sm_clock_hertz", catalog.DCGM_SM_CLOCK, 1e6),  # MHz -> Hz
+    ("last_xid", catalog.DCGM_XID, 1.0),
+)
+
+
+@dataclass
+class _DcgmRow:
+    labels: dict[str, str]
+    values: dict[str, float] = field(default_factory=dict)
+
+
+def dcgm_readings(samples: Samples) -> dict[tuple[str, str], GpuReading]:
+    """Per (UUID, GPU_I_ID) the normalised reading of a dcgm-exporter scrape.
+
+    Utilisation is ``DCGM_FI_DEV_GPU_UTIL`` / 100, or ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` where GPU_UTIL
+    is not served (MIG instances); memory is FB_USED / (FB_USED + FB_FREE), both MiB, so the ratio is
+    the same with or without the reserved framebuffer of newer drivers. Rows without ``UUID`` are
+    skipped: they cannot be joined to Triton.
+    """
+    rows: dict[tuple[str, str], _DcgmRow] = {}
+    for family in catalog.DCGM_FAMILIES:
+        for labels, value in samples.get(family, {}).items():
+            lm = dict(labels)
+            uuid = lm.get(catalog.DCGM_UUID, "")
+            if not uuid:
+                continue
+            key = (uuid, lm.get(catalog.DCGM_MIG_INSTANCE, ""))
+            row = rows.setdefault(key, _DcgmRow(lm))
+            v = _value(value)
+            if v is not None:
+                row.values[family] = v
+    out: dict[tuple[str, str], GpuReading] = {}
+    for (uuid, instance), row in sorted(rows.items()):
+        vals = row.values
+        lm = row.labels
+        util = vals.get(catalog.DCGM_GPU_UTIL)
+        utilization = util / 100.0 if util is not None else vals.get(catalog.DCGM_GR_ENGINE_ACTIVE)
+        used, free = vals.get(catalog.DCGM_FB_USED), vals.get(catalog.DCGM_FB_FREE)
+        memory = used / (used + free) if used is not None and free is not None and used + free > 0 else None
+        scaled = {name: vals[fam] * scale for name, fam, scale in _DCGM_FIELDS if vals.get(fam) is not None}
+        host = next((lm[h] for h in catalog.DCGM_HOSTNAME_LABELS if lm.get(h)), "")
+        out[(uuid, instance)] = GpuReading(
+            uuid=uuid,
+            source="dcgm",
+            mig_instance=instance,
+            mig_profile=lm.get(catalog.DCGM_MIG_PROFILE, ""),
+            index=lm.get(catalog.DCGM_GPU_INDEX, ""),
+            model_name=lm.get(catalog.DCGM_MODEL_NAME, ""),
+            hostname=host,
+            pod=lm.get(catalog.DCGM_POD, ""),
+            utilization=utilization,
+            memory_used_ratio=memory,
+            **scaled,
+        )
+    return out
+
+
+def _by_gpu(samples: Samples, family: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for labels, value in samples.get(family, {}).items():
+        uuid = dict(labels).get(catalog.GPU_UUID, "")
+        v = _value(value)
+        if uuid and v is not None:
+            out[uuid] = v
+    return out
+
+
+def triton_readings(samples: Samples) -> dict[str, GpuReading]:
+    """Per ``gpu_uuid`` the reading from Triton's own GPU metrics (the fallback without DCGM).
+
+    ``nv_gpu_utilization`` is already 0-1; memory is used / total bytes; ``nv_energy_consumption`` is
+    joules since Triton started. Triton has no temperature, clock or XID series.
+    """
+    util = _by_gpu(samples, catalog.TRITON_GPU_UTILIZATION)
+    used = _by_gpu(samples, catalog.TRITON_GPU_MEMORY_USED)
+    total = _by_gpu(samples, catalog.TRITON_GPU_MEMORY_TOTAL)
+    power = _by_gpu(samples, catalog.TRITON_GPU_POWER)
+    energy = _by_gpu(samples, catalog.TRITON_ENERGY)
+    out: dict[str, GpuReading] = {}
+    for uuid in sorted(set(util) | set(used) | set(power) | set(energy)):
+        t = total.get(uuid)
+        u = used.get(uuid)
+        out[uuid] = GpuReading(
+            uuid=uuid,
+            source="triton",
+            utilization=util.get(uuid),
+            memory_used_ratio=u / t if u is not None and t else None,
+            power_watts=power.get(uuid),
+            energy_joules=energy.get(uuid),
+        )
+    return out
+
+
+def triton_gpu_uuids(samples: Samples) -> frozenset[str]:
+    """The GPUs this Triton uses: every ``gpu_uuid`` in its metrics (model counters and nv_gpu_*)."""
+    found: set[str] = set()
+    for series in samples.values():
+        for labels in series:
+            for name, value in labels:
+                if name == catalog.GPU_UUID and value:
+                    found.add(value)
+    return frozenset(found)
+
+
+def _merge(base: GpuReading | None, top: GpuReading) -> GpuReading:
+    """``top``'s values over ``base``'s (a MIG instance row over its whole-GPU row)."""
+    if base is None:
+        return top
+    changes = {
+        k: getattr(top, k)
+        for k in GpuReading.__dataclass_fields__
+        if getattr(top, k) is not None and getattr(top, k) != ""
+    }
+    return replace(base, **changes)
+
+
+def select_used(
+    readings: Mapping[tuple[str, str], GpuReading], used: Iterable[str], pod: str = ""
+) -> dict[str, GpuReading]:
+    """Per used ``gpu_uuid`` the one DCGM device it means.
+
+    Triton labels a MIG instance with its parent GPU's UUID (it asks DCGM for the device's
+    attributes), while dcgm-exporter serves one row per GPU instance (``UUID`` + ``GPU_I_ID``). The
+    instance is the one whose ``pod`` label is this pod (Kubernetes: dcgm-exporter maps devices to
+    the pods holding them); else the only instance; else it is ambiguous and the GPU is left out.
+    """
+    out: dict[str, GpuReading] = {}
+    for uuid in sorted(set(used)):
+        whole = readings.get((uuid, ""))
+        instances = [r for (u, inst), r in readings.items() if u == uuid and inst]
+        if not instances:
+            if whole is not None:
+                out[uuid] = whole
+            continue
+        mine = [r for r in instances if pod and r.pod == pod]
+        if len(mine) == 1:
+            out[uuid] = _merge(whole, mine[0])
+        elif len(instances) == 1:
+            out[uuid] = _merge(whole, instances[0])
+    return out
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class _Entry(Generic[K]):
+    start: float
+    end: float
+    deltas: Mapping[K, float]
+
+
+class IncreaseWindow(Generic[K]):
+    """Reset-aware increases of counters over the scrapes of the last ``window`` seconds.
+
+    ``ingest(now, rows)`` takes ``(series, key, value)`` rows: the increase of each series since the
+    previous scrape (a lower value is a reset and counts from 0, as Prometheus's ``increase()``) is
+    added to its ``key``, so many series (e.g. the three compute phases) can sum into one key.
+    """
+
+    def __init__(self, window: float) -> None:
+        self.window = window
+        self._prev: dict[Hashable, float] = {}
+        self._prev_time: float | None = None
+        self._entries: deque[_Entry[K]] = deque()
+
+    def ingest(self, now: float, rows: Iterable[tuple[Hashable, K, float]]) -> None:
+        deltas: dict[K, float] = {}
+        current: dict[Hashable, float] = {}
+        for series, key, value in rows:
+            if math.isnan(value):
+                continue
+            current[series] = value
+            before = self._prev.get(series)
+            if before is None:
+                continue
+            delta = value - before if value >= before else value
+            deltas[key] = deltas.get(key, 0.0) + delta
+        if self._prev_time is not None:
+            self._entries.append(_Entry(self._prev_time, now, deltas))
+        self._prev = current
+        self._prev_time = now
+        while self._entries and self._entries[0].end <= now - self.window:
+            self._entries.popleft()
+
+    def clear(self) -> None:
+        self._prev = {}
+        self._prev_time = None
+        self._entries.clear()
+
+    def span(self) -> float:
+        if not self._entries:
+            return 0.0
+        return self._entries[-1].end - self._entries[0].start
+
+    def increases(self) -> dict[K, float]:
+        out: dict[K, float] = {}
+        for e in self._entries:
+            for k, v in e.deltas.items():
+                out[k] = out.get(k, 0.0) + v
+        return out
+
+
+@dataclass(frozen=True)
+class ExecIncrease:
+    """A model's execution counters on one GPU, increased over a window."""
+
+    compute_seconds: float  # compute_input + compute_infer + compute_output duration counters
+    inferences: float  # nv_inference_count
+    executions: float  # nv_inference_exec_count
+
+
+def busy_seconds(inc: ExecIncrease) -> float | None:
+    """Time the GPU spent executing the model: compute duration / mean batch size.
+
+    Triton adds a batch's compute time once per request in it, so the duration counters hold
+    batch time x batch size; dividing by inferences / executions leaves time x executions.
+    """
+    if inc.inferences <= 0 or inc.executions <= 0 or inc.compute_seconds <= 0:
+        return None
+    return inc.compute_seconds * inc.executions / inc.inferences
+
+
+def busy_shares(increases: Mapping[ModelGpuKey, ExecIncrease]) -> dict[ModelGpuKey, float]:
+    """Each model's share of the busy time of each GPU (shares on one GPU sum to 1)."""
+    busy = {k: b for k, inc in increases.items() if (b := busy_seconds(inc)) is not None}
+    per_gpu: dict[str, float] = {}
+    for (_m, _v, gpu), b in busy.items():
+        per_gpu[gpu] = per_gpu.get(gpu, 0.0) + b
+    return {k: b / per_gpu[k[2]] for k, b in busy.items() if per_gpu[k[2]] > 0}
+
+
+def energy_per_inference(
+    shares: Mapping[ModelGpuKey, float],
+    increases: Mapping[ModelGpuKey, ExecIncrease],
+    energy_joules: Mapping[str, float],
+) -> dict[ModelKey, float]:
+    """Joules per inference per model: each GPU's energy split by busy share, over the inferences.
+
+    Only GPUs with a known energy increase count, on both sides of the division, so a GPU without
+    an energy source neither dilutes nor inflates the model's value.
+    """
+    joules: dict[ModelKey, float] = {}
+    inferences: dict[ModelKey, float] = {}
+    for key, share in shares.items():
+        model, version, gpu = key
+        energy = energy_joules.get(gpu)
+        if energy is None or energy < 0:
+            continue
+        mk = (model, version)
+        joules[mk] = joules.get(mk, 0.0) + share * energy
+        inferences[mk] = inferences.get(mk, 0.0) + increases[key].inferences
+    return {mk: j / inferences[mk] for mk, j in joules.items() if inferences[mk] > 0}
+
+
+def model_gpu_key(labels: LabelSet) -> ModelGpuKey | None:
+    model = version = gpu = None
+    for name, value in labels:
+        if name == catalog.MODEL:
+            model = value
+        elif name == catalog.VERSION:
+            version = value
+        elif name == catalog.GPU_UUID:
+            gpu = value
+    if model is None or not gpu:
+        return None
+    return (model, version or "", gpu)
