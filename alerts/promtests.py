@@ -418,7 +418,10 @@ def gpu_cases(spec: SLOFile) -> list[Case]:
     xid.checks += [Check("3m", rules.GPU_XID), Check("8m", rules.GPU_XID, (xid_alert,))]
     no_xid = Case("no XID error is quiet").add(catalog.GPU_XID, labels, gauge(0, 15))
     no_xid.checks.append(Check("10m", rules.GPU_XID))
-    return [*out, xid, no_xid]
+    # The code stays until the GPU resets: an hour after it appeared, it no longer alerts.
+    old_xid = Case("an XID code unchanged for an hour is quiet").add(catalog.GPU_XID, labels, "0x5 79x100")
+    old_xid.checks += [Check("10m", rules.GPU_XID, (xid_alert,)), Check("90m", rules.GPU_XID)]
+    return [*out, xid, no_xid, old_xid]
 
 
 def sidecar_cases(spec: SLOFile) -> list[Case]:

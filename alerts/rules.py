@@ -75,6 +75,7 @@ ALERTS = (
 NO_DATA_ABSENT = "15m"
 NO_DATA_TRAFFIC_WINDOW = "1h"
 STALE_WINDOW = "5m"
+XID_WINDOW = "1h"
 FOR = {
     NO_DATA: "10m",
     SERVER_DOWN: "3m",
@@ -151,7 +152,8 @@ TEXTS: dict[str, Texts] = {
     ),
     GPU_XID: Texts(
         "GPU {gpu_uuid} on {instance} reported XID error {value}",
-        "DCGM reports XID error {value} on GPU {gpu_uuid} ({instance}); the GPU may need a reset.",
+        "DCGM reports a new XID error {value} on GPU {gpu_uuid} ({instance}) within the last hour; "
+        "the GPU may need a reset.",
     ),
     SIDECAR_DOWN: Texts(
         "No tritonwatch sidecar is reporting",
@@ -510,7 +512,9 @@ def operational_alerts(spec: SLOFile) -> list[Group]:
             ticket,
             operational_texts(spec, GPU_MEMORY_NEAR_FULL),
         ),
-        _alert(GPU_XID, f"{catalog.GPU_XID} > 0", ticket),
+        # DCGM keeps the last XID code until the GPU resets: alert when a code appears or changes,
+        # and resolve an hour later, instead of paging on an old code for ever.
+        _alert(GPU_XID, f"{catalog.GPU_XID} > 0 and changes({catalog.GPU_XID}[{XID_WINDOW}]) > 0", ticket),
         _alert(SIDECAR_DOWN, f"absent({catalog.UP})", ticket, operational_texts(spec, SIDECAR_DOWN)),
         _alert(SIDECAR_STALE, stale, ticket, operational_texts(spec, SIDECAR_STALE)),
         _alert(WATCHDOG, "vector(1)", {SEVERITY: "none"}),
