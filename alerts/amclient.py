@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 
+from tritonwatch.errors import UsageError
+
 HELP = "show firing alerts per model, or silence a model, through Alertmanager's API"
 DEFAULT_URL = "http://127.0.0.1:9093"
 TIMEOUT_S = 5.0
@@ -184,7 +186,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from alerts.slo import parse_duration
-    from tritonwatch.errors import UsageError
 
     client = AlertmanagerClient(args.alertmanager)
     if args.action == "status":
@@ -194,6 +195,8 @@ def run(args: argparse.Namespace) -> int:
     if seconds < 60:
         raise UsageError(f"--for: must be at least 1m (got {args.duration})")
     author = args.author or _user()
+    if not args.model.strip():
+        raise UsageError("--model: must name a model (got an empty value)")
     silence_id, end = client.silence({"model": args.model}, timedelta(seconds=seconds), args.comment, author)
     print(f"silenced model={args.model} until {_iso(end)} (silence {silence_id}, by {author})")
     return 0

@@ -122,7 +122,8 @@ class SidecarCollector(Collector):
 
     def _derived_families(self) -> Iterator[Metric]:
         with self.metrics.lock:
-            if not self.metrics.fresh:
+            # up is set just after a good scrape's data: both, so that values never outrun up 1
+            if not self.metrics.fresh or not self.metrics.health.up:
                 return
             window = self.metrics.window
             cached = self._derived_cache

@@ -6,6 +6,7 @@ Validated once at the edge into a frozen ``SidecarConfig``; every error names th
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ class SidecarConfig:
     probe_interval: float = 10.0
     set_trace_rate: int = 0
     trace_file: str = ""
+    latency_buckets: str = ""  # comma-separated upper bounds in seconds; default catalog.DEFAULT_BUCKETS
     web_config: str = ""
 
     @property
@@ -43,6 +45,11 @@ class SidecarConfig:
     @property
     def listen_host_port(self) -> tuple[str, int]:
         return parse_listen(self.listen, "--listen")
+
+    @property
+    def latency_bucket_bounds(self) -> tuple[float, ...]:
+        """The trace histograms' bucket bounds (empty: the catalog's defaults)."""
+        return parse_buckets(self.latency_buckets) if self.latency_buckets else ()
 
     @property
     def probe_models(self) -> tuple[str, ...]:
@@ -61,6 +68,18 @@ def check_url(value: str, flag: str) -> str:
     except ValueError:
         raise UsageError(f"{flag}: {value!r} has an invalid port") from None
     return value.rstrip("/") if flag == "--triton" else value
+
+
+def parse_buckets(value: str) -> tuple[float, ...]:
+    try:
+        bounds = tuple(float(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise UsageError(f"--latency-buckets: {value!r} is not a comma-separated list of seconds") from None
+    if not bounds or any(not 0 < b < float("inf") for b in bounds) or list(bounds) != sorted(set(bounds)):
+        raise UsageError(
+            f"--latency-buckets: {value!r} must be increasing positive seconds, e.g. 0.005,0.01,0.025"
+        )
+    return bounds
 
 
 def parse_listen(value: str, flag: str) -> tuple[str, int]:
@@ -128,6 +147,10 @@ def validate(cfg: SidecarConfig) -> SidecarConfig:
     parse_listen(cfg.listen, "--listen")
     if cfg.otlp_listen:
         parse_listen(cfg.otlp_listen, "--otlp-listen")
+    for f in fields(SidecarConfig):
+        value = getattr(cfg, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UsageError(f"{FLAG_NAMES[f.name]}: must be a finite number (got {value})")
     for name in ("interval", "window", "quantile_window", "probe_interval"):
         if getattr(cfg, name) <= 0:
             raise UsageError(f"{FLAG_NAMES[name]}: must be > 0 (got {getattr(cfg, name)})")
@@ -137,10 +160,13 @@ def validate(cfg: SidecarConfig) -> SidecarConfig:
         )
     if cfg.timeout < 0:
         raise UsageError(f"--timeout: must be >= 0 (got {cfg.timeout})")
-    if cfg.max_payload_bytes <= 0 or cfg.max_models <= 0:
-        raise UsageError("--max-payload-bytes and --max-models must be > 0")
+    for name in ("max_payload_bytes", "max_models"):
+        if getattr(cfg, name) <= 0:
+            raise UsageError(f"{FLAG_NAMES[name]}: must be > 0 (got {getattr(cfg, name)})")
     if cfg.set_trace_rate < 0:
         raise UsageError(f"--set-trace-rate: must be >= 0 (got {cfg.set_trace_rate})")
+    if cfg.latency_buckets:
+        parse_buckets(cfg.latency_buckets)
     if cfg.web_config and not Path(cfg.web_config).is_file():
         raise UsageError(f"--web-config: {cfg.web_config} is not a file")
     from dataclasses import replace

@@ -68,6 +68,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--trace-file", metavar="PATH", help="read Triton JSON trace files (mode=triton) instead of OTLP"
     )
+    p.add_argument(
+        "--latency-buckets",
+        metavar="S[,S...]",
+        help="trace latency histogram bucket bounds in seconds (default 100us..60s, SLO thresholds included)",
+    )
     p.add_argument("--web-config", metavar="FILE", help="TLS and basic auth, exporter-toolkit format")
 
 
@@ -82,9 +87,14 @@ class Sidecar:
         cfg = self.config
         self.window = CounterWindow(cfg.window)
         self.metrics = TritonMetrics(
-            cfg.triton_metrics, self.window, cfg.interval, cfg.scrape_timeout, cfg.max_payload_bytes
+            cfg.triton_metrics,
+            self.window,
+            cfg.interval,
+            cfg.scrape_timeout,
+            cfg.max_payload_bytes,
+            max_models=cfg.max_models,
         )
-        self.api = TritonApi(cfg.triton, cfg.interval, cfg.scrape_timeout)
+        self.api = TritonApi(cfg.triton, cfg.interval, cfg.scrape_timeout, max_models=cfg.max_models)
         self.sources: list[Source] = [self.metrics, self.api]
         self.collector = SidecarCollector(self.metrics, self.api)
         for module_name in PART_MODULES:

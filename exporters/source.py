@@ -39,7 +39,8 @@ class Health:
             log.warning("%s scrape failed: %s", self.target, message)
         self.up = 0.0
         self.duration = duration
-        self.errors[reason] = self.errors.get(reason, 0.0) + 1
+        # Replaced, not mutated: the collector iterates it from another thread.
+        self.errors = {**self.errors, reason: self.errors.get(reason, 0.0) + 1}
         self.last_error = message
 
 
@@ -66,16 +67,20 @@ class Source:
         try:
             self.scrape()
         except ScrapeError as exc:
-            self.health.failure(exc.reason, str(exc), time.monotonic() - start)
+            reason, message = exc.reason, str(exc)
         except ExpositionError as exc:
-            self.health.failure("parse", f"{self.describe()}: {exc}", time.monotonic() - start)
+            reason, message = "parse", f"{self.describe()}: {exc}"
         except Exception as exc:  # never let one bad payload kill the loop
-            log.exception("%s scrape crashed", self.target)
-            self.health.failure("internal", f"{type(exc).__name__}: {exc}", time.monotonic() - start)
+            reason, message = "internal", f"{type(exc).__name__}: {exc}"
+            if message != self.health.last_error:  # a traceback once, not every interval
+                log.exception("%s scrape crashed", self.target)
         else:
             self.health.success(time.monotonic() - start)
             return True
+        # Drop what would be served stale *before* saying so: a reader that sees up 0 must never
+        # also see the values of the last good scrape.
         self.on_failure()
+        self.health.failure(reason, message, time.monotonic() - start)
         return False
 
     def describe(self) -> str:

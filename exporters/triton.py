@@ -7,6 +7,7 @@ API (``batch_stats``, the real batch-size distribution). Losing the API costs on
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -15,9 +16,9 @@ from urllib.parse import quote
 
 from exporters.http import Fetcher, ScrapeError
 from exporters.source import Source
-from exporters.window import CounterWindow, ModelKey
+from exporters.window import CounterWindow, ModelKey, model_key
 from tritonwatch import catalog
-from tritonwatch.expfmt import Samples, parse
+from tritonwatch.expfmt import Parser, Samples
 
 
 class TritonMetrics(Source):
@@ -32,11 +33,16 @@ class TritonMetrics(Source):
         max_bytes: int,
         clock: Callable[[], float] = time.time,
         families: frozenset[str] = catalog.TRITON_FAMILIES,
+        max_models: int = 5000,
     ) -> None:
         super().__init__(interval, clock)
         self.url = url
         self.window = window
         self.families = families
+        self.parser = Parser(families, exact=True)  # remembers label parsing across scrapes
+        self.max_models = max_models
+        self.tracked: frozenset[ModelKey] = frozenset()
+        self.dropped_models = 0.0  # models left out over --max-models, summed over scrapes
         self.fetcher = Fetcher(timeout, max_bytes)
         self.lock = threading.Lock()
         self.fresh = False  # False after a failed scrape: derived values are dropped, not served stale
@@ -48,7 +54,7 @@ class TritonMetrics(Source):
     def scrape(self) -> None:
         payload = self.fetcher.get(self.url)
         now = self.clock()
-        samples = parse(payload, self.families)
+        samples = self._cap_models(self.parser.parse(payload))
         with self.lock:
             self.window.ingest(now, samples)
             self.samples = samples
@@ -57,6 +63,25 @@ class TritonMetrics(Source):
     def on_failure(self) -> None:
         with self.lock:
             self.fresh = False
+
+    def _cap_models(self, samples: Samples) -> Samples:
+        """Keep at most ``max_models`` (model, version) keys: those already tracked first, then by name.
+
+        Bounds the sidecar's label cardinality whatever Triton serves; what is left out is counted.
+        """
+        present = {k for series in samples.values() for labels in series if (k := model_key(labels))}
+        if len(present) <= self.max_models:
+            self.tracked = frozenset(present)
+            return samples
+        keep = sorted(present & self.tracked)[: self.max_models]
+        keep += sorted(present - self.tracked)[: self.max_models - len(keep)]
+        kept = frozenset(keep)
+        self.tracked = kept
+        self.dropped_models += len(present) - len(kept)
+        return {
+            name: {labels: v for labels, v in series.items() if (k := model_key(labels)) is None or k in kept}
+            for name, series in samples.items()
+        }
 
 
 @dataclass(frozen=True)
@@ -82,8 +107,10 @@ class TritonApi(Source):
         timeout: float,
         config_refresh: float = 300.0,
         clock: Callable[[], float] = time.time,
+        max_models: int = 5000,
     ) -> None:
         super().__init__(interval, clock)
+        self.max_models = max_models
         self.base = base_url.rstrip("/")
         self.fetcher = Fetcher(timeout)
         self.config_refresh = config_refresh
@@ -115,36 +142,66 @@ class TritonApi(Source):
             cfg = self.fetcher.json("GET", f"{self.base}/v2/models/{quote(model, safe='')}/config")
         except ScrapeError:
             return cached[1] if cached else None  # unloaded between index and config
-        mbs = int(cfg.get("max_batch_size", 0)) if isinstance(cfg, dict) else 0
+        try:
+            mbs = int(cfg.get("max_batch_size", 0)) if isinstance(cfg, dict) else 0
+        except (TypeError, ValueError):
+            mbs = -1
+        if mbs < 0:
+            raise ScrapeError("bad_json", f"{self.base}/v2/models/{model}/config: bad max_batch_size")
         self._configs[model] = (now, mbs)
         return mbs
 
     def _batch_stats(self) -> dict[ModelKey, dict[int, BatchStat]]:
-        stats = self.fetcher.json("GET", f"{self.base}/v2/models/stats")
-        out: dict[ModelKey, dict[int, BatchStat]] = {}
-        for m in (stats or {}).get("model_stats", []):
-            per: dict[int, BatchStat] = {}
-            for b in m.get("batch_stats", []) or []:
-                execs = float(b.get("compute_infer", {}).get("count", 0))
-                ns = sum(
-                    float(b.get(p, {}).get("ns", 0))
-                    for p in ("compute_input", "compute_infer", "compute_output")
-                )
-                per[int(b["batch_size"])] = BatchStat(execs, ns / 1e9)
-            out[(str(m.get("name")), str(m.get("version", "")))] = per
-        return out
+        url = f"{self.base}/v2/models/stats"
+        stats = self.fetcher.json("GET", url)
+        try:
+            return _parse_batch_stats(stats)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            # The whole answer or nothing: a half-read distribution would be a guess.
+            raise ScrapeError("bad_json", f"{url}: not the statistics API's shape") from None
 
     def scrape(self) -> None:
         now = self.clock()
         ready = self._index()
+        if len(ready) > self.max_models:  # the same cardinality cap as /metrics (counted there)
+            ready = dict(sorted(ready.items())[: self.max_models])
         mbs: dict[str, int] = {}
         for model in sorted({m for (m, _v), ok in ready.items() if ok}):
             value = self._max_batch_size(model, now)
             if value is not None:
                 mbs[model] = value
         self._configs = {m: v for m, v in self._configs.items() if m in mbs}
-        batch = self._batch_stats()
+        batch = {k: v for k, v in self._batch_stats().items() if k in ready}
         self.state = ApiState(ready=ready, max_batch_size=mbs, batch_stats=batch)  # one atomic swap
 
     def on_failure(self) -> None:
         self.state = ApiState()
+
+
+def _count(value: object) -> float:
+    n = float(value)  # type: ignore[arg-type]  # anything else raises, and the caller says bad_json
+    if not math.isfinite(n) or n < 0:
+        raise ValueError(f"not a count: {value!r}")
+    return n
+
+
+def _parse_batch_stats(stats: object) -> dict[ModelKey, dict[int, BatchStat]]:
+    out: dict[ModelKey, dict[int, BatchStat]] = {}
+    if stats is None:
+        return out
+    if not isinstance(stats, dict):
+        raise TypeError("expected an object")
+    for m in stats.get("model_stats") or []:
+        per: dict[int, BatchStat] = {}
+        for b in m.get("batch_stats") or []:
+            execs = _count(b.get("compute_infer", {}).get("count", 0))
+            ns = sum(
+                _count(b.get(p, {}).get("ns", 0))
+                for p in ("compute_input", "compute_infer", "compute_output")
+            )
+            size = int(b["batch_size"])
+            if size < 1:
+                raise ValueError(f"batch_size {size}")
+            per[size] = BatchStat(execs, ns / 1e9)
+        out[(str(m.get("name")), str(m.get("version", "")))] = per
+    return out

@@ -138,7 +138,9 @@ def _tls(path: Path, tls: Any) -> Wrap | None:
     try:
         ctx.load_cert_chain(files["cert_file"], files["key_file"])
     except (OSError, ssl.SSLError) as exc:
-        raise UsageError(f"{field}: cannot load cert_file/key_file ({exc.__class__.__name__}: {exc})") from None
+        raise UsageError(
+            f"{field}: cannot load cert_file/key_file ({exc.__class__.__name__}: {exc})"
+        ) from None
     mode = tls.get("client_auth_type", "NoClientCert")
     if mode not in _CLIENT_AUTH:
         raise UsageError(f"{field}.client_auth_type: {mode!r} is not one of {', '.join(_CLIENT_AUTH)}")

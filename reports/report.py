@@ -8,9 +8,11 @@ are imported inside ``run()`` only, so the rest of the CLI starts fast.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from tritonwatch.errors import TritonwatchError, UsageError
 
@@ -53,6 +55,13 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--{flag}: required (or TRITONWATCH_{flag.upper()})")
     if args.days < 1:
         raise UsageError(f"--days: must be at least 1 (got {args.days})")
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):
+        raise UsageError(f"--timeout: must be a positive number of seconds (got {args.timeout})")
+    url = urlsplit(args.prometheus)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise UsageError(
+            f"--prometheus: {args.prometheus!r} is not an http(s) URL (e.g. http://127.0.0.1:9090)"
+        )
     end = parse_end(args.end)
     slos = None
     if args.slo:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -71,8 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
         env_defaults(p)
-        p.set_defaults(_run=module.run)
+        p.set_defaults(_run=module.run, _parser=p)
     return parser
+
+
+def _check_finite(args: argparse.Namespace) -> None:
+    """Every float flag of every command is a finite number: 'nan' and 'inf' parse as floats."""
+    parser = getattr(args, "_parser", None)
+    for action in parser._actions if parser else ():
+        value = getattr(args, action.dest, None)
+        if action.type is float and isinstance(value, float) and not math.isfinite(value):
+            flag = max(action.option_strings, key=len)
+            raise UsageError(f"{flag}: must be a finite number (got {value})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -90,6 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    try:
+        _check_finite(args)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return 2

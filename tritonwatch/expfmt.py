@@ -43,7 +43,17 @@ def _unescape(value: str) -> str:
     return _ESCAPE_RE.sub(lambda m: _ESCAPES[m.group(0)], value)
 
 
+# A sample value as Prometheus (Go's strconv.ParseFloat) reads it: Python's float() also takes
+# "1_000" and surrounding spaces, which the format does not.
+_VALUE = re.compile(
+    r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?|[nN][aA][nN])"
+)
+_VALUES = re.compile(rf"(?:{_VALUE.pattern})(?:\n(?:{_VALUE.pattern}))*")
+
+
 def parse_value(text: str) -> float:
+    if _VALUE.fullmatch(text) is None:
+        raise ValueError(text)
     try:
         return float(text)
     except ValueError:
@@ -118,6 +128,7 @@ class Parser:
         # same heads (same series in the same order, the usual case), values are read in bulk.
         self._layout_heads: list[str] | None = None
         self._kept_idx: list[int] = []
+        self._other_idx: list[int] = []  # sample lines outside the kept families (values still checked)
         self._layout: list[tuple[str, tuple[LabelSet, ...], int, int]] = []
 
     def _slow_head(self, line: str, lineno: int, types: dict[str, str]) -> tuple[_Head, str, bool]:
@@ -128,6 +139,8 @@ class Parser:
             raise ExpositionError(f"line {lineno}: not a sample: {line[:80]!r}")
         name = m.group(1)
         labels = _labels(m.group(2), lineno) if m.group(2) else ()
+        if _VALUE.fullmatch(m.group(3)) is None:
+            raise ExpositionError(f"line {lineno}: bad value {m.group(3)[:40]!r}")
         wanted = self.wanted
         kept = wanted is None or name in wanted or (not self.exact and family_of(name, types) in wanted)
         return (name, labels, kept), m.group(3), m.group(4) is None
@@ -144,6 +157,8 @@ class Parser:
 
     def _same_layout(self, parts: list[tuple[str, str, str]]) -> Samples | None:
         """Every line head is as in the previous payload: only the values need reading."""
+        if self._other_idx and _VALUES.fullmatch("\n".join([parts[i][2] for i in self._other_idx])) is None:
+            return None  # a value outside the kept families is not a number: the full path says where
         if not self._kept_idx:
             return {}
         values = [parts[i][2] for i in self._kept_idx]
@@ -162,6 +177,7 @@ class Parser:
         types: dict[str, str] = {}
         out: Samples = {}
         kept: dict[str, list[tuple[int, LabelSet]]] = {}
+        other: list[int] = []
         layout_ok = True
         for index, line in enumerate(lines):
             lineno = index + 1
@@ -188,6 +204,9 @@ class Parser:
                 else:
                     layout_ok = False
             if not head[2]:
+                if _VALUE.fullmatch(value_text) is None:
+                    raise ExpositionError(f"line {lineno}: bad value {value_text[:40]!r}")
+                other.append(index)
                 continue
             try:
                 if "_" in value_text:  # Python's float() takes 1_000; the format does not
@@ -204,16 +223,17 @@ class Parser:
                 kept[head[0]] = []
             series[head[1]] = value
             kept[head[0]].append((index, head[1]))
-        self._remember_layout(line_heads if layout_ok else None, kept)
+        self._remember_layout(line_heads if layout_ok else None, kept, other)
         limit = self.max_cache or 4 * len(lines)
         if len(heads) > limit:
             heads.clear()  # label churn: start afresh rather than grow without bound
         return out
 
     def _remember_layout(
-        self, line_heads: list[str] | None, kept: dict[str, list[tuple[int, LabelSet]]]
+        self, line_heads: list[str] | None, kept: dict[str, list[tuple[int, LabelSet]]], other: list[int]
     ) -> None:
         self._layout_heads = line_heads
+        self._other_idx = other if line_heads is not None else []
         self._kept_idx = []
         self._layout = []
         if line_heads is None:

@@ -2,15 +2,55 @@
 
 Rerun: python tests/data/make_gpu_replay.py
 """
+
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent
 DT = 15.0
 GPUS = [
     # uuid, index, bus, util%, gr_active, fb_used, fb_free, power, mean W over DT, temp, sm MHz, xid
-    ("GPU-3f9a1c52-7b0e-4d8a-9c61-2e5b7d40a8f3", "0", "00000000:18:00.0", (60, 61), (0.583, 0.594), (31190, 31214), (49784, 49760), (309.8, 310.5), 312.4, (63, 64), 1980, 0),
-    ("GPU-b81d6e07-4a3c-42f9-8e15-c7a09f3d6b21", "1", "00000000:2A:00.0", (66, 67), (0.637, 0.641), (22871, 22903), (58103, 58071), (257.3, 261.2), 258.9, (61, 61), 1980, 0),
-    ("GPU-e5c2047b-91d8-4f36-b3a0-58d1c9e7f402", "2", "00000000:3A:00.0", (0, 0), (0.0, 0.0), (4, 4), (80970, 80970), (69.7, 69.6), 69.8, (33, 33), 345, 79),
+    (
+        "GPU-3f9a1c52-7b0e-4d8a-9c61-2e5b7d40a8f3",
+        "0",
+        "00000000:18:00.0",
+        (60, 61),
+        (0.583, 0.594),
+        (31190, 31214),
+        (49784, 49760),
+        (309.8, 310.5),
+        312.4,
+        (63, 64),
+        1980,
+        0,
+    ),
+    (
+        "GPU-b81d6e07-4a3c-42f9-8e15-c7a09f3d6b21",
+        "1",
+        "00000000:2A:00.0",
+        (66, 67),
+        (0.637, 0.641),
+        (22871, 22903),
+        (58103, 58071),
+        (257.3, 261.2),
+        258.9,
+        (61, 61),
+        1980,
+        0,
+    ),
+    (
+        "GPU-e5c2047b-91d8-4f36-b3a0-58d1c9e7f402",
+        "2",
+        "00000000:3A:00.0",
+        (0, 0),
+        (0.0, 0.0),
+        (4, 4),
+        (80970, 80970),
+        (69.7, 69.6),
+        69.8,
+        (33, 33),
+        345,
+        79,
+    ),
 ]
 HOST = "gpu-node-07"
 ENERGY_MJ_T1 = [31104522117, 29873004561, 12061873020]
@@ -40,14 +80,30 @@ DCGM_FIELDS = [
     ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
     ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
     ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
-    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for uncorrectable errors"),
+    (
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "counter",
+        "Number of remapped rows for uncorrectable errors",
+    ),
     ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors"),
     ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
     ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
-    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles the device memory interface is active sending or receiving data."),
-    ("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second."),
-    ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second."),
+    (
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "gauge",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+    ),
+    (
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "gauge",
+        "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
+    ),
+    (
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "gauge",
+        "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.",
+    ),
 ]
 
 
@@ -61,7 +117,7 @@ def dcgm(n):
     for name, kind, help_ in DCGM_FIELDS:
         lines.append(f"# HELP {name} {help_}")
         lines.append(f"# TYPE {name} {kind}")
-    for name, kind, help_ in DCGM_FIELDS:
+    for name, _kind, _help in DCGM_FIELDS:
         for i, g in enumerate(GPUS):
             uuid, idx, bus, util, gr, used, free, power, meanw, temp, sm, xid = g
             labels = (
@@ -148,63 +204,152 @@ def triton(n):
         return [f"{fam_name}{lab(m, v, g)} {fn(i, s)}" for i, s in enumerate(SERIES) for (m, v, g) in [s[:3]]]
 
     fam_name = "nv_inference_request_success"
-    fam(fam_name, "counter", "Number of successful inference requests, all batch sizes",
-        rows(lambda i, s: counter_value(i, s[3], n)))
+    fam(
+        fam_name,
+        "counter",
+        "Number of successful inference requests, all batch sizes",
+        rows(lambda i, s: counter_value(i, s[3], n)),
+    )
     failure_rows = []
     for m, v in (("bert_base", "2"), ("tokenizer", "1"), ("resnet50", "1")):
         for reason in ("OTHER", "BACKEND", "CANCELED", "REJECTED"):
             val = 0
             if m == "bert_base" and reason == "BACKEND":
                 val = 3 if n == 1 else 4
-            failure_rows.append(f'nv_inference_request_failure{{model="{m}",reason="{reason}",version="{v}"}} {val}')
-    fam("nv_inference_request_failure", "counter", "Number of failed inference requests, all batch sizes", failure_rows)
+            failure_rows.append(
+                f'nv_inference_request_failure{{model="{m}",reason="{reason}",version="{v}"}} {val}'
+            )
+    fam(
+        "nv_inference_request_failure",
+        "counter",
+        "Number of failed inference requests, all batch sizes",
+        failure_rows,
+    )
     fam_name = "nv_inference_count"
-    fam(fam_name, "counter", "Number of inferences performed (does not include cached requests)",
-        rows(lambda i, s: counter_value(i, s[4], n)))
+    fam(
+        fam_name,
+        "counter",
+        "Number of inferences performed (does not include cached requests)",
+        rows(lambda i, s: counter_value(i, s[4], n)),
+    )
     fam_name = "nv_inference_exec_count"
-    fam(fam_name, "counter", "Number of model executions performed (does not include cached requests)",
-        rows(lambda i, s: counter_value(i, s[5], n)))
+    fam(
+        fam_name,
+        "counter",
+        "Number of model executions performed (does not include cached requests)",
+        rows(lambda i, s: counter_value(i, s[5], n)),
+    )
     fam_name = "nv_inference_request_duration_us"
-    fam(fam_name, "counter", "Cumulative inference request duration in microseconds (includes cached requests)",
-        rows(lambda i, s: counter_value(i, s[3] * s[10], n)))
+    fam(
+        fam_name,
+        "counter",
+        "Cumulative inference request duration in microseconds (includes cached requests)",
+        rows(lambda i, s: counter_value(i, s[3] * s[10], n)),
+    )
     fam_name = "nv_inference_queue_duration_us"
-    fam(fam_name, "counter", "Cumulative inference queuing duration in microseconds (includes cached requests)",
-        rows(lambda i, s: counter_value(i, s[3] * s[9], n)))
+    fam(
+        fam_name,
+        "counter",
+        "Cumulative inference queuing duration in microseconds (includes cached requests)",
+        rows(lambda i, s: counter_value(i, s[3] * s[9], n)),
+    )
     # compute counters add a batch's time once per request in it: inferences x per-execution time
     for ph, col, help_ in (
         ("input", 6, "Cumulative compute input duration in microseconds (does not include cached requests)"),
-        ("infer", 7, "Cumulative compute inference duration in microseconds (does not include cached requests)"),
-        ("output", 8, "Cumulative inference compute output duration in microseconds (does not include cached requests)"),
+        (
+            "infer",
+            7,
+            "Cumulative compute inference duration in microseconds (does not include cached requests)",
+        ),
+        (
+            "output",
+            8,
+            "Cumulative inference compute output duration in microseconds (does not include cached requests)",
+        ),
     ):
         fam_name = f"nv_inference_compute_{ph}_duration_us"
         fam(fam_name, "counter", help_, rows(lambda i, s, col=col: counter_value(i, s[4] * s[col], n)))
-    fam("nv_inference_pending_request_count", "gauge",
+    fam(
+        "nv_inference_pending_request_count",
+        "gauge",
         "Instantaneous number of pending requests awaiting execution per-model.",
-        [f'nv_inference_pending_request_count{{model="{m}",version="{v}"}} {p}'
-         for m, v, p in (("bert_base", "2", 1 + n), ("tokenizer", "1", 0), ("resnet50", "1", 5 + n))])
-    fam("nv_pinned_memory_pool_total_bytes", "gauge", "Pinned memory pool total memory size, in bytes",
-        ["nv_pinned_memory_pool_total_bytes 268435456"])
-    fam("nv_pinned_memory_pool_used_bytes", "gauge", "Pinned memory pool used memory size, in bytes",
-        ["nv_pinned_memory_pool_used_bytes 0"])
+        [
+            f'nv_inference_pending_request_count{{model="{m}",version="{v}"}} {p}'
+            for m, v, p in (("bert_base", "2", 1 + n), ("tokenizer", "1", 0), ("resnet50", "1", 5 + n))
+        ],
+    )
+    fam(
+        "nv_pinned_memory_pool_total_bytes",
+        "gauge",
+        "Pinned memory pool total memory size, in bytes",
+        ["nv_pinned_memory_pool_total_bytes 268435456"],
+    )
+    fam(
+        "nv_pinned_memory_pool_used_bytes",
+        "gauge",
+        "Pinned memory pool used memory size, in bytes",
+        ["nv_pinned_memory_pool_used_bytes 0"],
+    )
     k = n - 1
     gpus = GPUS[:2]
     total = 85520809984
-    fam("nv_gpu_utilization", "gauge", "GPU utilization rate [0.0 - 1.0)",
-        [f'nv_gpu_utilization{{gpu_uuid="{g[0]}"}} {g[3][k] / 100}' for g in gpus])
-    fam("nv_gpu_memory_total_bytes", "gauge", "GPU total memory, in bytes",
-        [f'nv_gpu_memory_total_bytes{{gpu_uuid="{g[0]}"}} {total}' for g in gpus])
-    fam("nv_gpu_memory_used_bytes", "gauge", "GPU used memory, in bytes",
-        [f'nv_gpu_memory_used_bytes{{gpu_uuid="{g[0]}"}} {(g[5][k] + 585) * 1048576}' for g in gpus])
-    fam("nv_gpu_power_usage", "gauge", "GPU power usage in watts",
-        [f'nv_gpu_power_usage{{gpu_uuid="{g[0]}"}} {g[7][k]}' for g in gpus])
-    fam("nv_gpu_power_limit", "gauge", "GPU power management limit in watts",
-        [f'nv_gpu_power_limit{{gpu_uuid="{g[0]}"}} 700' for g in gpus])
-    fam("nv_energy_consumption", "counter", "GPU energy consumption in joules since the Triton Server started",
-        [f'nv_energy_consumption{{gpu_uuid="{g[0]}"}} {TRITON_ENERGY_J_T1[i] + (g[8] - 0.3) * DT * k:.3f}'
-         for i, g in enumerate(gpus)])
-    fam("nv_cpu_utilization", "gauge", "CPU utilization rate [0.0 - 1.0]", [f"nv_cpu_utilization {0.213 + 0.004 * k}"])
-    fam("nv_cpu_memory_total_bytes", "gauge", "CPU total memory (RAM), in bytes", ["nv_cpu_memory_total_bytes 540966129664"])
-    fam("nv_cpu_memory_used_bytes", "gauge", "CPU used memory (RAM), in bytes", [f"nv_cpu_memory_used_bytes {61873004544 + 4096 * k}"])
+    fam(
+        "nv_gpu_utilization",
+        "gauge",
+        "GPU utilization rate [0.0 - 1.0)",
+        [f'nv_gpu_utilization{{gpu_uuid="{g[0]}"}} {g[3][k] / 100}' for g in gpus],
+    )
+    fam(
+        "nv_gpu_memory_total_bytes",
+        "gauge",
+        "GPU total memory, in bytes",
+        [f'nv_gpu_memory_total_bytes{{gpu_uuid="{g[0]}"}} {total}' for g in gpus],
+    )
+    fam(
+        "nv_gpu_memory_used_bytes",
+        "gauge",
+        "GPU used memory, in bytes",
+        [f'nv_gpu_memory_used_bytes{{gpu_uuid="{g[0]}"}} {(g[5][k] + 585) * 1048576}' for g in gpus],
+    )
+    fam(
+        "nv_gpu_power_usage",
+        "gauge",
+        "GPU power usage in watts",
+        [f'nv_gpu_power_usage{{gpu_uuid="{g[0]}"}} {g[7][k]}' for g in gpus],
+    )
+    fam(
+        "nv_gpu_power_limit",
+        "gauge",
+        "GPU power management limit in watts",
+        [f'nv_gpu_power_limit{{gpu_uuid="{g[0]}"}} 700' for g in gpus],
+    )
+    fam(
+        "nv_energy_consumption",
+        "counter",
+        "GPU energy consumption in joules since the Triton Server started",
+        [
+            f'nv_energy_consumption{{gpu_uuid="{g[0]}"}} {TRITON_ENERGY_J_T1[i] + (g[8] - 0.3) * DT * k:.3f}'
+            for i, g in enumerate(gpus)
+        ],
+    )
+    fam(
+        "nv_cpu_utilization",
+        "gauge",
+        "CPU utilization rate [0.0 - 1.0]",
+        [f"nv_cpu_utilization {0.213 + 0.004 * k}"],
+    )
+    fam(
+        "nv_cpu_memory_total_bytes",
+        "gauge",
+        "CPU total memory (RAM), in bytes",
+        ["nv_cpu_memory_total_bytes 540966129664"],
+    )
+    fam(
+        "nv_cpu_memory_used_bytes",
+        "gauge",
+        "CPU used memory (RAM), in bytes",
+        [f"nv_cpu_memory_used_bytes {61873004544 + 4096 * k}"],
+    )
     return "\n".join(out) + "\n"
 
 
@@ -219,16 +364,29 @@ MIG_HEADER = """# replay: recorded dcgm-exporter format, not a live GPU
 def mig():
     uuid = "GPU-06c1a8d2-5e4b-47f0-b9a3-d2c8e17f5a94"
     out = [MIG_HEADER.rstrip("\n")]
-    inst = [("1", "triton-a-7f9c6b5d4-x2kqp", 0.412, 9120, 30591, 43), ("2", "triton-b-5d2e8c9f7-mw4hz", 0.087, 4511, 35200, 43)]
+    inst = [
+        ("1", "triton-a-7f9c6b5d4-x2kqp", 0.412, 9120, 30591, 43),
+        ("2", "triton-b-5d2e8c9f7-mw4hz", 0.087, 4511, 35200, 43),
+    ]
     fields = [
         ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", lambda r: "1410"),
         ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", lambda r: "52"),
         ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", lambda r: "187.214000"),
-        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ).", lambda r: "74213876554"),
+        (
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+            "counter",
+            "Total energy consumption since boot (in mJ).",
+            lambda r: "74213876554",
+        ),
         ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", lambda r: str(r[5])),
         ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", lambda r: str(r[4])),
         ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", lambda r: str(r[3])),
-        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active.", lambda r: f6(r[2])),
+        (
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+            "gauge",
+            "Ratio of time the graphics engine is active.",
+            lambda r: f6(r[2]),
+        ),
     ]
     for name, kind, help_, fn in fields:
         out.append(f"# HELP {name} {help_}")

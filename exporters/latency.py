@@ -1,0 +1,193 @@
+"""Per-request latencies kept two ways: a windowed sample store for quantiles and cumulative histograms.
+
+``SampleStore`` keeps, per (model, version, phase), the latencies of the last ``window`` seconds in
+``slices`` time slices, each a uniform reservoir of at most ``per_slice`` values (Algorithm R) plus the
+count it has seen. Memory is bounded by ``max_keys * slices * per_slice`` doubles whatever the span
+rate. While a slice holds every value it saw, the quantiles are exact; past that each kept value
+stands for ``seen / kept`` values of its slice. The window covers between ``window`` and
+``window * (1 + 1/slices)`` seconds.
+
+``Histograms`` are cumulative bucket counts for Prometheus (never reset, never expire).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from prometheus_client.utils import floatToGoString
+
+Key = tuple[str, str, str]  # model, version, phase
+
+
+class _Slice:
+    __slots__ = ("index", "seen", "values")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.seen = 0
+        self.values = array("d")
+
+
+def weighted_quantile(pairs: Sequence[tuple[float, float]], q: float) -> float:
+    """Nearest-rank quantile of ``(value, weight)`` pairs sorted by value (NaN when empty).
+
+    With all weights 1 this is the textbook nearest rank: the smallest value with at least
+    ``q * n`` values at or below it.
+    """
+    total = sum(w for _, w in pairs)
+    if total <= 0:
+        return math.nan
+    target = q * total
+    acc = 0.0
+    for value, weight in pairs:
+        acc += weight
+        if acc >= target - 1e-9 * total:
+            return value
+    return pairs[-1][0]
+
+
+@dataclass(frozen=True)
+class Quantiles:
+    count: int  # requests behind the values (all seen in the window, not only those kept)
+    values: dict[str, float]  # quantile label ("0.99") -> seconds
+
+
+class SampleStore:
+    def __init__(
+        self,
+        window: float,
+        slices: int = 10,
+        per_slice: int = 1024,
+        max_keys: int = 2000,
+        seed: int | None = None,
+    ) -> None:
+        if window <= 0 or slices < 1 or per_slice < 1:
+            raise ValueError("window, slices and per_slice must be positive")
+        self.window = window
+        self.slices = slices
+        self.slice_len = window / slices
+        self.per_slice = per_slice
+        self.max_keys = max_keys
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._data: dict[Key, list[_Slice]] = {}
+        self.rejected = 0  # values for keys beyond max_keys
+
+    def _index(self, now: float) -> int:
+        return int(now // self.slice_len)
+
+    def add(self, key: Key, value: float, now: float) -> bool:
+        idx = self._index(now)
+        with self._lock:
+            slices = self._data.get(key)
+            if slices is None:
+                if len(self._data) >= self.max_keys:
+                    self._expire(idx)
+                    if len(self._data) >= self.max_keys:
+                        self.rejected += 1
+                        return False
+                slices = self._data[key] = []
+            if not slices or slices[-1].index != idx:
+                slices.append(_Slice(idx))
+                oldest = idx - self.slices
+                while slices and slices[0].index < oldest:
+                    slices.pop(0)
+            current = slices[-1]
+            current.seen += 1
+            if len(current.values) < self.per_slice:
+                current.values.append(value)
+            else:
+                j = self._rng.randrange(current.seen)
+                if j < self.per_slice:
+                    current.values[j] = value
+        return True
+
+    def _expire(self, idx: int) -> None:
+        oldest = idx - self.slices
+        for key in list(self._data):
+            live = [s for s in self._data[key] if s.index >= oldest]
+            if live:
+                self._data[key] = live
+            else:
+                del self._data[key]
+
+    def keys(self, now: float) -> list[Key]:
+        with self._lock:
+            self._expire(self._index(now))
+            return sorted(self._data)
+
+    def quantiles(self, key: Key, now: float, qs: Iterable[str]) -> Quantiles | None:
+        """Quantiles of the key's latencies in the window; None when it has none."""
+        oldest = self._index(now) - self.slices
+        pairs: list[tuple[float, float]] = []
+        count = 0
+        with self._lock:
+            for s in self._data.get(key, []):
+                if s.index < oldest or not s.values:
+                    continue
+                weight = s.seen / len(s.values)
+                count += s.seen
+                pairs.extend((v, weight) for v in s.values)
+        if not pairs:
+            return None
+        pairs.sort()
+        return Quantiles(count, {q: weighted_quantile(pairs, float(q)) for q in qs})
+
+    def kept(self) -> int:
+        """Values held now (for tests of the memory bound)."""
+        with self._lock:
+            return sum(len(s.values) for slices in self._data.values() for s in slices)
+
+
+@dataclass
+class _Hist:
+    counts: list[int]  # per bucket, not cumulative; last one is +Inf
+    total: float = 0.0
+    n: int = 0
+
+
+class Histograms:
+    """Cumulative latency histograms per key with fixed upper bounds (seconds)."""
+
+    def __init__(self, buckets: Sequence[float], max_keys: int = 2000) -> None:
+        bounds = sorted(set(float(b) for b in buckets))
+        if not bounds or any(b <= 0 or math.isinf(b) for b in bounds):
+            raise ValueError("histogram buckets must be positive finite numbers")
+        self.bounds = tuple(bounds)
+        self.max_keys = max_keys
+        self._lock = threading.Lock()
+        self._data: dict[Key, _Hist] = {}
+        self.rejected = 0
+
+    def observe(self, key: Key, value: float) -> bool:
+        with self._lock:
+            h = self._data.get(key)
+            if h is None:
+                if len(self._data) >= self.max_keys:
+                    self.rejected += 1
+                    return False
+                h = self._data[key] = _Hist([0] * (len(self.bounds) + 1))
+            # le is inclusive: a value equal to a bound belongs to that bucket.
+            h.counts[bisect_left(self.bounds, value)] += 1
+            h.total += value
+            h.n += 1
+        return True
+
+    def snapshot(self) -> list[tuple[Key, list[tuple[str, float]], float, int]]:
+        """Per key: cumulative ``(le, count)`` pairs ending with ``+Inf``, the sum and the count."""
+        out = []
+        with self._lock:
+            for key, h in sorted(self._data.items()):
+                acc = 0
+                buckets: list[tuple[str, float]] = []
+                for bound, c in zip((*self.bounds, math.inf), h.counts, strict=True):
+                    acc += c
+                    buckets.append((floatToGoString(bound), float(acc)))
+                out.append((key, buckets, h.total, h.n))
+        return out

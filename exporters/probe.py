@@ -1,0 +1,160 @@
+"""Canary probe (``--probe MODEL[,MODEL]``, ``--probe-interval S``): one synthetic request per model per round.
+
+An availability signal that does not need real traffic (the SRE Workbook's remedy for low-traffic
+SLOs). Each request is built from the model's config, as ``tritonwatch load`` builds it (fresh random
+values, so a response cache does not answer it), and sent with tritonclient[http]. Emits
+
+    tritonwatch_probe_success{model}                 1 if the last probe got a valid answer, else 0
+    tritonwatch_probe_duration_seconds{model}        histogram of every probe's duration, failed ones too
+
+A model that is missing, not ready or failing reads 0; absent only before its first probe.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from exporters.config import SidecarConfig
+from exporters.latency import Histograms
+from exporters.source import Source
+from tritonwatch import catalog
+
+if TYPE_CHECKING:
+    from exporters.collector import Part
+    from exporters.sidecar import Sidecar
+
+log = logging.getLogger(__name__)
+
+
+class Probe(Source):
+    target = "probe"
+
+    def __init__(
+        self,
+        triton: str,
+        models: tuple[str, ...],
+        interval: float,
+        timeout: float,
+        buckets: tuple[float, ...] = catalog.DEFAULT_BUCKETS,
+    ) -> None:
+        super().__init__(interval)
+        self.triton = triton.rstrip("/")
+        self.models = models
+        self.timeout = timeout
+        self.histograms = Histograms(buckets, max_keys=max(len(models), 1))
+        self._lock = threading.Lock()
+        self.success: dict[str, float] = {}
+        self.attempts: dict[str, int] = {}
+        self.last_error: dict[str, str] = {}
+        self._drivers: dict[str, Any] = {}  # model -> LoadDriver holding its input specs
+        self._client: Any = None
+        self._rng: Any = None
+
+    def describe(self) -> str:
+        return f"probe {','.join(self.models)} at {self.triton}"
+
+    def _inputs(self, model: str) -> list[Any]:
+        from tritonwatch.load import LoadDriver
+
+        driver = self._drivers.get(model)
+        if driver is None:
+            # Reads the model config (a missing model fails here, as a failed probe).
+            driver = self._drivers[model] = LoadDriver(
+                self.triton, model, concurrency=1, timeout=self.timeout
+            )
+        inputs: list[Any] = driver._inputs(self._rng, invalid=False)
+        return inputs
+
+    def probe(self, model: str) -> bool:
+        """Send one request; True when Triton answered it without error."""
+        import numpy as np
+        import tritonclient.http as httpclient
+
+        if self._client is None:
+            # Created in the probe's own thread and used only there (tritonclient's gevent client).
+            parsed = urllib.parse.urlparse(self.triton)
+            self._client = httpclient.InferenceServerClient(
+                parsed.netloc,
+                ssl=parsed.scheme == "https",
+                connection_timeout=self.timeout,
+                network_timeout=self.timeout,
+            )
+            self._rng = np.random.default_rng()
+        start = time.perf_counter()
+        error = ""
+        try:
+            self._client.infer(model, self._inputs(model))
+        except Exception as exc:  # any failure is a failed probe: missing model, refused, timeout, error
+            error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            self._drivers.pop(model, None)  # the config may have changed: read it again next time
+        elapsed = time.perf_counter() - start
+        ok = not error
+        with self._lock:
+            was = self.success.get(model)
+            self.success[model] = 1.0 if ok else 0.0
+            self.attempts[model] = self.attempts.get(model, 0) + 1
+            self.histograms.observe((model, "", ""), elapsed)
+            if not ok and (was != 0.0 or self.last_error.get(model) != error):
+                log.warning("probe %s failed: %s", model, error)
+            elif ok and was == 0.0:
+                log.info("probe %s succeeds again", model)
+            self.last_error[model] = error
+        return ok
+
+    def scrape(self) -> None:
+        for model in self.models:
+            if self._stop.is_set():
+                return
+            self.probe(model)
+
+    def stop(self) -> None:
+        super().stop()
+        if self._client is not None:
+            try:
+                self._client.close()
+            except Exception:  # closing a client whose connection already broke
+                pass
+
+    def collect(self) -> Iterator[Metric]:
+        success = GaugeMetricFamily(
+            catalog.PROBE_SUCCESS,
+            "1 if the last canary request to the model succeeded, else 0.",
+            labels=[catalog.MODEL],
+        )
+        duration = HistogramMetricFamily(
+            catalog.PROBE_DURATION,
+            "Duration of canary requests to the model, failed ones included.",
+            labels=[catalog.MODEL],
+        )
+        with self._lock:
+            for model, value in sorted(self.success.items()):
+                success.add_metric([model], value)
+        for (model, _v, _p), buckets, total, _n in self.histograms.snapshot():
+            duration.add_metric([model], buckets, total)
+        yield success
+        yield duration
+
+
+class _View:
+    """The collector sees the probe's families only: the probe is not a scrape target of ``tritonwatch_up``."""
+
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+
+    def collect(self) -> Iterator[Metric]:
+        return self.probe.collect()
+
+
+def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[Part, Source | None]]:
+    models = cfg.probe_models
+    if not models:
+        return []
+    probe = Probe(cfg.triton, models, cfg.probe_interval, min(cfg.probe_interval, 10.0))
+    return [(_View(probe), probe)]

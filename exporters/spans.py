@@ -1,0 +1,184 @@
+"""Turn Triton's per-request trace timestamps into phase durations, from OTLP spans or trace files.
+
+Triton 2.51 sends three spans per traced request, one ``traceId``: a root ``InferRequest``, a model
+span (attributes ``triton.model_name``, ``triton.model_version``; events REQUEST_START, QUEUE_START,
+REQUEST_END) and, unless the response came from the cache, a ``compute`` child of the model span
+(COMPUTE_START, COMPUTE_INPUT_END, COMPUTE_OUTPUT_START, COMPUTE_END). Spans are exported when they
+end and the compute span ends first, so a compute span can arrive a batch before its parent; it waits
+in a bounded pending map until the parent comes or it expires. A model span completes its request:
+every compute child has ended (and arrived) by then.
+
+    joiner = SpanJoiner()
+    timings = joiner.add(decode(body), now)   # [RequestTiming(model="sleeper", version="1",
+                                              #   phases={"request": 0.0052, "queue": 1.1e-05, ...}), ...]
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tritonwatch.otlp import Span
+
+MODEL_NAME_ATTR = "triton.model_name"
+MODEL_VERSION_ATTR = "triton.model_version"
+REQUEST_ID_ATTR = "triton.request_id"
+
+# phase -> (start event, end event); phases whose events are absent (cache hits) are left out.
+PHASE_EVENTS: dict[str, tuple[str, str]] = {
+    "request": ("REQUEST_START", "REQUEST_END"),
+    "queue": ("QUEUE_START", "COMPUTE_START"),
+    "compute_input": ("COMPUTE_START", "COMPUTE_INPUT_END"),
+    "compute_infer": ("COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START"),
+    "compute_output": ("COMPUTE_OUTPUT_START", "COMPUTE_END"),
+}
+
+
+def phase_durations(events: Mapping[str, int]) -> dict[str, float]:
+    """Seconds per phase from one request's event times (ns); a phase with an event missing or
+    running backwards is left out rather than reported as 0 or negative."""
+    out: dict[str, float] = {}
+    for phase, (start, end) in PHASE_EVENTS.items():
+        a, b = events.get(start), events.get(end)
+        if a is not None and b is not None and b >= a:
+            out[phase] = (b - a) / 1e9
+    return out
+
+
+@dataclass(frozen=True)
+class RequestTiming:
+    model: str
+    version: str
+    trace_id: str
+    request_id: str
+    phases: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class JoinStats:
+    """Spans that could not be used, by reason (the ``reason`` label of the dropped counter)."""
+
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        self.dropped[reason] = self.dropped.get(reason, 0) + n
+
+
+class SpanJoiner:
+    """Joins compute spans to their model spans; bounded (``max_pending``) and expiring (``ttl`` s).
+
+    Thread-safe: the receiver's handler threads call ``add`` concurrently.
+    """
+
+    def __init__(self, max_pending: int = 100_000, ttl: float = 60.0) -> None:
+        self.max_pending = max_pending
+        self.ttl = ttl
+        self.stats = JoinStats()
+        self._lock = threading.Lock()
+        # parent span id -> (arrived at, compute span); insertion order = arrival order, for expiry.
+        self._pending: OrderedDict[str, tuple[float, Span]] = OrderedDict()
+        # Model span ids already counted: an exporter that retries a batch must not count a request twice.
+        self._seen: OrderedDict[str, None] = OrderedDict()
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def expire(self, now: float) -> None:
+        with self._lock:
+            self._expire(now)
+
+    def _expire(self, now: float) -> None:
+        while self._pending:
+            key, (at, _span) = next(iter(self._pending.items()))
+            if now - at <= self.ttl:
+                break
+            del self._pending[key]
+            self.stats.drop("orphan")
+
+    def add(self, spans: Iterable[Span], now: float) -> list[RequestTiming]:
+        spans = list(spans)
+        out: list[RequestTiming] = []
+        with self._lock:
+            self._expire(now)
+            # Children first, so a parent later in the same batch finds them.
+            for s in spans:
+                if s.name == "compute" and s.parent_id:
+                    if s.parent_id in self._pending:
+                        self.stats.drop("duplicate")
+                        continue
+                    if len(self._pending) >= self.max_pending:
+                        self._pending.popitem(last=False)
+                        self.stats.drop("pending_full")
+                    self._pending[s.parent_id] = (now, s)
+            for s in spans:
+                model = s.attributes.get(MODEL_NAME_ATTR)
+                if model is None:
+                    continue  # InferRequest roots and compute spans carry no phase of their own
+                if s.span_id in self._seen:
+                    self.stats.drop("duplicate")
+                    self._pending.pop(s.span_id, None)
+                    continue
+                self._seen[s.span_id] = None
+                if len(self._seen) > self.max_pending:
+                    self._seen.popitem(last=False)
+                events = dict(s.events)
+                child = self._pending.pop(s.span_id, None)
+                if child is not None:
+                    events.update(child[1].events)
+                phases = phase_durations(events)
+                if not phases:
+                    self.stats.drop("incomplete")
+                    continue
+                out.append(
+                    RequestTiming(
+                        model=model,
+                        version=s.attributes.get(MODEL_VERSION_ATTR, ""),
+                        trace_id=s.trace_id,
+                        request_id=s.attributes.get(REQUEST_ID_ATTR, ""),
+                        phases=phases,
+                    )
+                )
+        return out
+
+
+class TraceFileError(ValueError):
+    """A Triton trace file (mode=triton) that is not the expected JSON list of trace entries."""
+
+
+def trace_file_timings(entries: Any) -> list[RequestTiming]:
+    """Request timings from one Triton JSON trace file (a list of ``{"id": N, ...}`` entries).
+
+    Entries of one trace id hold its model (``model_name``, ``model_version``, ``request_id``) or a
+    list of ``timestamps`` (``{"name": ..., "ns": ...}``). Traces without a model (the HTTP-level
+    parent of an ensemble) give nothing.
+    """
+    if not isinstance(entries, list):
+        raise TraceFileError("expected a JSON list of trace entries")
+    by_id: dict[Any, dict[str, Any]] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or "id" not in entry:
+            raise TraceFileError("a trace entry is not an object with an id")
+        tid = entry["id"]
+        if not isinstance(tid, int | str):
+            raise TraceFileError("a trace id is not a number")
+        t = by_id.setdefault(tid, {"events": {}})
+        if "model_name" in entry:
+            t["model"] = str(entry["model_name"])
+            t["version"] = str(entry.get("model_version", ""))
+            t["request_id"] = str(entry.get("request_id", ""))
+        for ts in entry.get("timestamps", []) or []:
+            if not isinstance(ts, dict) or not isinstance(ts.get("ns"), int):
+                raise TraceFileError(f"trace {tid}: a timestamp is not {{name, ns}}")
+            t["events"].setdefault(str(ts.get("name")), ts["ns"])
+    out = []
+    for tid, t in by_id.items():
+        if "model" not in t:
+            continue
+        phases = phase_durations(t["events"])
+        if phases:
+            out.append(RequestTiming(t["model"], t["version"], str(tid), t["request_id"], phases))
+    return out

@@ -1,0 +1,617 @@
+"""Latency distributions from Triton's sampled traces (OTLP/HTTP JSON or trace files), summaries as fallback.
+
+Parts (each a ``Part`` for the collector; the receiver, settings and file reader also run as sources):
+
+* ``OtlpReceiver`` (``--otlp-listen``): ``POST /v1/traces`` with a JSON body, gzip or not; answers
+  200 ``{}``. Received bodies are passed on unchanged to ``--otlp-forward`` from a bounded background
+  queue, so a slow or failing backend never blocks Triton's exporter. Emits
+
+      tritonwatch_spans_received_total
+      tritonwatch_spans_dropped_total{reason}   malformed, orphan, duplicate, pending_full, incomplete,
+                                                forward_queue_full, forward_error
+
+* ``LatencyPart``: joined spans -> phase durations ->
+
+      tritonwatch_request_duration_seconds_bucket{model,version,phase,le}, _sum, _count
+                                        phases request, queue, compute_infer (catalog.HISTOGRAM_PHASES)
+      tritonwatch_model_latency_quantile_seconds{model,version,phase,quantile,source}
+                                        quantile 0.5 0.9 0.95 0.99 over --quantile-window; source "trace",
+                                        or "summary" (Triton's *_summary_us) where no trace covers the key
+      tritonwatch_model_latency_samples{model,version,phase}   requests behind the "trace" quantiles
+
+* ``TraceSettings``: ``tritonwatch_trace_rate`` (Triton's trace rate in force, 0 when tracing is off),
+  read from ``GET /v2/trace/setting``; ``--set-trace-rate N`` posts it once at start.
+* ``TraceFileReader`` (``--trace-file PATH``): reads the JSON files Triton writes in mode=triton
+  (``PATH`` and its rotations ``PATH.0``, ``PATH.1``, ...), each file once it is complete.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import queue
+import re
+import socket
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from exporters.config import SidecarConfig, parse_listen
+from exporters.http import Fetcher, ScrapeError
+from exporters.latency import Histograms, SampleStore
+from exporters.source import Source
+from exporters.spans import RequestTiming, SpanJoiner, TraceFileError, trace_file_timings
+from tritonwatch import catalog
+from tritonwatch.errors import TritonwatchError
+from tritonwatch.otlp import OtlpError, Span, decode
+
+if TYPE_CHECKING:
+    from exporters.collector import Part
+    from exporters.sidecar import Sidecar
+    from exporters.triton import TritonMetrics
+
+log = logging.getLogger(__name__)
+
+TRACES_PATH = "/v1/traces"
+MAX_BODY_BYTES = 32 * 1024 * 1024
+# Triton 2.51 crashed (signal 11, issue #7795) with OpenTelemetry tracing at rates below this under load.
+MIN_SAFE_OTEL_RATE = 10
+SOURCE_TRACE = "trace"
+SOURCE_SUMMARY = "summary"
+
+
+class Counters:
+    """Spans received and dropped by reason; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.received = 0
+        self.dropped: dict[str, int] = {}
+
+    def receive(self, n: int) -> None:
+        with self._lock:
+            self.received += n
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        with self._lock:
+            self.dropped[reason] = self.dropped.get(reason, 0) + n
+
+    def snapshot(self) -> tuple[int, dict[str, int]]:
+        with self._lock:
+            return self.received, dict(self.dropped)
+
+
+class LatencyPart:
+    """Per-request phase durations -> histograms and windowed quantiles; summary fallback at scrape time."""
+
+    def __init__(
+        self,
+        quantile_window: float,
+        buckets: Sequence[float] = catalog.DEFAULT_BUCKETS,
+        metrics: TritonMetrics | None = None,
+        max_keys: int = 2000,
+        clock: Callable[[], float] = time.time,
+        per_slice: int = 1024,
+    ) -> None:
+        self.store = SampleStore(quantile_window, per_slice=per_slice, max_keys=max_keys)
+        self.histograms = Histograms(buckets, max_keys=max_keys)
+        self.metrics = metrics
+        self.clock = clock
+        # One request lands in the store and the histograms together: a scrape never sees it in one only.
+        self._lock = threading.Lock()
+
+    def record(self, timings: Iterable[RequestTiming], now: float | None = None) -> int:
+        now = self.clock() if now is None else now
+        n = 0
+        with self._lock:
+            for t in timings:
+                n += 1
+                for phase, seconds in t.phases.items():
+                    key = (t.model, t.version, phase)
+                    self.store.add(key, seconds, now)
+                    if phase in catalog.HISTOGRAM_PHASES:
+                        self.histograms.observe(key, seconds)
+        return n
+
+    def collect(self) -> Iterator[Metric]:
+        now = self.clock()
+        key_labels = [*catalog.MODEL_KEY, catalog.PHASE]
+        hist = HistogramMetricFamily(
+            catalog.REQUEST_DURATION,
+            "Per-request latency by phase from sampled Triton traces (cumulative since sidecar start).",
+            labels=key_labels,
+        )
+        with self._lock:
+            snapshot = self.histograms.snapshot()
+            keys = self.store.keys(now)
+            found = {k: self.store.quantiles(k, now, catalog.QUANTILES) for k in keys}
+        for key, buckets, total, _n in snapshot:
+            hist.add_metric(list(key), buckets, total)
+        quant = GaugeMetricFamily(
+            catalog.LATENCY_QUANTILE,
+            "Latency quantile by phase: exact over sampled traces in the quantile window (source=trace), "
+            "else Triton's own 60 s summary (source=summary).",
+            labels=[*key_labels, catalog.QUANTILE, catalog.SOURCE],
+        )
+        samples = GaugeMetricFamily(
+            catalog.LATENCY_SAMPLES,
+            "Traced requests behind the source=trace latency quantiles (in the quantile window).",
+            labels=key_labels,
+        )
+        traced: set[tuple[str, str, str]] = set()
+        for key, q in found.items():
+            if q is None:
+                continue
+            traced.add(key)
+            for label, value in q.values.items():
+                quant.add_metric([*key, label, SOURCE_TRACE], value)
+            samples.add_metric(list(key), float(q.count))
+        for key, values in sorted(self._summaries().items()):
+            if key in traced:
+                continue  # one source per model and phase: traces win
+            for label, value in values.items():
+                quant.add_metric([*key, label, SOURCE_SUMMARY], value)
+        yield hist
+        yield quant
+        yield samples
+
+    def _summaries(self) -> dict[tuple[str, str, str], dict[str, float]]:
+        """Triton's ``*_summary_us`` quantiles (seconds) per (model, version, phase), NaNs left out."""
+        out: dict[tuple[str, str, str], dict[str, float]] = {}
+        if self.metrics is None:
+            return out
+        with self.metrics.lock:
+            if not self.metrics.fresh:
+                return out
+            samples = self.metrics.samples
+            for phase in catalog.PHASES:
+                series = samples.get(catalog.triton_summary(phase), {})
+                for labelset, value in series.items():
+                    labels = dict(labelset)
+                    q = labels.get(catalog.QUANTILE)
+                    model = labels.get(catalog.MODEL)
+                    if q not in catalog.QUANTILES or model is None or math.isnan(value) or value < 0:
+                        continue
+                    key = (model, labels.get(catalog.VERSION, ""), phase)
+                    out.setdefault(key, {})[q] = value / 1e6
+        return out
+
+
+class Forwarder:
+    """Posts received bodies, unchanged, to the operator's OTLP endpoint from a bounded queue."""
+
+    def __init__(self, url: str, counters: Counters, max_queue: int = 256, timeout: float = 5.0) -> None:
+        self.url = url
+        self.counters = counters
+        self.timeout = timeout
+        self._queue: queue.Queue[tuple[bytes, dict[str, str], int] | None] = queue.Queue(max_queue)
+        self._thread: threading.Thread | None = None
+        self.sent = 0
+
+    def submit(self, body: bytes, headers: dict[str, str], spans: int) -> None:
+        try:
+            self._queue.put_nowait((body, headers, spans))
+        except queue.Full:
+            self.counters.drop("forward_queue_full", spans)
+
+    def _run(self) -> None:
+        import requests
+
+        session = requests.Session()
+        failing = False
+        while True:
+            item = self._queue.get()
+            if item is None:
+                self._queue.task_done()
+                return
+            body, headers, spans = item
+            try:
+                resp = session.post(self.url, data=body, headers=headers, timeout=self.timeout)
+                ok = 200 <= resp.status_code < 300
+                reason = f"HTTP {resp.status_code}"
+            except requests.RequestException as exc:
+                ok, reason = False, type(exc).__name__
+            if ok:
+                self.sent += 1
+                if failing:
+                    log.info("--otlp-forward %s: forwarding again", self.url)
+                failing = False
+            else:
+                self.counters.drop("forward_error", spans)
+                if not failing:
+                    log.warning("--otlp-forward %s: %s; dropping spans until it recovers", self.url, reason)
+                failing = True
+            self._queue.task_done()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="otlp-forward", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread:
+            try:
+                self._queue.put_nowait(None)
+            except queue.Full:
+                pass  # daemon thread: it dies with the process
+            self._thread.join(timeout=self.timeout + 1)
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until the queue is empty (tests); True when it is."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._queue.unfinished_tasks == 0:
+                return True
+            time.sleep(0.02)
+        return False
+
+
+def _read_body(handler: BaseHTTPRequestHandler, max_bytes: int) -> tuple[bytes, bytes, str]:
+    """(raw body, JSON body, encoding): gunzipped when so encoded; ValueError with an HTTP status in args[1]."""
+    length = handler.headers.get("Content-Length")
+    if length is None or not length.isdigit():
+        raise ValueError("Content-Length required", 411)
+    if int(length) > max_bytes:
+        raise ValueError(f"body over {max_bytes} bytes", 413)
+    raw = handler.rfile.read(int(length))
+    encoding = (handler.headers.get("Content-Encoding") or "identity").strip().lower()
+    if encoding == "identity":
+        return raw, raw, encoding
+    if encoding != "gzip":
+        raise ValueError(f"Content-Encoding {encoding} not supported", 415)
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(raw, max_bytes + 1)
+    except zlib.error:
+        raise ValueError("body is not valid gzip", 400) from None
+    if len(out) > max_bytes:
+        raise ValueError(f"body over {max_bytes} bytes once inflated", 413)
+    return raw, out, encoding
+
+
+class OtlpReceiver(Source):
+    """OTLP/HTTP JSON receiver; its loop expires compute spans whose parent never came."""
+
+    target = "otlp"
+
+    def __init__(
+        self,
+        listen: str,
+        latency: LatencyPart,
+        forward: str = "",
+        interval: float = 5.0,
+        joiner: SpanJoiner | None = None,
+        max_body: int = MAX_BODY_BYTES,
+    ) -> None:
+        super().__init__(interval)
+        self.listen = listen
+        self.latency = latency
+        self.joiner = joiner or SpanJoiner()
+        self.counters = Counters()
+        self.forwarder = Forwarder(forward, self.counters) if forward else None
+        self.max_body = max_body
+        host, port = parse_listen(listen, "--otlp-listen")
+        handler = self._handler_class()
+        try:
+            self.server = ThreadingHTTPServer((host or "0.0.0.0", port), handler)
+        except OSError as exc:
+            raise TritonwatchError(f"--otlp-listen {listen}: cannot bind ({exc.strerror})") from None
+        self.server.daemon_threads = True
+        # Exporters keep their connection open between batches: stop() must close those too, or a
+        # stopped receiver keeps taking spans on them while a new one on the same port gets none.
+        self._conns: set[socket.socket] = set()
+        self._conn_lock = threading.Lock()
+        self._server_thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        bound = str(self.server.server_address[0])
+        host = "127.0.0.1" if bound in ("0.0.0.0", "") else bound
+        return f"http://{host}:{self.port}{TRACES_PATH}"
+
+    def ingest(self, body: bytes, headers: dict[str, str], now: float, raw: bytes | None = None) -> int:
+        """Decode, forward and record one export body; returns the spans in it (OtlpError if malformed).
+
+        ``raw`` is the body as it came over the wire (gzip) when that differs from the JSON ``body``."""
+        try:
+            spans: list[Span] = decode(body)
+        except OtlpError:
+            self.counters.drop("malformed")
+            raise
+        self.counters.receive(len(spans))
+        if self.forwarder:
+            self.forwarder.submit(body if raw is None else raw, headers, len(spans))
+        self.latency.record(self.joiner.add(spans, now), now)
+        return len(spans)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            timeout = 120  # an idle keep-alive connection is closed after this
+
+            def setup(self) -> None:
+                super().setup()
+                with receiver._conn_lock:
+                    receiver._conns.add(self.connection)
+
+            def finish(self) -> None:
+                with receiver._conn_lock:
+                    receiver._conns.discard(self.connection)
+                super().finish()
+
+            def _answer(self, status: int, body: bytes = b"{}") -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self) -> None:
+                if self.path.split("?", 1)[0] != TRACES_PATH:
+                    self._answer(404, json.dumps({"message": f"POST {TRACES_PATH}"}).encode())
+                    return
+                try:
+                    raw, body, encoding = _read_body(self, receiver.max_body)
+                except ValueError as exc:
+                    receiver.counters.drop("malformed")
+                    self.close_connection = True
+                    self._answer(int(exc.args[1]), json.dumps({"message": str(exc.args[0])}).encode())
+                    return
+                ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+                if ctype != "application/json":
+                    receiver.counters.drop("malformed")
+                    self._answer(415, json.dumps({"message": "only application/json (OTLP JSON)"}).encode())
+                    return
+                # Forwarded as received: the same bytes, type and encoding.
+                headers = {"Content-Type": "application/json"}
+                if encoding != "identity":
+                    headers["Content-Encoding"] = encoding
+                try:
+                    receiver.ingest(body, headers, time.time(), raw=raw)
+                except OtlpError as exc:
+                    self._answer(400, json.dumps({"message": str(exc)}).encode())
+                    return
+                self._answer(200)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        return Handler
+
+    def scrape(self) -> None:
+        self.joiner.expire(time.time())
+
+    def collect(self) -> Iterator[Metric]:
+        received, dropped = self.counters.snapshot()
+        for reason, n in list(self.joiner.stats.dropped.items()):
+            dropped[reason] = dropped.get(reason, 0) + n
+        rec = CounterMetricFamily(
+            catalog.SPANS_RECEIVED.removesuffix("_total"), "Trace spans received over OTLP/HTTP."
+        )
+        rec.add_metric([], float(received))
+        drop = CounterMetricFamily(
+            catalog.SPANS_DROPPED.removesuffix("_total"),
+            "Trace spans received but not used or not forwarded, by reason.",
+            labels=["reason"],
+        )
+        for reason, n in sorted(dropped.items()):
+            drop.add_metric([reason], float(n))
+        yield rec
+        yield drop
+
+    def start(self) -> None:
+        if self.forwarder:
+            self.forwarder.start()
+        self._server_thread = threading.Thread(
+            target=self.server.serve_forever, name="otlp-receiver", daemon=True
+        )
+        self._server_thread.start()
+        log.info("OTLP/HTTP trace receiver on %s", self.url)
+        super().start()
+
+    def stop(self) -> None:
+        super().stop()
+        if self._server_thread:
+            self.server.shutdown()
+            self._server_thread.join(timeout=5)
+        self.server.server_close()
+        with self._conn_lock:
+            conns = list(self._conns)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed by the peer
+        if self.forwarder:
+            self.forwarder.stop()
+
+
+class TraceSettings(Source):
+    """Reads Triton's trace settings (the rate in force); sets the rate once when asked."""
+
+    target = "triton_trace"
+
+    def __init__(self, triton: str, interval: float, timeout: float, set_rate: int = 0) -> None:
+        super().__init__(interval)
+        self.base = triton.rstrip("/")
+        self.fetcher = Fetcher(timeout)
+        self.set_rate = set_rate
+        self.rate: float | None = None
+        self.mode = ""
+
+    def describe(self) -> str:
+        return f"{self.base}/v2/trace/setting"
+
+    def _apply(self) -> None:
+        rate = self.set_rate
+        settings = self.fetcher.json("POST", self.describe(), {"trace_rate": str(rate)})
+        mode = str((settings or {}).get("trace_mode", ""))
+        log.info("set Triton's trace rate to %d (one request in %d traced; mode %s)", rate, rate, mode or "?")
+        if mode != "triton" and rate < MIN_SAFE_OTEL_RATE:
+            log.warning(
+                "--set-trace-rate %d: Triton 2.51 crashed (signal 11, issue #7795) with OpenTelemetry "
+                "tracing at rates below %d under load; use %d or more",
+                rate,
+                MIN_SAFE_OTEL_RATE,
+                MIN_SAFE_OTEL_RATE,
+            )
+        self.set_rate = 0
+
+    def scrape(self) -> None:
+        if self.set_rate:
+            self._apply()
+        settings = self.fetcher.json("GET", self.describe())
+        if not isinstance(settings, dict):
+            raise ScrapeError("bad_json", f"{self.describe()}: expected an object")
+        self.mode = str(settings.get("trace_mode", ""))
+        levels = settings.get("trace_level") or []
+        try:
+            rate = float(settings.get("trace_rate", 0))
+        except (TypeError, ValueError):
+            raise ScrapeError("bad_json", f"{self.describe()}: trace_rate is not a number") from None
+        self.rate = 0.0 if "OFF" in levels or not levels else rate
+
+    def on_failure(self) -> None:
+        self.rate = None
+
+    def collect(self) -> Iterator[Metric]:
+        g = GaugeMetricFamily(
+            catalog.TRACE_RATE,
+            "Triton's trace sampling rate in force: one request in N is traced (0: tracing off).",
+        )
+        if self.rate is not None:
+            g.add_metric([], self.rate)
+        yield g
+
+
+_ROTATED = re.compile(r"^\.(\d+)$")
+
+
+class TraceFileReader(Source):
+    """Reads Triton's mode=triton trace files: ``PATH`` and its rotations ``PATH.N``, each once complete.
+
+    A file is read when it parses as a whole JSON list (Triton writes each rotation at once). ``PATH``
+    growing in place is read again from the first trace not yet seen; a rotation that changes was
+    rewritten by a restarted Triton and is read whole. Files older than the quantile window at start
+    are history and are skipped.
+    """
+
+    target = "trace_file"
+
+    def __init__(self, path: str, latency: LatencyPart, interval: float, skip_older_than: float) -> None:
+        super().__init__(interval)
+        self.path = Path(path)
+        self.latency = latency
+        self.started = time.time()
+        self.skip_before = self.started - skip_older_than
+        # path -> (inode, size, mtime_ns, traces already recorded)
+        self._seen: dict[str, tuple[int, int, int, int]] = {}
+        self.files_read = 0
+        self.bad_files = 0
+
+    def describe(self) -> str:
+        return str(self.path)
+
+    def _candidates(self) -> list[Path]:
+        folder = self.path.parent
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return []
+        base = self.path.name
+        out = []
+        for name in names:
+            suffix = name[len(base) :] if name.startswith(base) else None
+            if suffix == "" or (suffix is not None and _ROTATED.match(suffix)):
+                out.append(folder / name)
+        # Oldest first, so timings reach the window in the order Triton wrote them.
+        return sorted(out, key=lambda p: (_mtime(p), p.name))
+
+    def scrape(self) -> None:
+        live = set()
+        for path in self._candidates():
+            key = str(path)
+            live.add(key)
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            prev = self._seen.get(key)
+            ident = (st.st_ino, st.st_size, st.st_mtime_ns)
+            if prev and prev[:3] == ident:
+                continue
+            if prev is None and st.st_mtime < self.skip_before:
+                self._seen[key] = (*ident, -1)  # history from before the sidecar: not in the window
+                continue
+            try:
+                entries = json.loads(path.read_bytes())
+                timings = trace_file_timings(entries)
+            except (OSError, ValueError, RecursionError):
+                continue  # still being written: try again next round
+            except TraceFileError as exc:
+                if not prev or prev[:3] != ident:
+                    self.bad_files += 1
+                    log.warning("--trace-file %s: %s", path, exc)
+                self._seen[key] = (*ident, 0)
+                continue
+            # Only PATH itself grows in place; a rotation that changes was rewritten (Triton restarted).
+            grew = path == self.path and prev and prev[0] == st.st_ino and prev[1] <= st.st_size
+            done = prev[3] if prev and grew else 0
+            if done < 0:
+                done = len(timings)  # history file that changed: only what is new
+            self.latency.record(timings[done:])
+            self._seen[key] = (*ident, len(timings))
+            self.files_read += 1
+        self._seen = {k: v for k, v in self._seen.items() if k in live}
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(())
+
+
+def _mtime(p: Path) -> float:
+    try:
+        return p.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+class _View:
+    """What the collector sees of a source: its families only. Its health is not a scrape target
+    (``tritonwatch_up`` has a fixed set of targets); failures show in the logs and the counters."""
+
+    def __init__(self, source: OtlpReceiver | TraceSettings | TraceFileReader) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[Metric]:
+        return self.source.collect()
+
+
+def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[Part, Source | None]]:
+    """The latency part always (Triton's summaries as fallback); receiver, settings, file reader by flag."""
+    buckets = cfg.latency_bucket_bounds or catalog.DEFAULT_BUCKETS
+    max_keys = max(cfg.max_models * len(catalog.PHASES), 1)
+    latency = LatencyPart(cfg.quantile_window, buckets, sidecar.metrics, max_keys=max_keys)
+    out: list[tuple[Part, Source | None]] = [(latency, None)]
+    if cfg.otlp_listen:
+        receiver = OtlpReceiver(cfg.otlp_listen, latency, cfg.otlp_forward, interval=cfg.interval)
+        out.append((_View(receiver), receiver))
+    if cfg.trace_file:
+        reader = TraceFileReader(cfg.trace_file, latency, min(cfg.interval, 1.0), cfg.quantile_window)
+        out.append((_View(reader), reader))
+    if cfg.otlp_listen or cfg.trace_file or cfg.set_trace_rate:
+        settings = TraceSettings(cfg.triton, max(cfg.interval, 5.0), cfg.scrape_timeout, cfg.set_trace_rate)
+        out.append((_View(settings), settings))
+    return out

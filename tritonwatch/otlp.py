@@ -1,0 +1,155 @@
+"""Decode OTLP/HTTP JSON trace exports (``ExportTraceServiceRequest``) into flat span records.
+
+Pure functions, no I/O. Every way a body can be wrong (not UTF-8, not JSON, too deeply nested, a
+field of the wrong type, an id that is not hex, a timestamp that is not a non-negative integer)
+raises ``OtlpError`` and nothing else, so a receiver can answer 400 and count the payload dropped.
+
+    spans = decode(body)        # [Span(trace_id="1d96...", span_id="c2f6...", parent_id="7a50...",
+                                #       name="compute", attributes={}, events={"COMPUTE_START": 17..., ...}), ...]
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class OtlpError(ValueError):
+    """The body is not a valid OTLP JSON trace export."""
+
+
+@dataclass(frozen=True)
+class Span:
+    trace_id: str
+    span_id: str
+    parent_id: str  # "" for a root span
+    name: str
+    start_ns: int
+    end_ns: int
+    attributes: Mapping[str, str] = field(default_factory=dict)  # values as strings ("1", "sleeper")
+    events: Mapping[str, int] = field(default_factory=dict)  # event name -> time (ns), first occurrence
+
+
+_HEX = re.compile(r"^[0-9a-fA-F]*$")
+# Older exporters (OTLP < 0.15) name the middle level instrumentationLibrarySpans.
+_SCOPE_KEYS = ("scopeSpans", "instrumentationLibrarySpans")
+
+
+def _obj(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise OtlpError(f"{where}: expected an object")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise OtlpError(f"{where}: expected a list")
+    return value
+
+
+def _str(value: Any, where: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise OtlpError(f"{where}: expected a string")
+    return value
+
+
+def _id(value: Any, where: str, required: bool) -> str:
+    text = _str(value, where)
+    if required and not text:
+        raise OtlpError(f"{where}: missing")
+    # OTLP JSON spells ids in hex (the protobuf JSON mapping's base64 is explicitly not used).
+    if not _HEX.match(text) or len(text) > 64:
+        raise OtlpError(f"{where}: not a hex id")
+    return text.lower()
+
+
+def _nanos(value: Any, where: str) -> int:
+    # The JSON mapping of fixed64 is a decimal string; tolerate a plain JSON integer as well.
+    if isinstance(value, bool):
+        raise OtlpError(f"{where}: expected nanoseconds")
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 20:
+        n = int(value)
+    else:
+        raise OtlpError(f"{where}: expected nanoseconds as a decimal string")
+    if not 0 <= n < 2**64:
+        raise OtlpError(f"{where}: out of range")
+    return n
+
+
+def _any_value(value: Any, where: str) -> str:
+    v = _obj(value, where)
+    for key in ("stringValue", "intValue", "doubleValue", "boolValue"):
+        if key in v:
+            raw = v[key]
+            if isinstance(raw, dict | list):
+                raise OtlpError(f"{where}.{key}: expected a scalar")
+            if isinstance(raw, bool):
+                return "true" if raw else "false"
+            return str(raw)
+    return ""  # arrays, kvlists, bytes: nothing tritonwatch reads
+
+
+def _attributes(value: Any, where: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for i, item in enumerate(_list(value, where)):
+        kv = _obj(item, f"{where}[{i}]")
+        key = _str(kv.get("key"), f"{where}[{i}].key")
+        out[key] = _any_value(kv.get("value", {}), f"{where}[{i}].value")
+    return out
+
+
+def _span(value: Any, where: str) -> Span:
+    s = _obj(value, where)
+    events: dict[str, int] = {}
+    for i, item in enumerate(_list(s.get("events"), f"{where}.events")):
+        ev = _obj(item, f"{where}.events[{i}]")
+        name = _str(ev.get("name"), f"{where}.events[{i}].name")
+        events.setdefault(name, _nanos(ev.get("timeUnixNano"), f"{where}.events[{i}].timeUnixNano"))
+    return Span(
+        trace_id=_id(s.get("traceId"), f"{where}.traceId", required=True),
+        span_id=_id(s.get("spanId"), f"{where}.spanId", required=True),
+        parent_id=_id(s.get("parentSpanId"), f"{where}.parentSpanId", required=False),
+        name=_str(s.get("name"), f"{where}.name"),
+        start_ns=_nanos(s.get("startTimeUnixNano", "0"), f"{where}.startTimeUnixNano"),
+        end_ns=_nanos(s.get("endTimeUnixNano", "0"), f"{where}.endTimeUnixNano"),
+        attributes=_attributes(s.get("attributes"), f"{where}.attributes"),
+        events=events,
+    )
+
+
+def decode_request(doc: Any) -> list[Span]:
+    """Spans of an already-parsed ``ExportTraceServiceRequest`` object, in body order."""
+    root = _obj(doc, "body")
+    spans: list[Span] = []
+    for r, rs in enumerate(_list(root.get("resourceSpans"), "resourceSpans")):
+        rs_obj = _obj(rs, f"resourceSpans[{r}]")
+        for key in _SCOPE_KEYS:
+            for s, ss in enumerate(_list(rs_obj.get(key), f"resourceSpans[{r}].{key}")):
+                ss_obj = _obj(ss, f"resourceSpans[{r}].{key}[{s}]")
+                where = f"resourceSpans[{r}].{key}[{s}].spans"
+                for i, span in enumerate(_list(ss_obj.get("spans"), where)):
+                    spans.append(_span(span, f"{where}[{i}]"))
+    return spans
+
+
+def decode(body: bytes | str) -> list[Span]:
+    """Spans of one OTLP/HTTP JSON body."""
+    try:
+        text = body.decode("utf-8") if isinstance(body, bytes) else body
+        doc = json.loads(text)
+    except UnicodeDecodeError:
+        raise OtlpError("body: not UTF-8") from None
+    except RecursionError:
+        raise OtlpError("body: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, and int() digit limits inside the parser
+        raise OtlpError(f"body: not JSON ({exc})") from None
+    return decode_request(doc)
