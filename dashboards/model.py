@@ -181,9 +181,14 @@ def build() -> core.Dashboard:
         ),
         p.timeseries(
             "Canary probe duration",
-            "How long the sidecar's last canary inference took, per model and sidecar.",
+            "Mean time of the sidecar's canary inferences over the interval, per model and sidecar.",
             "s",
-            [Q(q.per_model(catalog.PROBE_DURATION, "max", ("instance",), PROBE_SELECTOR), PROBE_LEG)],
+            [
+                Q(
+                    q.histogram_mean(catalog.PROBE_DURATION, (catalog.MODEL, "instance"), PROBE_SELECTOR),
+                    PROBE_LEG,
+                )
+            ],
             lay.place(8, 8),
         ),
         p.timeseries(

@@ -73,6 +73,15 @@ def per_model(family: str, how: str = "max", by: tuple[str, ...] = (), selector:
     return f"{how} by ({catalog.by_clause(by)}) ({_with(family, selector)})"
 
 
+def histogram_mean(family: str, by: tuple[str, ...], selector: str, window: str = "$__rate_interval") -> str:
+    """Mean of a histogram's observations over the window: rate of _sum over rate of _count."""
+    labels = ", ".join(by)
+    return (
+        f"sum by ({labels}) (rate({_with(family + '_sum', selector)}[{window}]))"
+        f" / sum by ({labels}) (rate({_with(family + '_count', selector)}[{window}]))"
+    )
+
+
 def sidecar_quantile(quantile: str, phase: str = "request", selector: str = SELECTOR) -> str:
     """One sidecar's own percentile gauge, per replica (not aggregatable across replicas)."""
     sel = f'{selector},{catalog.PHASE}="{phase}",{catalog.QUANTILE}="{quantile}"'

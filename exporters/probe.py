@@ -53,7 +53,7 @@ class Probe(Source):
         self.success: dict[str, float] = {}
         self.attempts: dict[str, int] = {}
         self.last_error: dict[str, str] = {}
-        self._drivers: dict[str, Any] = {}  # model -> LoadDriver holding its input specs
+        self._specs: dict[str, Any] = {}  # model -> its input specs, read once from the model config
         self._client: Any = None
         self._rng: Any = None
 
@@ -61,16 +61,13 @@ class Probe(Source):
         return f"probe {','.join(self.models)} at {self.triton}"
 
     def _inputs(self, model: str) -> list[Any]:
-        from tritonwatch.load import LoadDriver
+        from tritonwatch.load import fetch_config, input_specs, make_inputs
 
-        driver = self._drivers.get(model)
-        if driver is None:
+        specs = self._specs.get(model)
+        if specs is None:
             # Reads the model config (a missing model fails here, as a failed probe).
-            driver = self._drivers[model] = LoadDriver(
-                self.triton, model, concurrency=1, timeout=self.timeout
-            )
-        inputs: list[Any] = driver._inputs(self._rng, invalid=False)
-        return inputs
+            specs = self._specs[model] = input_specs(fetch_config(self.triton, model, self.timeout))
+        return make_inputs(specs, self._rng)
 
     def probe(self, model: str) -> bool:
         """Send one request; True when Triton answered it without error."""
@@ -93,7 +90,7 @@ class Probe(Source):
             self._client.infer(model, self._inputs(model))
         except Exception as exc:  # any failure is a failed probe: missing model, refused, timeout, error
             error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            self._drivers.pop(model, None)  # the config may have changed: read it again next time
+            self._specs.pop(model, None)  # the config may have changed: read it again next time
         elapsed = time.perf_counter() - start
         ok = not error
         with self._lock:

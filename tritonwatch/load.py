@@ -167,6 +167,31 @@ class _RateLimiter:
             stop.wait(delay)
 
 
+def make_inputs(specs: Sequence[InputSpec], rng: Any, invalid: bool = False) -> list[Any]:
+    """Random valid inputs for one request (a NaN in one float element when ``invalid``)."""
+    import numpy as np
+    import tritonclient.http as httpclient
+
+    inputs = []
+    for spec in specs:
+        np_type = _NUMPY_TYPES[spec.datatype]
+        if spec.datatype in FLOAT_TYPES:
+            arr = rng.standard_normal(spec.shape).astype(np_type)
+            if invalid:
+                arr.flat[rng.integers(arr.size)] = np.nan
+        elif spec.datatype == "BOOL":
+            arr = rng.integers(0, 2, spec.shape).astype(bool)
+        elif spec.datatype == "BYTES":
+            arr = np.array([str(v).encode() for v in rng.integers(0, 10**9, spec.shape).flat], dtype=object)
+            arr = arr.reshape(spec.shape)
+        else:
+            arr = rng.integers(0, 100, spec.shape).astype(np_type)
+        inp = httpclient.InferInput(spec.name, list(spec.shape), spec.datatype)
+        inp.set_data_from_numpy(arr, binary_data=True)
+        inputs.append(inp)
+    return inputs
+
+
 class LoadDriver:
     """Background load: ``concurrency`` threads, each with its own tritonclient, until ``stop()``."""
 
@@ -213,29 +238,7 @@ class LoadDriver:
         self._stopped: float | None = None
 
     def _inputs(self, rng: Any, invalid: bool) -> list[Any]:
-        import numpy as np
-        import tritonclient.http as httpclient
-
-        inputs = []
-        for spec in self.specs:
-            np_type = _NUMPY_TYPES[spec.datatype]
-            if spec.datatype in FLOAT_TYPES:
-                arr = rng.standard_normal(spec.shape).astype(np_type)
-                if invalid:
-                    arr.flat[rng.integers(arr.size)] = np.nan
-            elif spec.datatype == "BOOL":
-                arr = rng.integers(0, 2, spec.shape).astype(bool)
-            elif spec.datatype == "BYTES":
-                arr = np.array(
-                    [str(v).encode() for v in rng.integers(0, 10**9, spec.shape).flat], dtype=object
-                )
-                arr = arr.reshape(spec.shape)
-            else:
-                arr = rng.integers(0, 100, spec.shape).astype(np_type)
-            inp = httpclient.InferInput(spec.name, list(spec.shape), spec.datatype)
-            inp.set_data_from_numpy(arr, binary_data=True)
-            inputs.append(inp)
-        return inputs
+        return make_inputs(self.specs, rng, invalid)
 
     def _worker(self, index: int) -> None:
         import numpy as np

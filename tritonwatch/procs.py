@@ -103,6 +103,31 @@ class Managed:
         except OSError as exc:
             raise TritonwatchError(f"cannot start {name} ({self.argv[0]}): {exc.strerror}") from None
         log.debug("started %s pid %d: %s", name, self.proc.pid, " ".join(self.argv))
+        self._guard: subprocess.Popen[bytes] | None = None
+        self._guard_fd = self._start_group_guard()
+
+    def _start_group_guard(self) -> int | None:
+        """A tiny watcher that kills the child's whole process group when this process dies.
+
+        PR_SET_PDEATHSIG reaches only the direct child: Triton's python stubs are its children and
+        outlived a SIGKILLed parent here. The watcher blocks reading a pipe only we hold open; when we
+        die, however we die, the read ends and it sweeps the group.
+        """
+        read_fd, write_fd = os.pipe()  # not inherited by other children (O_CLOEXEC)
+        try:
+            self._guard = subprocess.Popen(
+                ["/bin/sh", "-c", f"read _ ; kill -KILL -- -{self.proc.pid} 2>/dev/null"],
+                stdin=read_fd,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError:
+            os.close(write_fd)
+            return None
+        finally:
+            os.close(read_fd)
+        return write_fd
 
     @property
     def pid(self) -> int:
@@ -132,6 +157,13 @@ class Managed:
         self.signal_group(signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
+        if self._guard_fd is not None:
+            os.close(self._guard_fd)  # the group is gone: the watcher exits
+            self._guard_fd = None
+        if self._guard is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._guard.wait(timeout=5)
+            self._guard = None
         if self._log:
             self._log.close()
             self._log = None
