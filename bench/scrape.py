@@ -71,7 +71,7 @@ def prom_query(url: str, query: str) -> float | None:
     return float(result[0]["value"][1]) if result else None
 
 
-def run_size(models: int, seconds: float, workdir: Path) -> dict[str, Any]:
+def run_size(models: int, seconds: float, workdir: Path, warmup: float = 0.0) -> dict[str, Any]:
     server = PayloadServer(models).start()
     body = payload(models, 1)
     parser_s = client_parser_seconds(body)
@@ -94,6 +94,10 @@ def run_size(models: int, seconds: float, workdir: Path) -> dict[str, Any]:
     try:
         prom.wait_ready()
         wait_until(lambda: http_ok(f"http://127.0.0.1:{port}/metrics"), 60, "the sidecar")
+        # Memory is compared once the sidecar's 60 s window is full: before that it grows by design.
+        warm_end = time.monotonic() + warmup
+        while time.monotonic() < warm_end:
+            time.sleep(1.0)
         durations: list[float] = []
         collect: list[float] = []
         rss: list[int] = []
@@ -136,6 +140,8 @@ def run_size(models: int, seconds: float, workdir: Path) -> dict[str, Any]:
         "sidecar_rss_mb_first_third": statistics.mean(rss[:third]) / 2**20,
         "sidecar_rss_mb_last_third": statistics.mean(rss[-third:]) / 2**20,
         "sidecar_collect_median_s": statistics.median(collect) if collect else None,
+        "warmup_s": warmup,
+        "measured_s": seconds,
     }
 
 
@@ -159,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.scrape", description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="50,500,2000", help="model counts")
     ap.add_argument("--seconds", type=float, default=60.0, help="measured seconds per size (the largest)")
+    ap.add_argument("--warmup", type=float, default=65.0, help="seconds before measuring the largest size")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = []
@@ -166,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in sizes:
             secs = args.seconds if n == max(sizes) else min(args.seconds, 20.0)
             print(f"measuring {n} models for {secs:.0f}s ...", file=sys.stderr, flush=True)
-            rows.append(run_size(n, secs, Path(tmp)))
+            rows.append(run_size(n, secs, Path(tmp), args.warmup if n == max(sizes) else 0.0))
     print(table(rows))
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / "scrape.json"

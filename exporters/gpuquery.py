@@ -150,10 +150,18 @@ def triton_readings(samples: Samples) -> dict[str, GpuReading]:
     return out
 
 
+_GPU_LABELLED = frozenset(
+    {catalog.TRITON_INFERENCE_COUNT, catalog.TRITON_EXEC_COUNT}
+    | {catalog.triton_duration(p) for p in catalog.PHASES}
+)
+
+
 def triton_gpu_uuids(samples: Samples) -> frozenset[str]:
     """The GPUs this Triton uses: every ``gpu_uuid`` in its metrics (model counters and nv_gpu_*)."""
     found: set[str] = set()
-    for series in samples.values():
+    for family, series in samples.items():
+        if not (family.startswith(("nv_gpu_", "nv_energy")) or family in _GPU_LABELLED):
+            continue  # only execution-side counters and GPU gauges carry gpu_uuid
         for labels in series:
             for name, value in labels:
                 if name == catalog.GPU_UUID and value:

@@ -16,8 +16,10 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from exporters.exposition import exposition
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,7 @@ def make_handler(
                 return
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
-                body = generate_latest(registry)
+                body = exposition(registry)
                 headers = {}
                 if "gzip" in (self.headers.get("Accept-Encoding") or ""):
                     body = gzip.compress(body, compresslevel=1)

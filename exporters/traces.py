@@ -107,6 +107,7 @@ class LatencyPart:
         self.clock = clock
         # One request lands in the store and the histograms together: a scrape never sees it in one only.
         self._lock = threading.Lock()
+        self._summary_cache: tuple[int, dict[tuple[str, str, str], dict[str, float]]] | None = None
 
     def record(self, timings: Iterable[RequestTiming], now: float | None = None) -> int:
         now = self.clock() if now is None else now
@@ -171,6 +172,9 @@ class LatencyPart:
         with self.metrics.lock:
             if not self.metrics.fresh:
                 return out
+            generation = self.metrics.window.generation
+            if self._summary_cache is not None and self._summary_cache[0] == generation:
+                return self._summary_cache[1]  # read once per Triton scrape, not per Prometheus scrape
             samples = self.metrics.samples
             for phase in catalog.PHASES:
                 series = samples.get(catalog.triton_summary(phase), {})
@@ -182,6 +186,7 @@ class LatencyPart:
                         continue
                     key = (model, labels.get(catalog.VERSION, ""), phase)
                     out.setdefault(key, {})[q] = value / 1e6
+            self._summary_cache = (generation, out)
         return out
 
 

@@ -69,7 +69,10 @@ class TritonMetrics(Source):
 
         Bounds the sidecar's label cardinality whatever Triton serves; what is left out is counted.
         """
-        present = {k for series in samples.values() for labels in series if (k := model_key(labels))}
+        # Every loaded model has these series: reading them, not all ~50 families, keeps this cheap.
+        present = {
+            k for family in _ANCHOR_FAMILIES for labels in samples.get(family, ()) if (k := model_key(labels))
+        }
         if len(present) <= self.max_models:
             self.tracked = frozenset(present)
             return samples
@@ -82,6 +85,9 @@ class TritonMetrics(Source):
             name: {labels: v for labels, v in series.items() if (k := model_key(labels)) is None or k in kept}
             for name, series in samples.items()
         }
+
+
+_ANCHOR_FAMILIES = (catalog.TRITON_SUCCESS, catalog.TRITON_PENDING, catalog.TRITON_INFERENCE_COUNT)
 
 
 @dataclass(frozen=True)
