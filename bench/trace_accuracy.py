@@ -31,18 +31,17 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import requests
 
-from exporters.config import SidecarConfig, validate
 from exporters.sidecar import Sidecar
 from exporters.traces import LatencyPart, OtlpReceiver
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
 from tritonwatch.local_triton import LocalTriton
+from tritonwatch.otlp_capture import OtlpCapture
 from tritonwatch.procs import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,22 +51,6 @@ MIX_MS = [5.0] * 85 + [25.0] * 13 + [100.0] * 2
 QS = ("0.5", "0.9", "0.95", "0.99")
 CLIENTS = 4
 PHASE = "compute_infer"
-
-
-class _Capture(BaseHTTPRequestHandler):
-    bodies: list[bytes] = []
-    lock = threading.Lock()
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        with self.lock:
-            self.bodies.append(body)
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 def nearest_rank(values: list[float], q: float) -> float:
@@ -194,24 +177,13 @@ def warm_up(base: str) -> None:
 
 
 def _sidecar(triton: LocalTriton, **kw: Any) -> Sidecar:
-    cfg = validate(
-        SidecarConfig(
-            triton=triton.http_url,
-            triton_metrics=triton.metrics_url,
-            listen="127.0.0.1:0",
-            interval=1.0,
-            window=10.0,
-            quantile_window=3600.0,
-            **kw,
-        )
-    )
-    return Sidecar(cfg).start()
+    return Sidecar.local(
+        triton.http_url, triton.metrics_url, interval=1.0, window=10.0, quantile_window=3600.0, **kw
+    ).start()
 
 
 def run_otlp(repo: Path, plan: dict[int, int]) -> tuple[list[dict[str, Any]], list[bytes]]:
-    capture = ThreadingHTTPServer(("127.0.0.1", 0), _Capture)
-    threading.Thread(target=capture.serve_forever, daemon=True).start()
-    forward = f"http://127.0.0.1:{capture.server_address[1]}/v1/traces"
+    capture = OtlpCapture().start()
     otlp = f"127.0.0.1:{free_port()}"
     results = []
     recorded: list[bytes] = []
@@ -220,25 +192,25 @@ def run_otlp(repo: Path, plan: dict[int, int]) -> tuple[list[dict[str, Any]], li
         with LocalTriton([repo], trace_to=f"http://{otlp}/v1/traces", trace_rate=first_rate) as triton:
             warm_up(triton.http_url)
             for rate, total in plan.items():
-                _Capture.bodies = []
+                capture.clear()
                 requests.post(
                     f"{triton.http_url}/v2/trace/setting", json={"trace_rate": str(rate)}, timeout=5
                 ).raise_for_status()
-                sidecar = _sidecar(triton, otlp_listen=otlp, otlp_forward=forward)
+                sidecar = _sidecar(triton, otlp_listen=otlp, otlp_forward=capture.url)
                 try:
                     t0 = time.monotonic()
                     asked = drive(triton.http_url, total, seed=rate)
                     elapsed = time.monotonic() - t0
                     settle(
                         lambda port=sidecar.port: sidecar_quantiles(port)[1],
-                        lambda: len(otlp_durations(_Capture.bodies)),
+                        lambda: len(otlp_durations(capture.bodies())),
                         0.9 * len(asked) / rate,
                         f"rate {rate}: the traced requests",
                     )
                     qs, count = sidecar_quantiles(sidecar.port)
                 finally:
                     sidecar.stop()
-                traced = otlp_durations(_Capture.bodies)
+                traced = otlp_durations(capture.bodies())
                 results.append(
                     {
                         "trace_rate": rate,
@@ -251,10 +223,9 @@ def run_otlp(repo: Path, plan: dict[int, int]) -> tuple[list[dict[str, Any]], li
                     }
                 )
                 if rate == 10:
-                    recorded = list(_Capture.bodies)
+                    recorded = capture.bodies()
     finally:
-        capture.shutdown()
-        capture.server_close()
+        capture.stop()
     return results, recorded
 
 

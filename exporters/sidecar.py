@@ -13,7 +13,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from exporters.collector import SidecarCollector
-from exporters.config import SidecarConfig, resolve
+from exporters.config import SidecarConfig, resolve, validate
 from exporters.server import MetricsServer
 from exporters.source import Source
 from exporters.triton import TritonApi, TritonMetrics
@@ -115,6 +115,18 @@ class Sidecar:
             self.server = MetricsServer(host, port, self.registry, authorize, wrap)
         except OSError as exc:
             raise TritonwatchError(f"--listen {cfg.listen}: cannot bind ({exc.strerror})") from None
+
+    @classmethod
+    def local(cls, triton: str, triton_metrics: str, **settings: Any) -> Sidecar:
+        """A sidecar of ``triton`` serving on a free loopback port, validated but not started.
+
+        ``settings`` are ``SidecarConfig`` fields and override any default, the loopback ``listen``
+        included; an empty ``triton_metrics`` means Triton's host on port 8002, as for the CLI.
+        """
+        config = SidecarConfig(
+            **{"listen": "127.0.0.1:0", **settings, "triton": triton, "triton_metrics": triton_metrics}
+        )
+        return cls(validate(config))
 
     @property
     def port(self) -> int:

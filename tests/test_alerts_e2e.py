@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from support.sidecar import sidecar_argv
 
 from tritonwatch.cli import main
 from tritonwatch.procs import Managed, free_port, wait_until
@@ -30,8 +31,6 @@ from tritonwatch.promstack import (
     prometheus_config,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = ROOT / ".venv" / "bin"
 MODEL = "fail_always"
 TRITON_JOB = "triton-e2e"
 
@@ -93,18 +92,7 @@ def stack(triton: Any, tmp_path: Path) -> Iterator[tuple[Prometheus, Alertmanage
         sidecar_port = free_port()
         sidecar = Managed(
             "sidecar",
-            [
-                str(BIN / "tritonwatch"),
-                "sidecar",
-                "--triton",
-                triton.http_url,
-                "--triton-metrics",
-                triton.metrics_url,
-                "--listen",
-                f"127.0.0.1:{sidecar_port}",
-                "--interval",
-                "1",
-            ],
+            sidecar_argv(triton.http_url, triton.metrics_url, sidecar_port),
             log_path=tmp_path / "sidecar.log",
         )
         stop.callback(sidecar.stop)

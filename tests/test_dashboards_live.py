@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import requests
+from support.sidecar import sidecar_argv
 
 from dashboards import promcheck
 from dashboards.generate import render_all
@@ -148,22 +149,9 @@ def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             notes.append("sidecar has no trace receiver yet (exporters.traces missing): no latency histogram")
         triton = _triton(request, stack, otlp)
         sidecar_port = free_port()
-        args = [
-            str(BIN / "tritonwatch"),
-            "sidecar",
-            "--triton",
-            triton.http_url,
-            "--triton-metrics",
-            triton.metrics_url,
-            "--listen",
-            f"127.0.0.1:{sidecar_port}",
-            "--interval",
-            "1",
-            "--window",
-            "15",
-            "--quantile-window",
-            "60",
-        ]
+        args = sidecar_argv(
+            triton.http_url, triton.metrics_url, sidecar_port, "--window", "15", "--quantile-window", "60"
+        )
         if otlp:
             args += ["--otlp-listen", otlp]
         if HAVE_PROBE:
@@ -180,16 +168,17 @@ def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             gpu_port = free_port()
             gpu_sidecar = Managed(
                 "gpu-sidecar",
-                [
-                    str(BIN / "tritonwatch"), "sidecar",
-                    "--triton", replay.triton_url,
-                    "--triton-metrics", replay.triton_metrics_url,
-                    "--dcgm", replay.dcgm_url,
-                    "--listen", f"127.0.0.1:{gpu_port}",
-                    "--interval", "1", "--window", "15",
-                ],
+                sidecar_argv(
+                    replay.triton_url,
+                    replay.triton_metrics_url,
+                    gpu_port,
+                    "--dcgm",
+                    replay.dcgm_url,
+                    "--window",
+                    "15",
+                ),
                 log_path=tmp / "gpu-sidecar.log",
-            )  # fmt: skip
+            )
             stack.callback(gpu_sidecar.stop)
             replay_addr = replay.triton_metrics_url.split("//", 1)[1].split("/", 1)[0]
             gpu_targets = [

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from exporters.config import SidecarConfig, validate
 from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
@@ -43,14 +42,7 @@ def stack(triton: Any, tmp_path: Path) -> Iterator[tuple[Sidecar, Prometheus]]:
     if not RULES.is_file():
         pytest.skip(f"{RULES} not generated")
     # The sidecar's window matches what Prometheus has seen: both look at the same traffic.
-    cfg = SidecarConfig(
-        triton=triton.http_url,
-        triton_metrics=triton.metrics_url,
-        listen="127.0.0.1:0",
-        interval=1.0,
-        window=20.0,
-    )
-    sidecar = Sidecar(validate(cfg)).start()
+    sidecar = Sidecar.local(triton.http_url, triton.metrics_url, interval=1.0, window=20.0).start()
     prom = Prometheus(
         tmp_path / "prom",
         prometheus_config(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.fake_triton import FakeTriton, RecordedCounters
+from support.fake_triton import FakeTriton, RecordedCounters, fake_triton
 from support.harness import poll, read_metrics, running_sidecar, value
 
 from exporters.sidecar import Sidecar
@@ -75,11 +75,8 @@ def errors(samples: Samples, target: str, reason: str) -> float:
 
 @pytest.fixture(scope="module")
 def fake() -> Iterator[FakeTriton]:
-    server = FakeTriton().start()
-    try:
+    with fake_triton() as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from support.fake_triton import FakeTriton
+from support.fake_triton import FakeTriton, fake_triton
 from support.harness import poll, running_sidecar, value
 
 from tritonwatch import catalog
@@ -20,11 +20,8 @@ def models_served(samples: Samples) -> set[str]:
 
 @pytest.fixture()
 def fake() -> Iterator[FakeTriton]:
-    server = FakeTriton().start()
-    try:
+    with fake_triton() as server:
         yield server
-    finally:
-        server.stop()
 
 
 def too_large(s: Samples) -> float:

@@ -18,7 +18,6 @@ import requests
 import yaml
 from test_gpu_query import recorded_truth
 
-from exporters.config import SidecarConfig, validate
 from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
@@ -79,15 +78,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheus
     sidecar: Sidecar | None = None
     prom: Prometheus | None = None
     try:
-        cfg = SidecarConfig(
-            triton=f"http://127.0.0.1:{free_port()}",
-            triton_metrics=node.triton_metrics_url,
+        sidecar = Sidecar.local(
+            f"http://127.0.0.1:{free_port()}",
+            node.triton_metrics_url,
             dcgm=node.dcgm_url,
-            listen="127.0.0.1:0",
             interval=0.5,
             window=8.0,
-        )
-        sidecar = Sidecar(validate(cfg)).start()
+        ).start()
         label = {"cluster": "replay"}
         targets = [
             ScrapeTarget("dcgm", f"127.0.0.1:{node.dcgm.port}", labels=label),

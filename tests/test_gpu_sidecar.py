@@ -13,7 +13,6 @@ from collections.abc import Iterator
 import pytest
 from test_gpu_query import GPU0, GPU1, GPU2, recorded_truth
 
-from exporters.config import SidecarConfig, validate
 from exporters.gpu import GpuPart
 from exporters.sidecar import Sidecar
 from tritonwatch import catalog
@@ -37,17 +36,13 @@ def node() -> Iterator[GpuReplay]:
 
 
 def start_sidecar(triton_metrics: str, dcgm: str = "") -> Sidecar:
-    cfg = validate(
-        SidecarConfig(
-            triton=f"http://127.0.0.1:{free_port()}",  # nothing listens: only triton_api goes down
-            triton_metrics=triton_metrics,
-            dcgm=dcgm,
-            listen="127.0.0.1:0",
-            interval=0.25,
-            window=6.0,
-        )
-    )
-    return Sidecar(cfg).start()
+    return Sidecar.local(
+        f"http://127.0.0.1:{free_port()}",  # nothing listens: only triton_api goes down
+        triton_metrics,
+        dcgm=dcgm,
+        interval=0.25,
+        window=6.0,
+    ).start()
 
 
 def scrape(sidecar: Sidecar) -> Samples:
@@ -186,15 +181,9 @@ def test_without_dcgm_flag_triton_gpu_metrics_are_used(node: GpuReplay) -> None:
 
 
 def test_whole_replayed_node_has_every_target_up(node: GpuReplay) -> None:
-    cfg = SidecarConfig(
-        triton=node.triton_url,
-        triton_metrics=node.triton_metrics_url,
-        dcgm=node.dcgm_url,
-        listen="127.0.0.1:0",
-        interval=0.25,
-        window=6.0,
-    )
-    sidecar = Sidecar(validate(cfg)).start()
+    sidecar = Sidecar.local(
+        node.triton_url, node.triton_metrics_url, dcgm=node.dcgm_url, interval=0.25, window=6.0
+    ).start()
     try:
         wait_until(
             lambda: len(scrape(sidecar).get(catalog.BATCH_EFFICIENCY, {})) == 3, 20, "batch efficiency"

@@ -21,18 +21,14 @@ def scrape(port: int) -> dict[str, dict[Any, float]]:
 
 
 def test_probe_success_and_duration(triton: Any) -> None:
-    cfg = validate(
-        SidecarConfig(
-            triton=triton.http_url,
-            triton_metrics=triton.metrics_url,
-            listen="127.0.0.1:0",
-            interval=1.0,
-            window=10.0,
-            probe=",".join(MODELS),
-            probe_interval=0.3,
-        )
+    sidecar = Sidecar.local(
+        triton.http_url,
+        triton.metrics_url,
+        interval=1.0,
+        window=10.0,
+        probe=",".join(MODELS),
+        probe_interval=0.3,
     )
-    sidecar = Sidecar(cfg)
     [probe] = [s for s in sidecar.sources if isinstance(s, Probe)]
     sidecar.start()
     try:

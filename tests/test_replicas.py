@@ -297,7 +297,6 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
     if not shutil.which("prometheus"):
         pytest.skip("prometheus not installed (apt-get install prometheus)")
     rule_files = _rule_files()
-    from exporters.config import SidecarConfig, validate
     from exporters.sidecar import Sidecar
     from tritonwatch.local_triton import LocalTriton
     from tritonwatch.procs import free_port
@@ -310,15 +309,9 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
             trace = {"trace_to": f"http://{otlp}/v1/traces", "trace_rate": TRACE_RATE} if otlp else {}
             triton = LocalTriton([ROOT / "model_repository"], **trace)  # type: ignore[arg-type]
             stack.callback(triton.close)
-            config = SidecarConfig(
-                triton=triton.http_url,
-                triton_metrics=triton.metrics_url,
-                listen="127.0.0.1:0",
-                otlp_listen=otlp,
-                interval=1,
-                window=10,
-            )
-            side = Sidecar(validate(config)).start()
+            side = Sidecar.local(
+                triton.http_url, triton.metrics_url, otlp_listen=otlp, interval=1, window=10
+            ).start()
             stack.callback(side.stop)
             triton.start()  # both servers start loading at once; readiness is awaited below
             replicas.append(Replica(triton, side))

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from exporters.config import SidecarConfig, validate
 from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
@@ -71,16 +70,7 @@ def expected(a: Stats, b: Stats) -> dict[str, float]:
 
 @pytest.fixture
 def sidecar(triton: Any) -> Iterator[Sidecar]:
-    cfg = validate(
-        SidecarConfig(
-            triton=triton.http_url,
-            triton_metrics=triton.metrics_url,
-            listen="127.0.0.1:0",
-            interval=1.0,
-            window=WINDOW,
-        )
-    )
-    s = Sidecar(cfg).start()
+    s = Sidecar.local(triton.http_url, triton.metrics_url, interval=1.0, window=WINDOW).start()
     try:
         yield s
     finally:

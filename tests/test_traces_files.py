@@ -7,9 +7,7 @@ delay it asked for, and Triton writes request ids into the files, so the truth i
 from __future__ import annotations
 
 import json
-import math
 import random
-import threading
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -17,8 +15,8 @@ from typing import Any
 import pytest
 import requests
 from conftest import HAVE_PYTRITON, NO_PYTRITON, TEST_MODELS
+from support.sleeper import drive_sleeper, nearest_rank
 
-from exporters.config import SidecarConfig, validate
 from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
@@ -40,32 +38,6 @@ def file_requests(folder: Path) -> dict[str, float]:
     return out
 
 
-def send(base: str, delays: list[list[float]]) -> None:
-    import numpy as np
-    import tritonclient.http as httpclient
-
-    def worker(k: int) -> None:
-        client = httpclient.InferenceServerClient(base.removeprefix("http://"))
-        try:
-            for i, ms in enumerate(delays[k]):
-                inp = httpclient.InferInput("delay_ms", [1], "FP32")
-                inp.set_data_from_numpy(np.array([ms], dtype=np.float32))
-                client.infer("sleeper", [inp], request_id=f"{ms:g}ms-{k}-{i}")
-        finally:
-            client.close()
-
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(len(delays))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-
-
-def nearest_rank(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[max(1, math.ceil(q * len(s))) - 1]
-
-
 def test_rate_1_trace_files_give_the_known_quantiles(tmp_path: Path) -> None:
     from tritonwatch.local_triton import LocalTriton
 
@@ -76,24 +48,16 @@ def test_rate_1_trace_files_give_the_known_quantiles(tmp_path: Path) -> None:
         base = triton.http_url
         setting = f"{base}/v2/trace/setting"
         requests.post(setting, json={"trace_level": ["OFF"]}, timeout=5).raise_for_status()
-        send(base, [[1.0] * 4 for _ in range(4)])  # warm the instances up, untraced
+        drive_sleeper(base, [[1.0] * 4 for _ in range(4)], timeout=120)  # warm the instances up, untraced
         requests.post(
             setting, json={"trace_level": ["TIMESTAMPS"], "log_frequency": str(LOG_FREQUENCY)}, timeout=5
         ).raise_for_status()
-        cfg = validate(
-            SidecarConfig(
-                triton=base,
-                triton_metrics=triton.metrics_url,
-                listen="127.0.0.1:0",
-                interval=1.0,
-                window=10.0,
-                trace_file=str(path),
-            )
-        )
-        sidecar = Sidecar(cfg).start()
+        sidecar = Sidecar.local(
+            base, triton.metrics_url, interval=1.0, window=10.0, trace_file=str(path)
+        ).start()
         try:
             rng = random.Random(7)
-            send(base, [[rng.choice(MIX_MS) for _ in range(100)] for _ in range(4)])
+            drive_sleeper(base, [[rng.choice(MIX_MS) for _ in range(100)] for _ in range(4)], timeout=120)
             key = frozenset({("model", "sleeper"), ("version", "1"), ("phase", "compute_infer")})
 
             def scrape() -> dict[str, dict[frozenset[tuple[str, str]], float]]:

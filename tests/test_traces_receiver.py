@@ -17,7 +17,6 @@ import pytest
 from conftest import DATA
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporters.config import SidecarConfig, validate
 from exporters.sidecar import Sidecar
 from exporters.traces import LatencyPart, OtlpReceiver, TraceFileReader
 from exporters.triton import TritonMetrics
@@ -217,17 +216,14 @@ def test_trace_files_and_their_rotations_are_read_once(tmp_path: Path) -> None:
 
 
 def test_the_sidecar_serves_the_trace_families(backend: str) -> None:
-    cfg = validate(
-        SidecarConfig(
-            triton=f"http://127.0.0.1:{free_port()}",
-            listen="127.0.0.1:0",
-            otlp_listen="127.0.0.1:0",
-            otlp_forward=backend,
-            interval=1.0,
-            window=10.0,
-        )
+    sidecar = Sidecar.local(
+        f"http://127.0.0.1:{free_port()}",
+        "",  # the default: Triton's host on port 8002
+        otlp_listen="127.0.0.1:0",
+        otlp_forward=backend,
+        interval=1.0,
+        window=10.0,
     )
-    sidecar = Sidecar(cfg)
     [rcv] = [s for s in sidecar.sources if isinstance(s, OtlpReceiver)]
     sidecar.start()
     try:

@@ -6,17 +6,13 @@ import math
 import random
 
 import pytest
+from support.sleeper import nearest_rank
 
 from exporters.latency import Histograms, SampleStore, weighted_quantile
 from tritonwatch import catalog
 
 KEY = ("sleeper", "1", "compute_infer")
 QS = ("0.5", "0.9", "0.99")
-
-
-def nearest_rank(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[max(1, math.ceil(q * len(s))) - 1]
 
 
 def test_quantiles_are_exact_below_the_reservoir_size() -> None:

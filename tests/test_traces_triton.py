@@ -12,24 +12,22 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import random
-import threading
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 import requests
 from conftest import HAVE_PYTRITON, MODEL_REPOSITORY, NO_PYTRITON, TEST_MODELS
+from support.sleeper import drive_sleeper, nearest_rank
 
-from exporters.config import SidecarConfig, validate
 from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
 from tritonwatch.load import LoadDriver
+from tritonwatch.otlp_capture import OtlpCapture
 from tritonwatch.procs import free_port, wait_until
 
 pytestmark = [pytest.mark.triton, pytest.mark.skipif(not HAVE_PYTRITON, reason=NO_PYTRITON)]
@@ -41,30 +39,10 @@ PER_CLIENT = 1250  # 5,000 requests -> 500 traced
 MIX_MS = [10.0] * 85 + [25.0] * 13 + [100.0] * 2
 
 
-class Capture(BaseHTTPRequestHandler):
-    """The operator's own tracing backend, as far as the sidecar knows."""
-
-    bodies: list[bytes] = []
-    lock = threading.Lock()
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        with self.lock:
-            self.bodies.append(body)
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-def traced_requests(model: str) -> dict[str, str]:
+def traced_requests(capture: OtlpCapture, model: str) -> dict[str, str]:
     """traceId -> request id of every model span of ``model`` forwarded so far (plain JSON)."""
     out: dict[str, str] = {}
-    with Capture.lock:
-        bodies = list(Capture.bodies)
-    for body in bodies:
+    for body in capture.bodies():
         for rs in json.loads(body).get("resourceSpans", []):
             for ss in rs.get("scopeSpans", []):
                 for span in ss.get("spans", []):
@@ -78,6 +56,7 @@ def traced_requests(model: str) -> dict[str, str]:
 class Traced:
     triton: Any
     sidecar: Sidecar
+    capture: OtlpCapture  # the operator's own tracing backend, as far as the sidecar knows
 
     def values(self) -> dict[str, dict[frozenset[tuple[str, str]], float]]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.sidecar.port}/metrics", timeout=5) as resp:
@@ -99,67 +78,29 @@ def L(**labels: str) -> frozenset[tuple[str, str]]:
 def traced() -> Iterator[Traced]:
     from tritonwatch.local_triton import LocalTriton
 
-    Capture.bodies = []
-    capture = ThreadingHTTPServer(("127.0.0.1", 0), Capture)
-    threading.Thread(target=capture.serve_forever, daemon=True).start()
+    capture = OtlpCapture().start()
     otlp = f"127.0.0.1:{free_port()}"
     triton = LocalTriton(
         [MODEL_REPOSITORY, TEST_MODELS], trace_to=f"http://{otlp}/v1/traces", trace_rate=TRACE_RATE
     )
-    cfg = validate(
-        SidecarConfig(
-            triton=triton.http_url,
-            triton_metrics=triton.metrics_url,
-            listen="127.0.0.1:0",
-            otlp_listen=otlp,
-            otlp_forward=f"http://127.0.0.1:{capture.server_address[1]}/v1/traces",
-            interval=1.0,
-            window=10.0,
-        )
-    )
-    sidecar = Sidecar(cfg).start()
+    sidecar = Sidecar.local(
+        triton.http_url,
+        triton.metrics_url,
+        otlp_listen=otlp,
+        otlp_forward=capture.url,
+        interval=1.0,
+        window=10.0,
+    ).start()
     try:
         triton.start()
         triton.wait_ready(120)
-        yield Traced(triton, sidecar)
+        yield Traced(triton, sidecar, capture)
     finally:
         try:
             triton.close()
         finally:
             sidecar.stop()
-            capture.shutdown()
-            capture.server_close()
-
-
-def drive_sleeper(base: str, delays: list[list[float]]) -> None:
-    import numpy as np
-    import tritonclient.http as httpclient
-
-    errors: list[str] = []
-
-    def worker(k: int) -> None:
-        client = httpclient.InferenceServerClient(base.removeprefix("http://"))
-        try:
-            for i, ms in enumerate(delays[k]):
-                inp = httpclient.InferInput("delay_ms", [1], "FP32")
-                inp.set_data_from_numpy(np.array([ms], dtype=np.float32))
-                client.infer(SLEEPER, [inp], request_id=f"{ms:g}ms-{k}-{i}")
-        except Exception as exc:  # reported below: a thread's exception is otherwise lost
-            errors.append(f"{type(exc).__name__}: {exc}")
-        finally:
-            client.close()
-
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(len(delays))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
-    assert not errors, errors[0]
-
-
-def nearest_rank(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[max(1, math.ceil(q * len(s))) - 1]
+            capture.stop()
 
 
 def test_trace_quantiles_match_the_known_delays(traced: Traced) -> None:
@@ -178,11 +119,11 @@ def test_trace_quantiles_match_the_known_delays(traced: Traced) -> None:
 
     def all_traced() -> bool:
         count = traced.values().get(catalog.REQUEST_DURATION + "_count", {}).get(key, 0)
-        return count >= expected and len(traced_requests(SLEEPER)) >= expected
+        return count >= expected and len(traced_requests(traced.capture, SLEEPER)) >= expected
 
     wait_until(all_traced, 30, "the traced requests to reach the sidecar and the capture")
     values = traced.values()
-    truth = traced_requests(SLEEPER)
+    truth = traced_requests(traced.capture, SLEEPER)
     count = values[catalog.REQUEST_DURATION + "_count"][key]
     # One in TRACE_RATE traced, each counted once: the histogram, the traceIds forwarded, the rate agree.
     assert abs(count - len(truth)) <= 0.05 * len(truth), (count, len(truth))
@@ -233,19 +174,16 @@ def test_batch_executions_equal_the_statistics_api(traced: Traced) -> None:
 def test_set_trace_rate_is_applied_logged_and_exposed(
     traced: Traced, caplog: pytest.LogCaptureFixture
 ) -> None:
-    cfg = validate(
-        SidecarConfig(
-            triton=traced.triton.http_url,
-            triton_metrics=traced.triton.metrics_url,
-            listen="127.0.0.1:0",
-            otlp_listen="127.0.0.1:0",
-            interval=1.0,
-            window=10.0,
-            set_trace_rate=5,
-        )
+    other = Sidecar.local(
+        traced.triton.http_url,
+        traced.triton.metrics_url,
+        otlp_listen="127.0.0.1:0",
+        interval=1.0,
+        window=10.0,
+        set_trace_rate=5,
     )
     caplog.set_level(logging.INFO, logger="exporters.traces")
-    other = Sidecar(cfg).start()
+    other.start()
     try:
         wait_until(lambda: traced.trace_setting()["trace_rate"] == "5", 10, "Triton's trace rate to be 5")
 

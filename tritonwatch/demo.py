@@ -195,7 +195,6 @@ class Stack:
         self.gpu_sidecar_port = 0
 
     def start(self) -> None:
-        from exporters.config import SidecarConfig, validate
         from exporters.sidecar import Sidecar
         from tritonwatch.cli import main as cli_main
         from tritonwatch.local_triton import LocalTriton
@@ -218,18 +217,14 @@ class Stack:
         self.am = Alertmanager(self.workdir / "alertmanager", rules_dir / "alertmanager.yml")
         self._stops.append(self.am.stop)
         self.triton.wait_ready(180)
-        cfg = validate(
-            SidecarConfig(
-                triton=self.triton.http_url,
-                triton_metrics=self.triton.metrics_url,
-                listen="127.0.0.1:0",
-                otlp_listen=f"127.0.0.1:{otlp_port}",
-                interval=1.0,
-                window=30.0,
-                quantile_window=60.0,
-            )
+        self.sidecar = Sidecar.local(
+            self.triton.http_url,
+            self.triton.metrics_url,
+            otlp_listen=f"127.0.0.1:{otlp_port}",
+            interval=1.0,
+            window=30.0,
+            quantile_window=60.0,
         )
-        self.sidecar = Sidecar(cfg)
         self._stops.append(self.sidecar.stop)
         self.sidecar.start()
         self.am.wait_ready()
@@ -253,22 +248,15 @@ class Stack:
         The sidecar re-exports only the GPUs its own Triton uses, so the replayed node's GPUs come
         through the replayed Triton's sidecar, as they would from a real GPU host's sidecar.
         """
-        from exporters.config import SidecarConfig, validate
         from exporters.sidecar import Sidecar
         from tritonwatch import gpureplay
         from tritonwatch.promstack import ScrapeTarget
 
         replay = gpureplay.start_replay()
         self._stops.append(replay.stop)
-        cfg = SidecarConfig(
-            triton=replay.triton_url,
-            triton_metrics=replay.triton_metrics_url,
-            dcgm=replay.dcgm_url,
-            listen="127.0.0.1:0",
-            interval=1.0,
-            window=30.0,
+        gpu_sidecar = Sidecar.local(
+            replay.triton_url, replay.triton_metrics_url, dcgm=replay.dcgm_url, interval=1.0, window=30.0
         )
-        gpu_sidecar = Sidecar(validate(cfg))
         self._stops.append(gpu_sidecar.stop)
         gpu_sidecar.start()
         self.gpu_sidecar_port = gpu_sidecar.port

@@ -17,9 +17,7 @@ import json
 import shutil
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -30,22 +28,11 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 
+from otlp_receiver import Receiver, start_receiver  # noqa: E402
+
 from tritonwatch.local_triton import LocalTriton  # noqa: E402
 
 SLEEPER_DELAYS_MS = (1, 1, 1, 1, 1, 1, 1, 1, 20, 20, 50)
-
-
-class _Receiver(BaseHTTPRequestHandler):
-    bodies: list[object] = []
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.bodies.append(json.loads(body))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 def _repos(tmp: Path) -> list[Path]:
@@ -71,9 +58,7 @@ def _drive(http_url: str) -> None:
 
 
 def record_otlp(tmp: Path) -> None:
-    server = HTTPServer(("127.0.0.1", 0), _Receiver)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_port}/v1/traces"
+    server, url = start_receiver()
     with LocalTriton(_repos(tmp / "otlp"), trace_to=url, trace_rate=1) as triton:
         _drive(triton.http_url)
         want = len(SLEEPER_DELAYS_MS) + 6
@@ -81,7 +66,7 @@ def record_otlp(tmp: Path) -> None:
         while time.monotonic() < deadline:
             spans = sum(
                 len(ss["spans"])
-                for b in _Receiver.bodies
+                for b in Receiver.bodies
                 for rs in b["resourceSpans"]
                 for ss in rs["scopeSpans"]
             )
@@ -89,7 +74,7 @@ def record_otlp(tmp: Path) -> None:
                 break
             time.sleep(0.2)
     server.shutdown()
-    (HERE / "otlp_sleeper.json").write_text(json.dumps(_Receiver.bodies, indent=1, sort_keys=True) + "\n")
+    (HERE / "otlp_sleeper.json").write_text(json.dumps(Receiver.bodies, indent=1, sort_keys=True) + "\n")
 
 
 def record_trace_files(tmp: Path) -> None:

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import requests
@@ -26,6 +24,8 @@ import requests
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
+
+from otlp_receiver import Receiver, start_receiver  # noqa: E402
 
 from tritonwatch.load import LoadDriver  # noqa: E402
 from tritonwatch.local_triton import LocalTriton  # noqa: E402
@@ -35,33 +35,18 @@ def save_json(name: str, payload: object) -> None:
     (HERE / name).write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
 
 
-class _Receiver(BaseHTTPRequestHandler):
-    bodies: list[object] = []
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.bodies.append(json.loads(body))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 def record_traces() -> None:
-    server = HTTPServer(("127.0.0.1", 0), _Receiver)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_port}/v1/traces"
+    server, url = start_receiver()
     try:
         with LocalTriton([ROOT / "model_repository"], trace_to=url, trace_rate=10) as triton:
             # repeat=1: half the traced requests are cache hits, which trace differently.
             LoadDriver(triton.http_url, concurrency=2, rps=30, repeat=1, seed=3).run(4)
             deadline = time.monotonic() + 15  # Triton's batch span processor exports every 5 s
-            while len(_Receiver.bodies) < 2 and time.monotonic() < deadline:
+            while len(Receiver.bodies) < 2 and time.monotonic() < deadline:
                 time.sleep(0.2)
     finally:
         server.shutdown()
-    save_json("triton_otlp_traces.json", _Receiver.bodies)
+    save_json("triton_otlp_traces.json", Receiver.bodies)
 
 
 def record_payloads() -> None:
