@@ -12,6 +12,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from exporters import memory
 from exporters.collector import SidecarCollector
 from exporters.config import SidecarConfig, resolve, validate
 from exporters.server import MetricsServer
@@ -133,6 +134,7 @@ class Sidecar:
         return self.server.port
 
     def start(self) -> Sidecar:
+        memory.limit_arenas()
         for s in self.sources:
             s.start()
         self.server.start()

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
+from exporters import memory
 from exporters.http import Fetcher, ScrapeError
 from exporters.source import Source
 from exporters.window import CounterWindow, ModelKey, model_key
@@ -39,6 +40,7 @@ class TritonMetrics(Source):
         self.url = url
         self.window = window
         self.families = families
+        self._scrapes = 0
         self.parser = Parser(families, exact=True)  # remembers label parsing across scrapes
         self.max_models = max_models
         self.tracked: frozenset[ModelKey] = frozenset()
@@ -59,6 +61,9 @@ class TritonMetrics(Source):
             self.window.ingest(now, samples)
             self.samples = samples
             self.fresh = True
+        self._scrapes += 1
+        if self._scrapes % TRIM_EVERY == 0:
+            memory.trim()
 
     def on_failure(self) -> None:
         with self.lock:
@@ -87,6 +92,7 @@ class TritonMetrics(Source):
         }
 
 
+TRIM_EVERY = 10  # scrapes between handing freed memory back (see exporters/memory.py)
 _ANCHOR_FAMILIES = (catalog.TRITON_SUCCESS, catalog.TRITON_PENDING, catalog.TRITON_INFERENCE_COUNT)
 
 
