@@ -15,6 +15,7 @@ import ctypes.util
 
 _M_ARENA_MAX = -8
 
+
 def _glibc() -> ctypes.CDLL | None:
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
