@@ -399,7 +399,9 @@ def _watch(
             now_rows = model_rows(stack.sidecar.port)
             if args.gpu_replay:
                 now_rows.update({f"{m} (REPLAY)": r for m, r in model_rows(stack.gpu_sidecar_port).items()})
-            rows = now_rows or rows
+            for model, values in now_rows.items():
+                # Keep each value's last reading: one slow scrape under the burst must not blank the view.
+                rows.setdefault(model, {}).update(values)
             firing = firing_alerts(stack.prometheus.url)
             for a in firing:
                 key = (a.get("alertname", ""), a.get("model", ""), a.get("severity", ""))
