@@ -69,7 +69,7 @@ class SidecarCollector(Collector):
         self.sources = [metrics] + ([api] if api else [])
         self._derived_cache: tuple[int, list[GaugeMetricFamily], dict[tuple[str, str], float]] | None = None
 
-    def add_part(self, part: Part, health: Health | None = None) -> None:
+    def add_part(self, part: Part) -> None:
         self.parts.append(part)
 
     def healths(self) -> list[Health]:

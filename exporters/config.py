@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -169,6 +169,4 @@ def validate(cfg: SidecarConfig) -> SidecarConfig:
         parse_buckets(cfg.latency_buckets)
     if cfg.web_config and not Path(cfg.web_config).is_file():
         raise UsageError(f"--web-config: {cfg.web_config} is not a file")
-    from dataclasses import replace
-
     return replace(cfg, triton=cfg.triton.rstrip("/"), triton_metrics=metrics)

@@ -35,7 +35,6 @@ from exporters.config import SidecarConfig
 from exporters.gpuquery import (
     ExecIncrease,
     GpuReading,
-    IncreaseWindow,
     ModelGpuKey,
     busy_shares,
     dcgm_readings,
@@ -48,6 +47,7 @@ from exporters.gpuquery import (
 from exporters.http import Fetcher
 from exporters.source import Health, Source
 from exporters.triton import TritonMetrics
+from exporters.window import IncreaseWindow
 from tritonwatch import catalog
 from tritonwatch.expfmt import Samples, parse
 
@@ -146,8 +146,11 @@ class TritonGpuWindow:
         self.used: frozenset[str] = frozenset()
 
     def observe(self, now: float, samples: Samples) -> None:
+        # Every execution counter of a GPU instance carries a gpu_uuid that ``used`` holds: a Triton
+        # with no GPU (CPU instances only) has no rows, and its thousands of series are not scanned.
+        self.used = triton_gpu_uuids(samples)
         rows = []
-        for family, name, scale in _EXEC_FAMILIES:
+        for family, name, scale in _EXEC_FAMILIES if self.used else ():
             for labels, value in samples.get(family, {}).items():
                 key = model_gpu_key(labels)
                 if key is not None:
@@ -157,7 +160,6 @@ class TritonGpuWindow:
         self.energy.ingest(
             now, ((u, u, r.energy_joules) for u, r in self.readings.items() if r.energy_joules is not None)
         )
-        self.used = triton_gpu_uuids(samples)
 
     def increases(self) -> dict[ModelGpuKey, ExecIncrease]:
         sums: dict[ModelGpuKey, dict[str, float]] = {}

@@ -7,23 +7,20 @@ them recorded payloads.
   0-1, watts, joules, hertz) whatever the source's unit (%, MiB, mJ, MHz, bytes).
 * ``select_used``: keep the devices this Triton uses, resolving a MIG GPU to the one GPU instance
   this Triton holds.
-* ``IncreaseWindow``: reset-aware counter increases over a sliding window, per caller-chosen key.
 * ``busy_seconds`` / ``busy_shares`` / ``energy_per_inference``: the model-to-GPU join (docs/gpu.md).
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Generic, TypeVar
 
+from exporters.window import ModelKey
 from tritonwatch import catalog
 from tritonwatch.expfmt import LabelSet, Samples
 
 MIB = 1024.0 * 1024.0
-ModelKey = tuple[str, str]  # (model, version)
 ModelGpuKey = tuple[str, str, str]  # (model, version, gpu_uuid)
 
 
@@ -205,67 +202,6 @@ def select_used(
         elif len(instances) == 1:
             out[uuid] = _merge(whole, instances[0])
     return out
-
-
-K = TypeVar("K", bound=Hashable)
-
-
-@dataclass(frozen=True)
-class _Entry(Generic[K]):
-    start: float
-    end: float
-    deltas: Mapping[K, float]
-
-
-class IncreaseWindow(Generic[K]):
-    """Reset-aware increases of counters over the scrapes of the last ``window`` seconds.
-
-    ``ingest(now, rows)`` takes ``(series, key, value)`` rows: the increase of each series since the
-    previous scrape (a lower value is a reset and counts from 0, as Prometheus's ``increase()``) is
-    added to its ``key``, so many series (e.g. the three compute phases) can sum into one key.
-    """
-
-    def __init__(self, window: float) -> None:
-        self.window = window
-        self._prev: dict[Hashable, float] = {}
-        self._prev_time: float | None = None
-        self._entries: deque[_Entry[K]] = deque()
-
-    def ingest(self, now: float, rows: Iterable[tuple[Hashable, K, float]]) -> None:
-        deltas: dict[K, float] = {}
-        current: dict[Hashable, float] = {}
-        for series, key, value in rows:
-            if math.isnan(value):
-                continue
-            current[series] = value
-            before = self._prev.get(series)
-            if before is None:
-                continue
-            delta = value - before if value >= before else value
-            deltas[key] = deltas.get(key, 0.0) + delta
-        if self._prev_time is not None:
-            self._entries.append(_Entry(self._prev_time, now, deltas))
-        self._prev = current
-        self._prev_time = now
-        while self._entries and self._entries[0].end <= now - self.window:
-            self._entries.popleft()
-
-    def clear(self) -> None:
-        self._prev = {}
-        self._prev_time = None
-        self._entries.clear()
-
-    def span(self) -> float:
-        if not self._entries:
-            return 0.0
-        return self._entries[-1].end - self._entries[0].start
-
-    def increases(self) -> dict[K, float]:
-        out: dict[K, float] = {}
-        for e in self._entries:
-            for k, v in e.deltas.items():
-                out[k] = out.get(k, 0.0) + v
-        return out
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,6 @@ class TritonMetrics(Source):
         super().__init__(interval, clock)
         self.url = url
         self.window = window
-        self.families = families
         self._scrapes = 0
         self.parser = Parser(families, exact=True)  # remembers label parsing across scrapes
         self.max_models = max_models

@@ -3,8 +3,9 @@
 Each successful scrape is turned, once, into per-(term, model, version) increases since the previous
 scrape, the way Prometheus's ``increase()`` treats a counter: a value lower than the previous one is a
 reset (Triton restart, model reload) and counts from 0, so a restart never yields a negative or absurd
-value. The window keeps those small per-model deltas, not the raw samples, so evaluating a signal costs
-O(models x scrapes in window) whatever the payload size.
+value. ``CounterWindow`` keeps those deltas per (counter, model) with running totals, so evaluating a
+signal is O(1) whatever the payload size; ``IncreaseWindow`` applies the same rule to any keyed rows
+(the GPU part's per-gpu_uuid counters).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 import math
 from array import array
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from tritonwatch import catalog
 from tritonwatch.catalog import Signal, Term
@@ -32,6 +34,11 @@ def model_key(labels: LabelSet) -> ModelKey | None:
     if model is None:
         return None
     return (model, version or "")
+
+
+def counter_increase(before: float, value: float) -> float:
+    """A counter's increase since ``before``; a lower value is a reset and counts from 0."""
+    return value - before if value >= before else value
 
 
 def _terms_by_family(signals: Iterable[Signal]) -> dict[str, tuple[Term, ...]]:
@@ -133,7 +140,7 @@ class CounterWindow:
                 info.epoch = epoch
                 if before != before:
                     continue  # first sight: nothing to compare with, as Prometheus's increase()
-                delta = value - before if value >= before else value  # reset: counts from 0
+                delta = counter_increase(before, value)
                 if delta == 0.0:
                     continue
                 for slot, scale in info.slots:
@@ -219,3 +226,64 @@ class CounterWindow:
         if den <= 0:
             return None
         return max(num, 0.0) / den
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class _KeyedEntry(Generic[K]):
+    start: float
+    end: float
+    deltas: Mapping[K, float]
+
+
+class IncreaseWindow(Generic[K]):
+    """Reset-aware increases of counters over the scrapes of the last ``window`` seconds.
+
+    ``ingest(now, rows)`` takes ``(series, key, value)`` rows: the increase of each series since the
+    previous scrape (``counter_increase``) is added to its ``key``, so many series (e.g. the three
+    compute phases) can sum into one key. For a few keys (GPUs); the per-model hot path is
+    ``CounterWindow``.
+    """
+
+    def __init__(self, window: float) -> None:
+        self.window = window
+        self._prev: dict[Hashable, float] = {}
+        self._prev_time: float | None = None
+        self._entries: deque[_KeyedEntry[K]] = deque()
+
+    def ingest(self, now: float, rows: Iterable[tuple[Hashable, K, float]]) -> None:
+        deltas: dict[K, float] = {}
+        current: dict[Hashable, float] = {}
+        for series, key, value in rows:
+            if math.isnan(value):
+                continue
+            current[series] = value
+            before = self._prev.get(series)
+            if before is None:
+                continue
+            deltas[key] = deltas.get(key, 0.0) + counter_increase(before, value)
+        if self._prev_time is not None:
+            self._entries.append(_KeyedEntry(self._prev_time, now, deltas))
+        self._prev = current
+        self._prev_time = now
+        while self._entries and self._entries[0].end <= now - self.window:
+            self._entries.popleft()
+
+    def clear(self) -> None:
+        self._prev = {}
+        self._prev_time = None
+        self._entries.clear()
+
+    def span(self) -> float:
+        if not self._entries:
+            return 0.0
+        return self._entries[-1].end - self._entries[0].start
+
+    def increases(self) -> dict[K, float]:
+        out: dict[K, float] = {}
+        for e in self._entries:
+            for k, v in e.deltas.items():
+                out[k] = out.get(k, 0.0) + v
+        return out

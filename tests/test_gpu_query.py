@@ -13,7 +13,6 @@ import pytest
 
 from exporters.gpuquery import (
     ExecIncrease,
-    IncreaseWindow,
     busy_seconds,
     busy_shares,
     dcgm_readings,
@@ -22,6 +21,7 @@ from exporters.gpuquery import (
     triton_gpu_uuids,
     triton_readings,
 )
+from exporters.window import IncreaseWindow
 from tritonwatch import catalog
 from tritonwatch.expfmt import Samples, parse
 

@@ -247,8 +247,6 @@ BATCH_EFFICIENCY_HELP = "Mean executed batch size over the model's max_batch_siz
 MAX_BATCH_SIZE_HELP = "max_batch_size from the model configuration (0: the model does not batch)."
 MODEL_READY_HELP = "1 when the model version is READY in Triton's repository index, else 0."
 
-REQUEST_RATE_RECORD = SIGNALS[0].record
-ERROR_RATIO_RECORD = SIGNALS[1].record
 
 # Families the sidecar must keep from Triton's /metrics (everything else is skipped when parsing).
 TRITON_FAMILIES: frozenset[str] = frozenset(
@@ -266,6 +264,9 @@ def signal(name: str, **labels: str) -> Signal:
         if s.name == name and tuple(sorted(s.labels)) == want:
             return s
     raise KeyError(f"no signal {name} {labels}")
+
+
+REQUEST_RATE_RECORD = signal(REQUEST_RATE).record
 
 
 # --- PromQL rendering ---------------------------------------------------------------------------
