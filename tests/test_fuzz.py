@@ -340,3 +340,13 @@ def test_otlp_non_ascii_digits_in_a_timestamp_are_an_otlp_error(stamp: str) -> N
 def test_otlp_deep_nesting_is_an_otlp_error() -> None:
     with pytest.raises(otlp.OtlpError):
         otlp.decode(b"[" * 100_000 + b"]" * 100_000)
+
+
+def test_reused_parser_rejects_a_line_whose_head_matches_a_blank_or_comment_line() -> None:
+    # Found by hypothesis: the remembered layout compared line heads only, so " 0.0" (head "")
+    # passed as the blank line of the previous payload, and "# TYPE x nonsense" as "# TYPE x counter".
+    reused = Parser()
+    reused.parse("# TYPE x counter\n\nx 0.0\n")
+    for bad in ("# TYPE x counter\n 0.0\nx 0.0\n", "# TYPE x nonsense\n\nx 0.0\n"):
+        with pytest.raises(ExpositionError):
+            reused.parse(bad)

@@ -267,6 +267,7 @@ def signal(name: str, **labels: str) -> Signal:
 
 
 REQUEST_RATE_RECORD = signal(REQUEST_RATE).record
+ERROR_RATIO_RECORD = signal(ERROR_RATIO).record
 
 
 # --- PromQL rendering ---------------------------------------------------------------------------

@@ -129,6 +129,10 @@ class Parser:
         self._layout_heads: list[str] | None = None
         self._kept_idx: list[int] = []
         self._other_idx: list[int] = []  # sample lines outside the kept families (values still checked)
+        # Comment and blank lines, whole: a head alone does not tell "# TYPE x counter" from
+        # "# TYPE x nonsense", nor a blank line from " 0".
+        self._fixed_idx: list[int] = []
+        self._fixed_lines: list[str] = []
         self._layout: list[tuple[str, tuple[LabelSet, ...], int, int]] = []
 
     def _slow_head(self, line: str, lineno: int, types: dict[str, str]) -> tuple[_Head, str, bool]:
@@ -149,7 +153,7 @@ class Parser:
         lines = _decode(payload).split("\n")
         parts = [line.rpartition(" ") for line in lines]
         heads = [p[0] for p in parts]
-        if heads == self._layout_heads:
+        if heads == self._layout_heads and [lines[i] for i in self._fixed_idx] == self._fixed_lines:
             out = self._same_layout(parts)
             if out is not None:
                 return out
@@ -223,17 +227,23 @@ class Parser:
                 kept[head[0]] = []
             series[head[1]] = value
             kept[head[0]].append((index, head[1]))
-        self._remember_layout(line_heads if layout_ok else None, kept, other)
+        self._remember_layout(line_heads if layout_ok else None, kept, other, lines)
         limit = self.max_cache or 4 * len(lines)
         if len(heads) > limit:
             heads.clear()  # label churn: start afresh rather than grow without bound
         return out
 
     def _remember_layout(
-        self, line_heads: list[str] | None, kept: dict[str, list[tuple[int, LabelSet]]], other: list[int]
+        self,
+        line_heads: list[str] | None,
+        kept: dict[str, list[tuple[int, LabelSet]]],
+        other: list[int],
+        lines: list[str],
     ) -> None:
         self._layout_heads = line_heads
         self._other_idx = other if line_heads is not None else []
+        self._fixed_idx = [i for i, h in enumerate(line_heads or ()) if not h or h[0] == "#"]
+        self._fixed_lines = [lines[i] for i in self._fixed_idx]
         self._kept_idx = []
         self._layout = []
         if line_heads is None:
