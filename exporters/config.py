@@ -26,6 +26,9 @@ class SidecarConfig:
     otlp_listen: str = ""
     otlp_forward: str = ""
     interval: float = 5.0
+    stats_interval: float = 0.0  # statistics API; default: --interval
+    index_interval: float = 0.0  # repository index (readiness); default: --interval
+    model_config_interval: float = 300.0  # model configs rarely change
     window: float = 60.0
     quantile_window: float = 300.0
     timeout: float = 0.0  # default: 80% of the interval, at most 10 s
@@ -151,7 +154,10 @@ def validate(cfg: SidecarConfig) -> SidecarConfig:
         value = getattr(cfg, f.name)
         if isinstance(value, float) and not math.isfinite(value):
             raise UsageError(f"{FLAG_NAMES[f.name]}: must be a finite number (got {value})")
-    for name in ("interval", "window", "quantile_window", "probe_interval"):
+    for name in ("stats_interval", "index_interval"):
+        if getattr(cfg, name) < 0:
+            raise UsageError(f"{FLAG_NAMES[name]}: must be >= 0 (0: --interval; got {getattr(cfg, name)})")
+    for name in ("interval", "window", "quantile_window", "probe_interval", "model_config_interval"):
         if getattr(cfg, name) <= 0:
             raise UsageError(f"{FLAG_NAMES[name]}: must be > 0 (got {getattr(cfg, name)})")
     if cfg.window < 2 * cfg.interval:

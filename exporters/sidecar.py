@@ -48,6 +48,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--otlp-forward", metavar="URL", help="forward received OTLP spans unchanged to this URL")
     p.add_argument("--interval", type=float, metavar="S", help="scrape interval in seconds (default 5)")
     p.add_argument(
+        "--stats-interval",
+        type=float,
+        metavar="S",
+        help="seconds between reads of Triton's statistics API (default: --interval)",
+    )
+    p.add_argument(
+        "--index-interval",
+        type=float,
+        metavar="S",
+        help="seconds between reads of the repository index, i.e. readiness (default: --interval)",
+    )
+    p.add_argument(
+        "--model-config-interval",
+        type=float,
+        metavar="S",
+        help="seconds between reads of each model's config (default 300; a failed read backs off from --interval)",
+    )
+    p.add_argument(
         "--window", type=float, metavar="S", help="window of counter derivations in seconds (default 60)"
     )
     p.add_argument(
@@ -95,7 +113,15 @@ class Sidecar:
             cfg.max_payload_bytes,
             max_models=cfg.max_models,
         )
-        self.api = TritonApi(cfg.triton, cfg.interval, cfg.scrape_timeout, max_models=cfg.max_models)
+        self.api = TritonApi(
+            cfg.triton,
+            cfg.interval,
+            cfg.scrape_timeout,
+            config_refresh=cfg.model_config_interval,
+            max_models=cfg.max_models,
+            index_interval=cfg.index_interval,
+            stats_interval=cfg.stats_interval,
+        )
         self.sources: list[Source] = [self.metrics, self.api]
         self.collector = SidecarCollector(self.metrics, self.api)
         for module_name in PART_MODULES:

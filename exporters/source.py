@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from exporters.http import ScrapeError
 from tritonwatch.expfmt import ExpositionError
@@ -28,20 +29,44 @@ class Health:
         self.last_success = 0.0
         self.errors: dict[str, float] = {}
         self.last_error = ""
+        self._failing: frozenset[str] = frozenset()  # messages of the last failed scrape
 
     def success(self, duration: float) -> None:
+        self._failing = frozenset()
         self.up = 1.0
         self.duration = duration
         self.last_success = time.time()
 
     def failure(self, reason: str, message: str, duration: float) -> None:
-        if self.up or self.last_error != message:
-            log.warning("%s scrape failed: %s", self.target, message)
-        self.up = 0.0
-        self.duration = duration
+        self.partial(Partial(((reason, message),), up=False), duration)
+
+    def partial(self, result: Partial, duration: float) -> None:
+        """Count each failed endpoint of one scrape by its reason; up as ``result.up`` says."""
+        errors = dict(self.errors)
+        for reason, message in result.errors:
+            if message not in self._failing:  # a warning when a failure starts, not every interval
+                log.warning("%s scrape failed: %s", self.target, message)
+            errors[reason] = errors.get(reason, 0.0) + 1
+            self.last_error = message
+        self._failing = frozenset(m for _r, m in result.errors)
         # Replaced, not mutated: the collector iterates it from another thread.
-        self.errors = {**self.errors, reason: self.errors.get(reason, 0.0) + 1}
-        self.last_error = message
+        self.errors = errors
+        self.up = 1.0 if result.up else 0.0
+        self.duration = duration
+        if result.up:
+            self.last_success = time.time()
+
+
+@dataclass(frozen=True)
+class Partial:
+    """What a scrape of several endpoints returns when some of them failed (``TritonApi``).
+
+    Each ``(reason, message)`` is counted in ``tritonwatch_scrape_errors_total{reason}``; ``up`` is
+    the target's ``tritonwatch_up``. The source has already dropped what the failed endpoints fed.
+    """
+
+    errors: Sequence[tuple[str, str]]
+    up: bool
 
 
 class Source:
@@ -56,7 +81,8 @@ class Source:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def scrape(self) -> None:
+    def scrape(self) -> Partial | None:
+        """Read the target; raise to mark it down, or return a ``Partial`` when only some endpoints failed."""
         raise NotImplementedError
 
     def on_failure(self) -> None:
@@ -65,7 +91,7 @@ class Source:
     def step(self) -> bool:
         start = time.monotonic()
         try:
-            self.scrape()
+            partial = self.scrape()
         except ScrapeError as exc:
             reason, message = exc.reason, str(exc)
         except ExpositionError as exc:
@@ -75,6 +101,9 @@ class Source:
             if message != self.health.last_error:  # a traceback once, not every interval
                 log.exception("%s scrape crashed", self.target)
         else:
+            if partial is not None:  # some endpoints failed now, or are still failed from before
+                self.health.partial(partial, time.monotonic() - start)
+                return partial.up
             self.health.success(time.monotonic() - start)
             return True
         # Drop what would be served stale *before* saying so: a reader that sees up 0 must never

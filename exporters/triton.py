@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from exporters import memory
 from exporters.http import Fetcher, ScrapeError
-from exporters.source import Source
+from exporters.source import Partial, Source
 from exporters.window import CounterWindow, ModelKey, model_key
 from tritonwatch import catalog
 from tritonwatch.expfmt import Parser, Samples
@@ -104,11 +104,37 @@ class BatchStat:
 @dataclass
 class ApiState:
     ready: dict[ModelKey, bool] = field(default_factory=dict)
-    max_batch_size: dict[str, int] = field(default_factory=dict)  # by model name (config is per model)
+    # by model name (config is per model); only models the last good index lists as READY
+    max_batch_size: dict[str, int] = field(default_factory=dict)
     batch_stats: dict[ModelKey, dict[int, BatchStat]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ConfigEntry:
+    """A model's configuration as last read: its value (kept over a failed refresh) and when to ask again."""
+
+    max_batch_size: int | None
+    retry_at: float
+    failures: int = 0  # consecutive failed reads: the backoff doubles with each
+
+
 class TritonApi(Source):
+    """Target ``triton_api``: three endpoints, each on its own interval, each failing on its own.
+
+    * repository index (``POST /v2/repository/index``) every ``index_interval``: readiness;
+    * statistics (``GET /v2/models/stats``) every ``stats_interval``: the batch-size distribution;
+    * each READY model's config (``GET /v2/models/<m>/config``) every ``config_interval``: its
+      ``max_batch_size``. A failed read is retried after ``interval`` x 2^(failures-1), at most
+      ``config_interval``, not at every tick; the last good value is kept meanwhile.
+
+    A failure is counted in ``tritonwatch_scrape_errors_total{target="triton_api"}`` with the
+    endpoint in the reason (``index_<reason>``, ``stats_<reason>``, ``config_<reason>``, where
+    ``<reason>`` is the fetch's: timeout, connection, http_status, bad_json, ...) and drops only what
+    that endpoint feeds. ``tritonwatch_up{target="triton_api"}`` is 1 while the last attempt at the
+    index and at the statistics both succeeded; a model whose config cannot be read is counted and
+    loses its ``max_batch_size``, but does not mark the whole API down.
+    """
+
     target = "triton_api"
 
     def __init__(
@@ -119,14 +145,21 @@ class TritonApi(Source):
         config_refresh: float = 300.0,
         clock: Callable[[], float] = time.time,
         max_models: int = 5000,
+        index_interval: float = 0.0,
+        stats_interval: float = 0.0,
     ) -> None:
-        super().__init__(interval, clock)
+        self.index_interval = index_interval or interval
+        self.stats_interval = stats_interval or interval
+        # The loop ticks at the shortest endpoint interval; each endpoint runs when it is due.
+        super().__init__(min(self.index_interval, self.stats_interval), clock)
         self.max_models = max_models
         self.base = base_url.rstrip("/")
         self.fetcher = Fetcher(timeout)
         self.config_refresh = config_refresh
         self.state = ApiState()
-        self._configs: dict[str, tuple[float, int]] = {}  # model -> (fetched at, max_batch_size)
+        self._configs: dict[str, ConfigEntry] = {}
+        self._next: dict[str, float] = {}  # endpoint -> when it is next due
+        self._failed: dict[str, tuple[str, str]] = {}  # endpoint -> its last failure, while it lasts
 
     def describe(self) -> str:
         return self.base
@@ -143,23 +176,19 @@ class TritonApi(Source):
             if not version:
                 continue  # an unloaded model lists no version: nothing to report
             ready[(str(entry["name"]), version)] = entry.get("state") == "READY"
+        if len(ready) > self.max_models:  # the same cardinality cap as /metrics (counted there)
+            ready = dict(sorted(ready.items())[: self.max_models])
         return ready
 
-    def _max_batch_size(self, model: str, now: float) -> int | None:
-        cached = self._configs.get(model)
-        if cached and now - cached[0] < self.config_refresh:
-            return cached[1]
+    def _config(self, model: str) -> int:
+        url = f"{self.base}/v2/models/{quote(model, safe='')}/config"
+        cfg = self.fetcher.json("GET", url)
         try:
-            cfg = self.fetcher.json("GET", f"{self.base}/v2/models/{quote(model, safe='')}/config")
-        except ScrapeError:
-            return cached[1] if cached else None  # unloaded between index and config
-        try:
-            mbs = int(cfg.get("max_batch_size", 0)) if isinstance(cfg, dict) else 0
+            mbs = int(cfg.get("max_batch_size", 0)) if isinstance(cfg, dict) else -1
         except (TypeError, ValueError):
             mbs = -1
         if mbs < 0:
-            raise ScrapeError("bad_json", f"{self.base}/v2/models/{model}/config: bad max_batch_size")
-        self._configs[model] = (now, mbs)
+            raise ScrapeError("bad_json", f"{url}: no valid max_batch_size")
         return mbs
 
     def _batch_stats(self) -> dict[ModelKey, dict[int, BatchStat]]:
@@ -171,22 +200,62 @@ class TritonApi(Source):
             # The whole answer or nothing: a half-read distribution would be a guess.
             raise ScrapeError("bad_json", f"{url}: not the statistics API's shape") from None
 
-    def scrape(self) -> None:
+    def _due(self, endpoint: str, now: float, every: float) -> bool:
+        if now < self._next.get(endpoint, -math.inf):
+            return False
+        self._next[endpoint] = now + every
+        return True
+
+    def _configs_for(
+        self, ready: dict[ModelKey, bool], now: float, errors: list[tuple[str, str]]
+    ) -> dict[str, int]:
+        models = sorted({m for (m, _v), ok in ready.items() if ok})
+        self._configs = {m: e for m, e in self._configs.items() if m in models}  # unloaded: forgotten
+        for model in models:
+            entry = self._configs.get(model)
+            if entry is not None and now < entry.retry_at:
+                continue
+            try:
+                self._configs[model] = ConfigEntry(self._config(model), now + self.config_refresh)
+            except ScrapeError as exc:
+                failures = entry.failures + 1 if entry else 1
+                backoff = min(self.config_refresh, self.interval * 2 ** (failures - 1))
+                kept = entry.max_batch_size if entry else None
+                self._configs[model] = ConfigEntry(kept, now + backoff, failures)
+                errors.append((f"config_{exc.reason}", str(exc)))
+        return {m: e.max_batch_size for m, e in self._configs.items() if e.max_batch_size is not None}
+
+    def scrape(self) -> Partial:
         now = self.clock()
-        ready = self._index()
-        if len(ready) > self.max_models:  # the same cardinality cap as /metrics (counted there)
-            ready = dict(sorted(ready.items())[: self.max_models])
-        mbs: dict[str, int] = {}
-        for model in sorted({m for (m, _v), ok in ready.items() if ok}):
-            value = self._max_batch_size(model, now)
-            if value is not None:
-                mbs[model] = value
-        self._configs = {m: v for m, v in self._configs.items() if m in mbs}
-        batch = {k: v for k, v in self._batch_stats().items() if k in ready}
+        errors: list[tuple[str, str]] = []
+        ready, batch = self.state.ready, self.state.batch_stats
+        if self._due("index", now, self.index_interval):
+            try:
+                ready = self._index()
+                self._failed.pop("index", None)
+            except ScrapeError as exc:
+                ready = {}  # dropped, not served stale; max_batch_size goes with it
+                self._failed["index"] = (f"index_{exc.reason}", str(exc))
+                errors.append(self._failed["index"])
+        if self._due("stats", now, self.stats_interval):
+            try:
+                batch = self._batch_stats()
+                self._failed.pop("stats", None)
+            except ScrapeError as exc:
+                batch = {}
+                self._failed["stats"] = (f"stats_{exc.reason}", str(exc))
+                errors.append(self._failed["stats"])
+        mbs = self._configs_for(ready, now, errors)
+        if ready:  # the index's cap and unloaded models apply to the statistics too
+            batch = {k: v for k, v in batch.items() if k in ready}
+        elif len(batch) > self.max_models:
+            batch = dict(sorted(batch.items())[: self.max_models])
         self.state = ApiState(ready=ready, max_batch_size=mbs, batch_stats=batch)  # one atomic swap
+        return Partial(tuple(errors), up=not self._failed)
 
     def on_failure(self) -> None:
         self.state = ApiState()
+        self._next.clear()  # read every endpoint again at the next tick
 
 
 def _count(value: object) -> float:

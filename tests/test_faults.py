@@ -193,13 +193,14 @@ def test_flapping_503_never_serves_a_guess(fake: FakeTriton, sidecar: Sidecar, h
 def test_restart_resets_counters_without_negative_or_absurd_values(
     fake: FakeTriton, sidecar: Sidecar, healthy: Samples
 ) -> None:
-    before = {t: errors(healthy, t, "connection") for t in ("triton", "triton_api")}
+    # the API counts each endpoint's failure under its own reason: the index is read first
+    reasons = {"triton": "connection", "triton_api": "index_connection"}
+    before = {t: errors(healthy, t, r) for t, r in reasons.items()}
     fake.restart()  # gone: connections refused; on resume, counters start again from 0
     down = poll(
         sidecar.port,
         lambda s: all(  # same server: /metrics and the API are both gone
-            value(s, catalog.UP, target=t) == 0.0 and errors(s, t, "connection") > n
-            for t, n in before.items()
+            value(s, catalog.UP, target=t) == 0.0 and errors(s, t, reasons[t]) > n for t, n in before.items()
         ),
         "up 0 for triton and triton_api while Triton is gone",
     )
@@ -211,11 +212,26 @@ def test_restart_resets_counters_without_negative_or_absurd_values(
     assert fake.restarted and fake.steps < 1000
 
 
+API_FAMILIES = (
+    catalog.MODEL_READY,
+    catalog.MAX_BATCH_SIZE,
+    catalog.BATCH_EXECUTIONS,
+    catalog.BATCH_EFFICIENCY,
+)
+
+
 @pytest.mark.parametrize(
-    ("mode", "reason"), [("hang", "timeout"), ("wrong_shape", "bad_json"), ("negative", "bad_json")]
+    ("mode", "reason", "gone"),
+    [
+        # every endpoint hangs: readiness, max_batch_size, the batch distribution and efficiency go
+        ("hang", "index_timeout", API_FAMILIES),
+        # only the statistics are bad: only the batch distribution goes (issue 13, case 3)
+        ("wrong_shape", "stats_bad_json", (catalog.BATCH_EXECUTIONS,)),
+        ("negative", "stats_bad_json", (catalog.BATCH_EXECUTIONS,)),
+    ],
 )
 def test_triton_api_fault_drops_only_what_needs_the_api(
-    fake: FakeTriton, sidecar: Sidecar, healthy: Samples, mode: str, reason: str
+    fake: FakeTriton, sidecar: Sidecar, healthy: Samples, mode: str, reason: str, gone: tuple[str, ...]
 ) -> None:
     before = errors(healthy, "triton_api", reason)
     fake.release.clear()
@@ -227,18 +243,16 @@ def test_triton_api_fault_drops_only_what_needs_the_api(
         ),
         f"up{{target=triton_api}} 0 and errors{{reason={reason}}} rising under {mode}",
     )
-    # readiness, max_batch_size, the batch distribution and batch efficiency need the API: gone
-    for name in (
-        catalog.MODEL_READY,
-        catalog.MAX_BATCH_SIZE,
-        catalog.BATCH_EXECUTIONS,
-        catalog.BATCH_EFFICIENCY,
-    ):
-        assert not down.get(name), name
+    for name in API_FAMILIES:
+        if name in gone:
+            assert not down.get(name), name
+        else:
+            assert down.get(name) == healthy.get(name), name  # exactly what a healthy API gave
     # /metrics-derived values are unaffected and still exact
     assert value(down, catalog.UP, target="triton") == 1.0
-    want = {k: v for k, v in expected(fake.recorded).items() if k[0] != catalog.BATCH_EFFICIENCY}
-    got = {k: v for k, v in derived_values(down).items() if k[0] != catalog.BATCH_EFFICIENCY}
+    skip = catalog.BATCH_EFFICIENCY if catalog.BATCH_EFFICIENCY in gone else ""
+    want = {k: v for k, v in expected(fake.recorded).items() if k[0] != skip}
+    got = {k: v for k, v in derived_values(down).items() if k[0] != skip}
     assert got == pytest.approx(want, rel=1e-9)
     fake.api_mode = "ok"
     fake.release.set()

@@ -13,11 +13,13 @@ over the cap once inflated); ``padding`` makes good payloads oversized, ``clones
 on ``resume()``, counters start again from 0, as after a Triton restart. The API side
 (``/v2/repository/index``, ``/v2/models/<m>/config``, ``/v2/models/stats``) serves the recorded JSON,
 or hangs (``api_mode = "hang"``), or answers statistics of the wrong shape (``wrong_shape``) or with a
-negative count (``negative``).
+negative count (``negative``); ``fail_paths`` maps an API path to the HTTP status it answers instead,
+and ``requests`` counts the API requests by path.
 """
 
 from __future__ import annotations
 
+import collections
 import gzip
 import json
 import random
@@ -108,6 +110,8 @@ class FakeTriton:
         self.restarted = False
         self.flap_count = 0
         self.release = threading.Event()  # frees hanging handlers
+        self.fail_paths: dict[str, int] = {}  # API path -> status answered instead of the payload
+        self.requests: collections.Counter[str] = collections.Counter()  # API requests by path
         self.lock = threading.Lock()
         self.index = json.loads((DATA / "triton_repository_index.json").read_text())
         self.configs = {
@@ -260,6 +264,11 @@ def _handler(fake: FakeTriton) -> type[BaseHTTPRequestHandler]:
                 self._hang()
                 return
             path = self.path.split("?", 1)[0]
+            with fake.lock:
+                fake.requests[path] += 1
+            if path in fake.fail_paths:
+                self._send(fake.fail_paths[path], b'{"error":"injected"}', "application/json")
+                return
             if path == "/v2/repository/index":
                 body: Any = fake.index
             elif path == "/v2/models/stats":
