@@ -15,10 +15,13 @@ and per model, labels ``model``, ``version``::
 
     tritonwatch_model_gpu_busy_ratio{gpu_uuid}      the model's share of the GPU's busy time
     tritonwatch_model_energy_per_inference_joules   GPU energy split by busy share / inferences
+    tritonwatch_model_gpu_attribution_info{reason}  1 where the two above are absent for a reason:
+        no_gpu_uuid (execution counters without gpu_uuid), no_gpu_energy (no energy counter)
 
-DCGM (``--dcgm``, target ``dcgm``) is preferred; while it is not given, down or empty the GPU
-families come from Triton's own ``nv_gpu_*`` and ``nv_energy_consumption`` (``source="triton"``),
-and the DCGM-only families are absent. The method is written down in docs/gpu.md.
+DCGM (``--dcgm``, target ``dcgm``) is preferred, GPU by GPU: a GPU whose ``UUID`` DCGM does not
+serve (DCGM not given, down, or covering only some GPUs) takes its families from Triton's own
+``nv_gpu_*`` and ``nv_energy_consumption`` (``source="triton"`` in ``tritonwatch_gpu_info``), and
+has no DCGM-only families. The method is written down in docs/gpu.md.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from exporters.gpuquery import (
 from exporters.http import Fetcher
 from exporters.source import Health, Source
 from exporters.triton import TritonMetrics
-from exporters.window import IncreaseWindow
+from exporters.window import IncreaseWindow, ModelKey
 from tritonwatch import catalog
 from tritonwatch.expfmt import Samples, parse
 
@@ -144,18 +147,22 @@ class TritonGpuWindow:
         self.energy: IncreaseWindow[str] = IncreaseWindow(window)
         self.readings: dict[str, GpuReading] = {}
         self.used: frozenset[str] = frozenset()
+        self.gpu_models: frozenset[ModelKey] = frozenset()  # models with gpu_uuid execution counters
 
     def observe(self, now: float, samples: Samples) -> None:
         # Every execution counter of a GPU instance carries a gpu_uuid that ``used`` holds: a Triton
         # with no GPU (CPU instances only) has no rows, and its thousands of series are not scanned.
         self.used = triton_gpu_uuids(samples)
         rows = []
+        gpu_models: set[ModelKey] = set()
         for family, name, scale in _EXEC_FAMILIES if self.used else ():
             for labels, value in samples.get(family, {}).items():
                 key = model_gpu_key(labels)
                 if key is not None:
                     rows.append(((family, labels), (key, name), value * scale))
+                    gpu_models.add(key[:2])
         self.exec.ingest(now, rows)
+        self.gpu_models = frozenset(gpu_models)
         self.readings = triton_readings(samples)
         self.energy.ingest(
             now, ((u, u, r.energy_joules) for u, r in self.readings.items() if r.energy_joules is not None)
@@ -196,24 +203,37 @@ class GpuPart:
         self.health: Health | None = dcgm.health if dcgm else None
 
     def devices(self) -> tuple[dict[str, GpuReading], dict[str, float]]:
-        """Per used gpu_uuid: the reading to export, and the mean power from its energy counter."""
+        """Per used gpu_uuid: the reading to export, and the mean power from its energy counter.
+
+        The source is chosen per GPU: DCGM for every GPU whose ``UUID`` it serves, Triton's own
+        ``nv_gpu_*`` for the others (a dcgm-exporter that covers only some of the node's GPUs, or
+        none while it is down). A GPU DCGM serves but cannot resolve (an ambiguous MIG instance) is
+        left out rather than read from Triton, whose numbers are then the whole GPU's.
+        """
         with self.metrics.lock:
             used = self.triton.used
             fallback = {u: r for u, r in self.triton.readings.items() if u in used}
             fallback_watts = self.triton.watts()
+        chosen: dict[str, GpuReading] = {}
+        covered: set[str] = set()
+        power: dict[str, float] = {}
         if self.dcgm is not None and self.dcgm.health.up:
             readings, watts = self.dcgm.snapshot()
+            covered = {u for (u, _inst) in readings}
             chosen = select_used(readings, used, self.pod)
-            if chosen:
-                # A MIG instance's energy counter is its parent GPU's, shared with instances this
-                # Triton cannot see: no energy is attributed from it (docs/gpu.md).
-                power = {
-                    u: watts[(u, r.mig_instance)]
-                    for u, r in chosen.items()
-                    if not r.mig_instance and (u, r.mig_instance) in watts
-                }
-                return chosen, power
-        return fallback, {u: w for u, w in fallback_watts.items() if u in fallback}
+            # A MIG instance's energy counter is its parent GPU's, shared with instances this
+            # Triton cannot see: no energy is attributed from it (docs/gpu.md).
+            power = {
+                u: watts[(u, r.mig_instance)]
+                for u, r in chosen.items()
+                if not r.mig_instance and (u, r.mig_instance) in watts
+            }
+        for uuid, reading in fallback.items():
+            if uuid not in covered:
+                chosen[uuid] = reading
+                if uuid in fallback_watts:
+                    power[uuid] = fallback_watts[uuid]
+        return chosen, power
 
     def collect(self) -> Iterator[Metric]:
         devices, watts = self.devices()
@@ -250,6 +270,8 @@ class GpuPart:
                 return  # Triton is down: nothing current to join
             increases = self.triton.increases()
             span = self.triton.exec.span()
+            models = self.metrics.window.models
+            gpu_models = self.triton.gpu_models
         shares = busy_shares(increases)
         busy = _gauge(
             catalog.MODEL_GPU_BUSY,
@@ -265,9 +287,22 @@ class GpuPart:
             list(catalog.MODEL_KEY),
         )
         joules = {u: w * span for u, w in watts.items()}
-        for (model, version), value in sorted(energy_per_inference(shares, increases, joules).items()):
+        per_inference = energy_per_inference(shares, increases, joules)
+        for (model, version), value in sorted(per_inference.items()):
             energy.add_metric([model, version], value)
         yield energy
+        # Absent for a stated reason, not silently (a model with no traffic in the window has none:
+        # absence for lack of data is the rule everywhere).
+        why = _gauge(
+            catalog.MODEL_GPU_ATTRIBUTION,
+            catalog.MODEL_GPU_ATTRIBUTION_HELP,
+            [*catalog.MODEL_KEY, catalog.REASON],
+        )
+        for model, version in sorted(models - gpu_models):
+            why.add_metric([model, version, "no_gpu_uuid"], 1.0)
+        for model, version in sorted({k[:2] for k in shares} - set(per_inference)):
+            why.add_metric([model, version, "no_gpu_energy"], 1.0)
+        yield why
 
 
 def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[GpuPart, Source | None]]:

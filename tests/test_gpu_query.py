@@ -44,6 +44,8 @@ class Truth:
     naive_share: dict[tuple[str, str, str], float]  # compute time not divided by batch size
     energy_per_inference: dict[tuple[str, str], float]  # with DCGM's energy counter
     energy_per_inference_triton: dict[tuple[str, str], float]  # with nv_energy_consumption
+    # DCGM covering GPU 0 only: GPU 0's energy from DCGM, GPU 1's from nv_energy_consumption
+    energy_per_inference_dcgm_gpu0: dict[tuple[str, str], float]
     naive_energy_per_inference: dict[tuple[str, str], float]
 
 
@@ -103,6 +105,7 @@ def recorded_truth() -> Truth:
         naive_share=naive_sh,
         energy_per_inference=per_inference(busy_sh, dcgm_j),
         energy_per_inference_triton=per_inference(busy_sh, triton_j),
+        energy_per_inference_dcgm_gpu0=per_inference(busy_sh, {**triton_j, GPU0: dcgm_j[GPU0]}),
         naive_energy_per_inference=per_inference(naive_sh, dcgm_j),
     )
 

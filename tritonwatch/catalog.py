@@ -108,6 +108,20 @@ GPU_XID = "tritonwatch_gpu_last_xid_error"
 GPU_INFO = "tritonwatch_gpu_info"
 MODEL_GPU_BUSY = "tritonwatch_model_gpu_busy_ratio"
 MODEL_ENERGY_PER_INFERENCE = "tritonwatch_model_energy_per_inference_joules"
+# Why a model has no GPU attribution (busy ratio / energy per inference): 1 per (model, version, reason)
+MODEL_GPU_ATTRIBUTION = "tritonwatch_model_gpu_attribution_info"
+REASON = "reason"
+GPU_ATTRIBUTION_REASONS: dict[str, str] = {
+    "no_gpu_uuid": "the model's execution counters carry no gpu_uuid (CPU instances, or a Triton "
+    "that does not label them): its GPU time cannot be told apart, so no busy ratio or energy",
+    "no_gpu_energy": "the model has GPU busy time, but none of its GPUs has an energy counter "
+    "(DCGM and Triton both without one, or a MIG instance): no energy per inference",
+}
+MODEL_GPU_ATTRIBUTION_HELP = (
+    "1 for each reason a model has no GPU attribution: "
+    + "; ".join(f"{k}: {v}" for k, v in GPU_ATTRIBUTION_REASONS.items())
+    + "."
+)
 PROBE_SUCCESS = "tritonwatch_probe_success"
 PROBE_DURATION = "tritonwatch_probe_duration_seconds"
 TRACE_RATE = "tritonwatch_trace_rate"
