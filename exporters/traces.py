@@ -165,7 +165,17 @@ class LatencyPart:
         yield samples
 
     def _summaries(self) -> dict[tuple[str, str, str], dict[str, float]]:
-        """Triton's ``*_summary_us`` quantiles (seconds) per (model, version, phase), NaNs left out."""
+        """Triton's ``*_summary_us`` quantiles (seconds) per (model, version, phase), NaNs left out.
+
+        One model can have several summaries per phase: Triton keeps one per GPU model instance,
+        labelled ``gpu_uuid``. Quantiles cannot be merged exactly without the observations, but the
+        q-quantile of their union always lies between the smallest and the largest of the parts'
+        q-quantiles (each part's CDF is below q left of its own quantile, and at or above q from it).
+        We take the **largest**: never below the true value, so a latency SLO is never shown as met
+        when it is not, and exact when one part holds all the traffic. A part whose ``_count`` is 0
+        has observed nothing and is left out (Triton still prints quantiles for it, e.g. ``3``).
+        Summary counts and sums are not exported, so there is nothing else to merge.
+        """
         out: dict[tuple[str, str, str], dict[str, float]] = {}
         if self.metrics is None:
             return out
@@ -178,14 +188,28 @@ class LatencyPart:
             samples = self.metrics.samples
             for phase in catalog.PHASES:
                 series = samples.get(catalog.triton_summary(phase), {})
+                if not series:
+                    continue
+                unobserved = {
+                    frozenset(labelset)
+                    for labelset, n in samples.get(catalog.triton_summary_count(phase), {}).items()
+                    if n == 0
+                }
                 for labelset, value in series.items():
                     labels = dict(labelset)
                     q = labels.get(catalog.QUANTILE)
                     model = labels.get(catalog.MODEL)
                     if q not in catalog.QUANTILES or model is None or math.isnan(value) or value < 0:
                         continue
-                    key = (model, labels.get(catalog.VERSION, ""), phase)
-                    out.setdefault(key, {})[q] = value / 1e6
+                    if (
+                        unobserved
+                        and frozenset(kv for kv in labelset if kv[0] != catalog.QUANTILE) in unobserved
+                    ):
+                        continue
+                    quantiles = out.setdefault((model, labels.get(catalog.VERSION, ""), phase), {})
+                    seconds = value / 1e6
+                    if seconds > quantiles.get(q, -1.0):
+                        quantiles[q] = seconds
             self._summary_cache = (generation, out)
         return out
 

@@ -80,6 +80,11 @@ def triton_summary(phase: str) -> str:
     return f"nv_inference_{phase}_summary_us"
 
 
+def triton_summary_count(phase: str) -> str:
+    """The observation count of ``triton_summary(phase)`` (cumulative since the series appeared)."""
+    return triton_summary(phase) + "_count"
+
+
 # --- tritonwatch's exported names ---------------------------------------------------------------
 UP = "tritonwatch_up"
 SCRAPE_DURATION = "tritonwatch_scrape_duration_seconds"
@@ -268,6 +273,7 @@ TRITON_FAMILIES: frozenset[str] = frozenset(
     | {TRITON_FAILURE, TRITON_GPU_UTILIZATION, TRITON_GPU_MEMORY_USED, TRITON_GPU_MEMORY_TOTAL}
     | {TRITON_GPU_POWER, TRITON_ENERGY}
     | {triton_summary(p) for p in PHASES}
+    | {triton_summary_count(p) for p in PHASES}
 )
 
 
