@@ -45,6 +45,17 @@ def render() -> str:
         "```",
         "",
     ]
+    lines += [
+        "## Stated absences",
+        "",
+        f"`{catalog.MODEL_GPU_ATTRIBUTION}{{model, version, {catalog.REASON}}}` is 1 for each reason a model",
+        f"lacks `{catalog.MODEL_GPU_BUSY}`, `{catalog.MODEL_ENERGY_PER_INFERENCE}` or both (see docs/gpu.md):",
+        "",
+        f"| `{catalog.REASON}` | meaning |",
+        "| --- | --- |",
+        *(f"| `{k}` | {v} |" for k, v in catalog.GPU_ATTRIBUTION_REASONS.items()),
+        "",
+    ]
     return "\n".join(lines)
 
 
