@@ -19,13 +19,15 @@ from support.static_endpoint import StaticEndpoint
 from test_gpu_query import GPU0, GPU1, INTERVAL, recorded_truth
 
 from exporters.gpu import DcgmSource, GpuPart, TritonGpuWindow
+from exporters.gpuquery import GpuReading, dcgm_readings
 from exporters.triton import TritonMetrics
 from exporters.window import CounterWindow
 from tritonwatch import catalog
 from tritonwatch.expfmt import Samples, parse
 
 DATA = Path(__file__).resolve().parent / "data"
-REAL_GPU = "GPU-951eeeeb-d284-d263-688e-d98a5306389b"
+REAL_GPU = "GPU-951eeeeb-d284-d263-688e-d98a5306389b"  # the real Triton scrape's GPU
+REAL_T4 = "GPU-20c56d28-0da5-6d26-a36a-e7af1ce2586e"  # the real dcgm-exporter scrape's GPU
 # relative tolerance only for float rounding: the sidecar turns joules into watts and back (j / s x s)
 ROUNDING = 1e-12
 
@@ -150,3 +152,38 @@ def test_real_triton_without_gpu_uuid_on_model_counters_states_why() -> None:
     assert per_gpu(got, catalog.GPU_UTILIZATION) == {REAL_GPU: 0.0}
     assert per_gpu(got, catalog.GPU_MEMORY_USED_RATIO) == {REAL_GPU: 266338304 / 16106127360}
     assert per_gpu(got, catalog.GPU_POWER) == {REAL_GPU: 32.09}
+
+
+def test_real_dcgm_exporter_scrape_is_normalised() -> None:
+    """DataDog's real dcgm-exporter scrape of an idle Tesla T4 (driver 460.106.00)."""
+    readings = dcgm_readings(parse((DATA / "real" / "datadog_dcgm_exporter_t4.txt").read_text()))
+    assert readings == {
+        (REAL_T4, ""): GpuReading(
+            uuid=REAL_T4,
+            source="dcgm",
+            index="0",
+            model_name="Tesla T4",
+            hostname="424773df46e0",
+            utilization=0.0,  # GPU_UTIL 0 %
+            memory_used_ratio=0.0,  # FB_USED 0 of 0 + 15109 MiB
+            power_watts=8.969,
+            energy_joules=128996013 * 1e-3,  # mJ since boot
+            temperature_celsius=25.0,
+            sm_clock_hertz=300e6,  # 300 MHz
+            last_xid=0.0,
+        )
+    }
+
+
+def test_dcgm_serving_only_other_gpus_leaves_tritons_gpu_to_triton() -> None:
+    """The two real scrapes side by side: DCGM is up, but serves a GPU this Triton does not use."""
+    triton = (DATA / "real" / "datadog_nvidia_triton_metrics.txt").read_text()
+    dcgm = (DATA / "real" / "datadog_dcgm_exporter_t4.txt").read_text()
+    node = Node([triton, triton], [dcgm, dcgm])
+    try:
+        got = node.scrape_all()
+    finally:
+        node.stop()
+    assert by(got, catalog.GPU_INFO, catalog.GPU_UUID, catalog.SOURCE) == {(REAL_GPU, "triton"): 1.0}
+    assert per_gpu(got, catalog.GPU_POWER) == {REAL_GPU: 32.09}
+    assert got[catalog.GPU_TEMPERATURE] == {}  # DCGM-only, and DCGM does not serve this GPU
