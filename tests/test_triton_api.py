@@ -8,15 +8,18 @@ fake clock, so every count below is exact (issue 13 cases 3 and 4, issue 17's en
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from support.fake_triton import FakeTriton, fake_triton
 
 from exporters.config import resolve
-from exporters.triton import TritonApi
+from exporters.triton import BatchStat, TritonApi
 from tritonwatch.cli import build_parser
 
+DATA = Path(__file__).resolve().parent / "data"
 INDEX = "/v2/repository/index"
 STATS = "/v2/models/stats"
 CONFIG_FRAUD = "/v2/models/fraud_detector/config"
@@ -122,3 +125,17 @@ def test_endpoint_intervals_from_flag_environment_and_file(
         0.0,
         300.0,
     )
+
+
+def test_real_statistics_answer_gives_executions_per_batch_size(fake: FakeTriton) -> None:
+    """Triton 21.12's answer for the *batching* example backend: one execution of batch size 2."""
+    real = json.loads((DATA / "real" / "triton_backend_batching_stats.json").read_text())
+    fake.stats = real
+    fake.index = [{"name": "batching", "state": "READY", "version": "1"}]
+    fake.configs["batching"] = {"name": "batching", "max_batch_size": 8}  # the fake's, not recorded
+    api = api_of(fake, Clock())
+    assert api.step() is True
+    compute_ns = 47644 + 116101 + 97925  # batch_stats' input + infer + output for the one execution
+    assert api.state.batch_stats == {("batching", "1"): {2: BatchStat(1.0, compute_ns / 1e9)}}
+    assert api.state.ready == {("batching", "1"): True}
+    assert api.state.max_batch_size == {"batching": 8}
