@@ -48,7 +48,8 @@ class Health:
                 log.warning("%s scrape failed: %s", self.target, message)
             errors[reason] = errors.get(reason, 0.0) + 1
             self.last_error = message
-        self._failing = frozenset(m for _r, m in result.errors)
+        if result.errors or result.up:  # a tick that retried nothing keeps what is still failing
+            self._failing = frozenset(m for _r, m in result.errors)
         # Replaced, not mutated: the collector iterates it from another thread.
         self.errors = errors
         self.up = 1.0 if result.up else 0.0
@@ -59,7 +60,7 @@ class Health:
 
 @dataclass(frozen=True)
 class Partial:
-    """What a scrape of several endpoints returns when some of them failed (``TritonApi``).
+    """What a scrape of several endpoints returns (``TritonApi``): the ones that failed, and up.
 
     Each ``(reason, message)`` is counted in ``tritonwatch_scrape_errors_total{reason}``; ``up`` is
     the target's ``tritonwatch_up``. The source has already dropped what the failed endpoints fed.
