@@ -16,6 +16,7 @@ import pytest
 from support.fake_triton import FakeTriton, fake_triton
 
 from exporters.config import resolve
+from exporters.sidecar import Sidecar
 from exporters.triton import BatchStat, TritonApi
 from tritonwatch.cli import build_parser
 
@@ -139,3 +140,15 @@ def test_real_statistics_answer_gives_executions_per_batch_size(fake: FakeTriton
     assert api.state.batch_stats == {("batching", "1"): {2: BatchStat(1.0, compute_ns / 1e9)}}
     assert api.state.ready == {("batching", "1"): True}
     assert api.state.max_batch_size == {"batching": 8}
+
+
+def test_sidecar_hands_the_intervals_to_the_api_source() -> None:
+    sidecar = Sidecar.local(
+        "http://127.0.0.1:1", "", stats_interval=2.0, index_interval=10.0, model_config_interval=600.0
+    )
+    try:
+        api = sidecar.api
+        assert (api.stats_interval, api.index_interval, api.config_refresh) == (2.0, 10.0, 600.0)
+        assert api.interval == 2.0  # ticks at the shortest
+    finally:
+        sidecar.server.httpd.server_close()  # never started: nothing to shut down
