@@ -3,9 +3,9 @@
 Method (stated in the report as ``METHOD``): take each day's peak (days counted back from the report's
 end) and fit two trends to the peaks against the time they happened, by ordinary least squares
 (statsmodels): a straight line (linear growth) and a straight line through the logarithm of the peaks
-(compounding growth, a constant percentage a day). With two weeks of peaks or more, both carry a dummy
-per day of the week, so a quiet weekend is not read as a trend; the forecast then follows the busiest
-day of the week. The better fit is chosen by AIC on the scale of the peaks themselves (the log model's
+(compounding growth, a constant percentage a day). With two weeks of peaks or more, the peaks are first
+scaled to the busiest weekday by each weekday's share of it (classical multiplicative decomposition),
+so a quiet weekend is not read as a trend; the forecast is then the busiest weekday's. The better fit is chosen by AIC on the scale of the peaks themselves (the log model's
 likelihood carries the Jacobian of the log, so the two are comparable). Each model's saturation date is
 when its fitted peak reaches capacity, with the 95 % confidence band of the fitted trend as its range.
 When the other model's date lies outside the chosen one's range, the two disagree, and the report
@@ -34,13 +34,15 @@ METHOD = (
     "history Prometheus holds, up to its retention) is fitted by least squares (statsmodels OLS) with two "
     "trends against the time of the peak: linear growth (a straight line) and compounding growth (a "
     "straight line through the logarithm of the peaks, a constant percentage a day). With 14 days of "
-    "peaks or more, both carry a dummy per day of the week and forecast the busiest day of the week. The "
-    "model with the lower AIC on the scale of the peaks is chosen (the log model's likelihood includes "
-    "the Jacobian of the log, so the two are comparable). Weeks to saturation is when the fitted peak "
-    "reaches capacity, counted from the end of the period; the range is where the 95 % confidence band "
-    "of the fitted trend reaches it. When the other model's date lies outside the chosen model's range, "
-    "the report leads with the earlier of the two dates and shows both. Growth whose 95 % interval "
-    "reaches zero, or that reaches capacity only after three years, gives no date."
+    "peaks or more, the weekly cycle is taken out first: each weekday's share of the busiest weekday "
+    "(classical multiplicative decomposition, ratio to the centred 7-day moving average) scales the peaks "
+    "up to the busiest weekday, so the forecast is the busiest day's. The model with the lower AIC on the "
+    "scale of the peaks is chosen (the log model's likelihood includes the Jacobian of the log, so the "
+    "two are comparable). Weeks to saturation is when the fitted peak reaches capacity, counted from the "
+    "end of the period; the range is where the 95 % confidence band of the fitted trend reaches it. When "
+    "the other model's date lies outside the chosen model's range, the report leads with the earlier of "
+    "the two dates and shows both. Growth whose 95 % interval reaches zero, or that reaches capacity only "
+    "after three years, gives no date."
 )
 
 

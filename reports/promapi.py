@@ -152,7 +152,8 @@ class PromClient:
 
 def _chunks(start: datetime, end: datetime, step: timedelta) -> Iterator[tuple[datetime, datetime]]:
     """Day-long pieces on the step grid from ``start``; consecutive pieces share no point."""
-    span = max(timedelta(days=1), step)
+    # A day a piece (progress to show); a step of a day or more fits in one piece.
+    span = timedelta(days=1) if step < timedelta(days=1) else step * (_MAX_POINTS - 1)
     span = min(span, step * (_MAX_POINTS - 1))
     a = start
     while a <= end:

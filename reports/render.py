@@ -82,6 +82,12 @@ def _fmt_weeks(v: Cell) -> str:
     return f"{v:.1f}" if isinstance(v, float) else "—"
 
 
+def _both(row: dict[str, Cell]) -> str:
+    return (
+        f"{_fmt_weeks(row['weeks_to_saturation_linear'])} / {_fmt_weeks(row['weeks_to_saturation_compound'])}"
+    )
+
+
 def _forecast(row: dict[str, Cell]) -> str:
     return capacity.MODEL_NAMES.get(str(row["forecast_model"]), "—")
 
@@ -94,6 +100,8 @@ def _weeks(row: dict[str, Cell]) -> str:
     )
     if not isinstance(w, float):
         return "— (no upward trend)" if row.get("headroom_ratio") is not None else "—"
+    if w == 0.0:
+        return "0 (now)"
     if isinstance(lo, float):
         return f"{w:.1f} ({lo:.1f}–{hi:.1f})" if isinstance(hi, float) else f"{w:.1f} (≥ {lo:.1f})"
     return f"{w:.1f}"
@@ -113,6 +121,7 @@ MODEL_TABLE: tuple[Column, ...] = (
     ("queue share", lambda r: _pct(r["queue_share"])),
     ("p99 ms", lambda r: _ms(r["p99_latency_seconds"])),
 )
+_GPU_COUNTS = ("gpus_now", "gpus_needed_4w", "gpus_needed_12w")
 # Capacity and what to do, per model: a table of its own so either can grow columns.
 CAPACITY_TABLE: tuple[Column, ...] = (
     MODEL_TABLE[0],
@@ -121,12 +130,9 @@ CAPACITY_TABLE: tuple[Column, ...] = (
     ("headroom", lambda r: _pct(r["headroom_ratio"])),
     ("growth model (by fit)", _forecast),
     ("weeks (95 % range)", _weeks),
-    ("weeks, linear", lambda r: _fmt_weeks(r["weeks_to_saturation_linear"])),
-    ("weeks, compounding", lambda r: _fmt_weeks(r["weeks_to_saturation_compound"])),
+    ("weeks: linear / compounding", _both),
     ("saturates (earlier)", lambda r: str(r["saturation_date"] or "—")),
-    ("GPUs now", lambda r: _num(r["gpus_now"], "{:.0f}")),
-    ("GPUs in 4 weeks", lambda r: _num(r["gpus_needed_4w"], "{:.0f}")),
-    ("GPUs in 12 weeks", lambda r: _num(r["gpus_needed_12w"], "{:.0f}")),
+    ("GPUs now / 4 wk / 12 wk", lambda r: " / ".join(_num(r[c], "{:.0f}") for c in _GPU_COUNTS)),
     ("GPU-s / request", lambda r: _num(r["gpu_seconds_per_request"])),
     ("J / request", lambda r: _num(r["joules_per_request"])),
 )
@@ -139,8 +145,7 @@ GPU_TABLE: tuple[Column, ...] = (
     ("peak trend per day", lambda r: _points(r["trend_slope_per_day"])),
     ("growth model (by fit)", _forecast),
     ("weeks (95 % range)", _weeks),
-    ("weeks, linear", lambda r: _fmt_weeks(r["weeks_to_saturation_linear"])),
-    ("weeks, compounding", lambda r: _fmt_weeks(r["weeks_to_saturation_compound"])),
+    ("weeks: linear / compounding", _both),
     ("saturates (earlier)", lambda r: str(r["saturation_date"] or "—")),
 )
 
@@ -226,7 +231,7 @@ def _md_table(columns: Sequence[Column], rows: Sequence[dict[str, Cell]]) -> lis
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
 h1 { margin-bottom: 0.2em; } .meta { color: #555; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.85em; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
 th { background: #f0f3f7; } td:first-child, th:first-child { text-align: left; }
 .action { color: #fff; background: #c0392b; } .watch { color: #222; background: #f1c40f; }
