@@ -36,10 +36,7 @@ class GpuFigures:
     utilization: pd.Series  # over the history
     forecast: Forecast
     models: tuple[str, ...] = ()  # the model versions that ran on it (name:version)
-
-    @property
-    def mean_utilization(self) -> float | None:
-        return float(self.utilization.mean()) if not self.utilization.empty else None
+    mean_utilization: float | None = None  # over the period
 
 
 @dataclass(frozen=True)
@@ -99,7 +96,9 @@ def _gpu_figures(week: Week, models: list[ModelWeek]) -> list[GpuFigures]:
         on = tuple(
             sorted(f"{m.model}:{m.version}" if m.version else m.model for m in models if uuid in m.gpus)
         )
-        out.append(GpuFigures(uuid, s, forecast(s, week.end, week.history, 1.0, "gpu", week.days), on))
+        period = week.period(s)
+        mean = float(period.mean()) if not period.empty else None
+        out.append(GpuFigures(uuid, s, forecast(s, week.end, week.history, 1.0, "gpu", week.days), on, mean))
     return out
 
 
