@@ -150,3 +150,27 @@ def test_not_applicable_is_an_empty_csv_cell() -> None:
     assert _csv_cell(None) == ""
     assert _csv_cell(0.0) == "0"
     assert _csv_cell(0.25) == "0.25"
+
+
+@pytest.mark.parametrize(
+    ("body", "days"),
+    [
+        (b'{"status":"success","data":{"storageRetention":"30d"}}', 30.0),
+        (b'{"status":"success","data":{"storageRetention":"15d or 10GiB"}}', 15.0),
+        (b'{"status":"success","data":{"storageRetention":"1w2d12h"}}', 9.5),
+        (b'{"status":"success","data":{"storageRetention":"10GiB"}}', None),  # size only: no time bound
+        (b'{"status":"success","data":{}}', None),
+        (b"404 page not found", None),  # Thanos, Mimir: no such API
+    ],
+)
+def test_retention_from_runtimeinfo(body: bytes, days: float | None) -> None:
+    from support.static_endpoint import StaticEndpoint
+
+    from reports.promapi import PromClient
+
+    server = StaticEndpoint(body).start()
+    try:
+        got = PromClient(f"http://127.0.0.1:{server.port}", timeout=5).retention()
+    finally:
+        server.stop()
+    assert (None if got is None else got / timedelta(days=1)) == days

@@ -24,6 +24,8 @@ import pytest
 from support import backfill, chromium
 
 from reports import synthetic
+from reports.promapi import PromClient
+from reports.week import history_days
 from tritonwatch import catalog
 from tritonwatch.cli import main
 from tritonwatch.promstack import Prometheus
@@ -189,6 +191,18 @@ def test_history_days_flag_limits_the_fit(prometheus: Prometheus, tmp_path: Path
     assert "adjusted for the day of the week" not in md
     r = _models(one_week)["compound"]
     assert r["forecast_model"] == "compound"  # a week is enough to see it compound
+
+
+def test_history_days_decisions(prometheus: Prometheus) -> None:
+    client = PromClient(prometheus.url, timeout=30)
+    assert history_days(client, END_TIME, 7, None) == (
+        14,
+        "14 days (all the request data Prometheus holds; retention 30 days)",
+    )
+    assert history_days(client, END_TIME, 7, 60) == (30, "30 days (--history-days 60 is past the retention)")
+    assert history_days(client, END_TIME, 7, 3) == (7, "7 days (--history-days)")  # never under --days
+    # A period ending later than the data: history still reaches back to the oldest sample.
+    assert history_days(client, END_TIME + timedelta(days=3), 7, None)[0] == 17
 
 
 def test_html_report_in_headless_chromium(run: Run, tmp_path: Path) -> None:
