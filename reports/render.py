@@ -187,7 +187,7 @@ def _slo_capacity_notes(report: Report) -> list[str]:
             out.append(f"{f.name}: {f.knee.rate:.3g} req/s ({f.knee.reason}; {used}).")
         else:
             fallback = SOURCES.get(f.capacity_source, "none")
-            out.append(f"{f.name}: the data cannot tell ({f.knee.reason}); capacity from: {fallback}.")
+            out.append(f"{f.name}: the data cannot tell: {f.knee.reason}; capacity from: {fallback}.")
     return out
 
 
