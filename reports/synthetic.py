@@ -502,18 +502,19 @@ def slo_capacity(model: Model, threshold: float, objective: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m reports.synthetic FILE``: write the default week (ends 2026-11-09T00:00:00Z) to FILE."""
+    """``python -m reports.synthetic [--forecast] FILE``: write the default week, or with ``--forecast``
+    the forecast weeks (both end 2026-11-09T00:00:00Z), to FILE."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m reports.synthetic FILE.om", file=sys.stderr)
+    forecast = "--forecast" in args
+    files = [a for a in args if a != "--forecast"]
+    if len(files) != 1 or any(a.startswith("-") for a in files):
+        print("usage: python -m reports.synthetic [--forecast] FILE.om", file=sys.stderr)
         return 2
-    n = write_openmetrics(default_week(), Path(args[0]))
-    print(
-        f"{args[0]}: {n} samples, {default_week().start:%Y-%m-%d} to {default_week().end:%Y-%m-%d}",
-        file=sys.stderr,
-    )
+    weeks = forecast_weeks() if forecast else [default_week()]
+    n = write_openmetrics(weeks, Path(files[0]))
+    print(f"{files[0]}: {n} samples, {weeks[0].start:%Y-%m-%d} to {weeks[0].end:%Y-%m-%d}", file=sys.stderr)
     return 0
 
 
