@@ -1,40 +1,51 @@
-"""The period's figures per model and per GPU, with capacity, objectives and the CSV rows.
+"""The period's figures per model and per GPU, with capacity, objectives, what to do, and the CSV rows.
 
-Capacity of a model comes from its declared ``capacity.max_request_rate`` in the SLO file (forecast
-on the request rate's daily peaks), else from the GPUs it runs on (forecast on their utilisation's daily
-peaks reaching 1; the model saturates with the first of its GPUs). A model whose GPUs are unknown
-(no ``gpu_uuid`` on its counters) is judged on all GPUs seen. Not applicable is ``None``: an empty cell.
+Capacity of a model, in this order:
+
+- ``latency``: where it has a latency objective and the period's data show the request rate at which
+  that objective stops being met (``reports.knee``); the lower of that and a declared capacity wins;
+- ``slo``: its declared ``capacity.max_request_rate`` in the SLO file;
+- ``gpu``: the GPUs it runs on reaching 100 % utilisation (the model saturates with the first of its
+  GPUs); a model whose GPUs are unknown (no ``gpu_uuid`` on its counters) is judged on all GPUs seen.
+
+The first two forecast the request rate's daily peaks, the last the GPUs' utilisation peaks
+(``reports.capacity``). GPUs needed at a horizon scale the GPUs a model runs on now by the forecast
+peak over capacity. Not applicable is ``None``: an empty cell.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 import pandas as pd
 
 from alerts.slo import SLO, SLOFile
-from reports.capacity import Forecast, forecast
-from reports.week import ModelWeek, Week
+from reports.capacity import COMPOUND, LINEAR, Forecast, forecast
+from reports.knee import Knee, slo_capacity
+from reports.week import PEAK_STEP, ModelWeek, Week
+
+HORIZONS_WEEKS = (4, 12)
+SOURCES = {"latency": "latency SLO", "slo": "declared", "gpu": "GPU"}
 
 
 @dataclass(frozen=True)
 class GpuFigures:
     uuid: str
-    utilization: pd.Series
+    utilization: pd.Series  # over the history
     forecast: Forecast
-
-    @property
-    def mean_utilization(self) -> float | None:
-        return float(self.utilization.mean()) if not self.utilization.empty else None
+    models: tuple[str, ...] = ()  # the model versions that ran on it (name:version)
+    mean_utilization: float | None = None  # over the period
 
 
 @dataclass(frozen=True)
 class ModelFigures:
     week: ModelWeek
     slo: SLO | None
-    forecast: Forecast | None  # on the request rate (declared capacity) or on the limiting GPU
-    capacity_source: str  # "slo", "gpu" or "" (nothing to judge capacity by)
+    forecast: Forecast | None  # on the request rate (latency/declared capacity) or on the limiting GPU
+    capacity_source: str  # "latency", "slo", "gpu" or "" (nothing to judge capacity by)
+    knee: Knee | None = None  # the SLO-bound capacity estimate, where the model has a latency objective
 
     @property
     def name(self) -> str:
@@ -66,13 +77,29 @@ class ModelFigures:
         f = self.forecast
         return None if f is None or not math.isfinite(f.peak) else f.headroom
 
+    def gpus_needed(self, weeks: float) -> int | None:
+        """GPUs to run it ``weeks`` after the period at the fitted growth: the GPUs it runs on now,
+        scaled by the chosen growth model's forecast peak over capacity; at least 1."""
+        n, f = len(self.week.gpus), self.forecast
+        if not n or f is None or not math.isfinite(f.peak):
+            return None
+        projected = f.projected(weeks)
+        load = (projected if projected is not None else f.peak) / f.capacity
+        return max(1, math.ceil(n * load - 1e-9))
 
-def _gpu_figures(week: Week) -> list[GpuFigures]:
-    return [
-        GpuFigures(uuid, s, forecast(s, week.end, week.days, 1.0, "gpu"))
-        for uuid, s in week.gpus.items()
-        if not s.empty
-    ]
+
+def _gpu_figures(week: Week, models: list[ModelWeek]) -> list[GpuFigures]:
+    out = []
+    for uuid, s in week.gpus.items():
+        if s.empty:
+            continue
+        on = tuple(
+            sorted(f"{m.model}:{m.version}" if m.version else m.model for m in models if uuid in m.gpus)
+        )
+        period = week.period(s)
+        mean = float(period.mean()) if not period.empty else None
+        out.append(GpuFigures(uuid, s, forecast(s, week.end, week.history, 1.0, "gpu", week.days), on, mean))
+    return out
 
 
 def _limiting(gpus: list[GpuFigures]) -> Forecast | None:
@@ -81,26 +108,57 @@ def _limiting(gpus: list[GpuFigures]) -> Forecast | None:
         return None
 
     def order(g: GpuFigures) -> tuple[float, float]:
-        w = g.forecast.weeks
+        w = lead_weeks(g.forecast)
         return (w if w is not None else math.inf, g.forecast.headroom)
 
     return min(gpus, key=order).forecast
 
 
+def _knee(m: ModelWeek, slo: SLO | None, week: Week) -> Knee | None:
+    if slo is None or slo.latency is None or m.latency_within is None or m.latency_sampled is None:
+        return None
+    return slo_capacity(
+        week.period(m.rate),
+        m.latency_within,
+        m.latency_sampled,
+        float(slo.latency.objective) / 100.0,
+        slo.latency.min_samples,
+        PEAK_STEP.total_seconds(),
+    )
+
+
 def build(week: Week, slos: SLOFile | None) -> tuple[list[ModelFigures], list[GpuFigures]]:
-    gpus = _gpu_figures(week)
+    gpus = _gpu_figures(week, list(week.models.values()))
     by_uuid = {g.uuid: g for g in gpus}
     models: list[ModelFigures] = []
     for m in week.models.values():
         slo = next((s for s in slos.slos if s.model == m.model), None) if slos else None
-        if slo and slo.capacity and not m.rate.empty:
-            f = forecast(m.rate, week.end, week.days, slo.capacity.max_request_rate, "slo")
-            models.append(ModelFigures(m, slo, f, "slo"))
+        knee = _knee(m, slo, week)
+        bounds = []
+        if knee is not None and knee.rate is not None:
+            bounds.append((knee.rate, "latency"))
+        if slo and slo.capacity:
+            bounds.append((slo.capacity.max_request_rate, "slo"))
+        if bounds and not m.rate.empty:
+            capacity, source = min(bounds)
+            f = forecast(m.rate, week.end, week.history, capacity, source, week.days)
+            models.append(ModelFigures(m, slo, f, source, knee))
             continue
         mine = [by_uuid[u] for u in m.gpus if u in by_uuid] or gpus
         limiting = _limiting(mine)
-        models.append(ModelFigures(m, slo, limiting, "gpu" if limiting else ""))
+        models.append(ModelFigures(m, slo, limiting, "gpu" if limiting else "", knee))
     return models, gpus
+
+
+def lead_weeks(f: Forecast | None) -> float | None:
+    s = f.lead if f else None
+    return s.weeks if s else None
+
+
+def saturation_date(f: Forecast | None, end: datetime) -> str | None:
+    """The date the report leads with (ISO, UTC), or None without a saturation date."""
+    w = lead_weeks(f)
+    return None if w is None else (end + timedelta(weeks=w)).strftime("%Y-%m-%d")
 
 
 # --- CSV rows -----------------------------------------------------------------------------------
@@ -124,10 +182,21 @@ MODEL_COLUMNS = (
     "gpus",
     "capacity_source",
     "capacity_request_rate",
+    "slo_capacity_request_rate",
     "headroom_ratio",
+    "forecast_model",
     "weeks_to_saturation",
     "weeks_to_saturation_low",
     "weeks_to_saturation_high",
+    "weeks_to_saturation_linear",
+    "weeks_to_saturation_compound",
+    "lead_weeks_to_saturation",
+    "saturation_date",
+    "gpus_now",
+    "gpus_needed_4w",
+    "gpus_needed_12w",
+    "gpu_seconds_per_request",
+    "joules_per_request",
 )
 GPU_COLUMNS = (
     "gpu_uuid",
@@ -135,15 +204,34 @@ GPU_COLUMNS = (
     "mean_utilization",
     "headroom_ratio",
     "trend_slope_per_day",
+    "forecast_model",
     "weeks_to_saturation",
     "weeks_to_saturation_low",
     "weeks_to_saturation_high",
+    "weeks_to_saturation_linear",
+    "weeks_to_saturation_compound",
+    "lead_weeks_to_saturation",
+    "saturation_date",
+    "models",
 )
 
 Cell = float | str | None
 
 
-def model_row(f: ModelFigures) -> dict[str, Cell]:
+def _forecast_cells(fc: Forecast | None, end: datetime) -> dict[str, Cell]:
+    return {
+        "forecast_model": fc.chosen if fc else None,
+        "weeks_to_saturation": fc.weeks if fc else None,
+        "weeks_to_saturation_low": fc.weeks_low if fc else None,
+        "weeks_to_saturation_high": fc.weeks_high if fc else None,
+        "weeks_to_saturation_linear": fc.weeks_of(LINEAR) if fc else None,
+        "weeks_to_saturation_compound": fc.weeks_of(COMPOUND) if fc else None,
+        "lead_weeks_to_saturation": lead_weeks(fc),
+        "saturation_date": saturation_date(fc, end),
+    }
+
+
+def model_row(f: ModelFigures, end: datetime) -> dict[str, Cell]:
     m, fc = f.week, f.forecast
     return {
         "model": m.model,
@@ -164,23 +252,36 @@ def model_row(f: ModelFigures) -> dict[str, Cell]:
         "latency_threshold_seconds": f.latency_threshold,
         "gpus": " ".join(m.gpus),
         "capacity_source": f.capacity_source,
-        "capacity_request_rate": fc.capacity if fc and f.capacity_source == "slo" else None,
+        "capacity_request_rate": fc.capacity if fc and f.capacity_source in ("slo", "latency") else None,
+        "slo_capacity_request_rate": f.knee.rate if f.knee else None,
         "headroom_ratio": f.headroom,
-        "weeks_to_saturation": fc.weeks if fc else None,
-        "weeks_to_saturation_low": fc.weeks_low if fc else None,
-        "weeks_to_saturation_high": fc.weeks_high if fc else None,
+        **_forecast_cells(fc, end),
+        "gpus_now": float(len(m.gpus)) if m.gpus else None,
+        "gpus_needed_4w": _int(f.gpus_needed(4)),
+        "gpus_needed_12w": _int(f.gpus_needed(12)),
+        "gpu_seconds_per_request": m.gpu_seconds_per_request,
+        "joules_per_request": m.joules_per_request,
     }
 
 
-def gpu_row(g: GpuFigures) -> dict[str, Cell]:
+def _int(v: int | None) -> float | None:
+    return None if v is None else float(v)
+
+
+def gpu_row(g: GpuFigures, end: datetime) -> dict[str, Cell]:
     fc = g.forecast
     return {
         "gpu_uuid": g.uuid,
         "peak_utilization": fc.peak if math.isfinite(fc.peak) else None,
         "mean_utilization": g.mean_utilization,
         "headroom_ratio": fc.headroom if math.isfinite(fc.peak) else None,
-        "trend_slope_per_day": fc.trend.slope_per_day if fc.trend else None,
-        "weeks_to_saturation": fc.weeks,
-        "weeks_to_saturation_low": fc.weeks_low,
-        "weeks_to_saturation_high": fc.weeks_high,
+        "trend_slope_per_day": _linear_slope(fc),
+        **_forecast_cells(fc, end),
+        "models": " ".join(g.models),
     }
+
+
+def _linear_slope(fc: Forecast) -> float | None:
+    """The linear fit's growth a day (utilisation points), whichever model was chosen."""
+    s = fc.models.get(LINEAR)
+    return s.fit.slope if s else None

@@ -3,8 +3,9 @@
 =======================  ==================================================================================
 code                     when
 =======================  ==================================================================================
-saturation               weeks to saturation under ``SATURATION_WEEKS`` (action under ``URGENT_WEEKS``):
-                         a GPU, naming its models, or a model with a declared capacity
+saturation               weeks to saturation (the date the report leads with) under ``SATURATION_WEEKS``
+                         (action under ``URGENT_WEEKS``): a GPU, naming its models, or a model with a
+                         latency-bound or declared capacity; both growth models are named
 low_headroom             the period's peak within ``LOW_HEADROOM`` of capacity
 availability_missed      availability below the SLO file's objective
 latency_missed           p99 above the SLO file's latency threshold
@@ -20,8 +21,10 @@ Thresholds come from the SLO file's operational objectives (``batch_efficiency.m
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from reports.figures import GpuFigures, ModelFigures
+from reports.capacity import MODEL_NAMES, Forecast, Saturation
+from reports.figures import GpuFigures, ModelFigures, lead_weeks
 from tritonwatch import catalog
 
 SATURATION_WEEKS = 8.0
@@ -47,34 +50,74 @@ def _pct(x: float) -> str:
     return f"{x * 100:.1f} %"
 
 
-def _weeks(w: float, low: float | None, high: float | None) -> str:
-    rng = ""
-    if low is not None:
-        rng = f" (95 % range {low:.1f}–{high:.1f})" if high is not None else f" (at the earliest {low:.1f})"
-    return f"{w:.1f} weeks{rng}"
+def _range(s: Saturation) -> str:
+    if s.weeks_low is None or s.weeks == 0.0:
+        return ""
+    if s.weeks_high is not None:
+        return f", 95 % range {s.weeks_low:.1f}–{s.weeks_high:.1f}"
+    return f", at the earliest {s.weeks_low:.1f}"
 
 
-def _model(f: ModelFigures) -> list[Finding]:
+def _date(end: datetime, weeks: float) -> str:
+    return (end + timedelta(weeks=weeks)).strftime("%Y-%m-%d")
+
+
+def saturation_text(fc: Forecast, end: datetime) -> str:
+    """When it saturates: the date the report leads with, which growth model says so, and the other."""
+    lead, best, other = fc.lead, fc.best, fc.other
+    assert lead is not None and lead.weeks is not None and best is not None
+    said = f"{lead.weeks:.1f} weeks ({_date(end, lead.weeks)}, {MODEL_NAMES[lead.fit.kind]} growth{_range(lead)})"
+    if lead is best:
+        text = f"in {said}; {fc.explain()}"
+        if other is not None and fc.disagree:
+            alt = f"{other.weeks:.1f} weeks" if other.weeks is not None else "no date"
+            text += f"; {MODEL_NAMES[other.fit.kind]} growth says {alt}"
+        return text
+    alt = f"{best.weeks:.1f} weeks ({_date(end, best.weeks)})" if best.weeks is not None else "no date"
+    return f"in {said} at the earliest; {fc.explain()} and says {alt}: plan for the earlier date"
+
+
+def _capacity(f: ModelFigures) -> str:
+    fc = f.forecast
+    assert fc is not None
+    if f.capacity_source == "latency":
+        return f"its latency-bound capacity of {fc.capacity:.3g} req/s (where its latency objective stops being met)"
+    return f"its declared capacity of {fc.capacity:g} req/s"
+
+
+def _model(f: ModelFigures, end: datetime) -> list[Finding]:
     m, subject, out = f.week, f"model {f.name}", []
     fc = f.forecast
+    weeks = lead_weeks(fc)
     # A model judged by its GPUs is named in that GPU's own saturation finding instead.
-    if f.capacity_source == "slo" and fc is not None and fc.weeks is not None and fc.weeks < SATURATION_WEEKS:
+    by_rate = f.capacity_source in ("slo", "latency")
+    if by_rate and fc is not None and weeks == 0.0:
         out.append(
             Finding(
                 "saturation",
-                "action" if fc.weeks < URGENT_WEEKS else "watch",
+                "action",
                 subject,
-                f"At the current trend of daily peaks it reaches its declared capacity of {fc.capacity:g} req/s "
-                f"in {_weeks(fc.weeks, fc.weeks_low, fc.weeks_high)}: plan more instances or GPUs before then.",
+                f"Its peak of {fc.peak:.3g} req/s is already at or past {_capacity(f)}: add instances or "
+                "GPUs now, or shed load.",
             )
         )
-    elif f.headroom is not None and f.headroom < LOW_HEADROOM and f.capacity_source == "slo":
+    elif by_rate and fc is not None and weeks is not None and weeks < SATURATION_WEEKS:
+        out.append(
+            Finding(
+                "saturation",
+                "action" if weeks < URGENT_WEEKS else "watch",
+                subject,
+                f"At the fitted growth of daily peaks it reaches {_capacity(f)} "
+                f"{saturation_text(fc, end)}. Plan more instances or GPUs before then.",
+            )
+        )
+    elif f.headroom is not None and f.headroom < LOW_HEADROOM and by_rate:
         out.append(
             Finding(
                 "low_headroom",
                 "watch",
                 subject,
-                f"The period's peak used {_pct(1 - f.headroom)} of its declared capacity.",
+                f"The period's peak used {_pct(1 - f.headroom)} of {_capacity(f)}.",
             )
         )
     if f.availability is not None and f.availability_objective is not None:
@@ -146,23 +189,24 @@ def _model(f: ModelFigures) -> list[Finding]:
     return out
 
 
-def _gpu(g: GpuFigures, models: list[ModelFigures]) -> list[Finding]:
+def _gpu(g: GpuFigures, end: datetime) -> list[Finding]:
     fc = g.forecast
-    if fc.weeks is None or fc.weeks >= SATURATION_WEEKS:
+    weeks = lead_weeks(fc)
+    if weeks is None or weeks >= SATURATION_WEEKS:
         return []
-    on = [f.name for f in models if g.uuid in f.week.gpus]
-    serving = f" (serving {', '.join(on)})" if on else ""
+    serving = f" (serving {', '.join(g.models)})" if g.models else ""
+    when = "is already at 100 %" if weeks == 0.0 else f"reaches 100 % {saturation_text(fc, end)}"
     return [
         Finding(
             "saturation",
-            "action" if fc.weeks < URGENT_WEEKS else "watch",
+            "action" if weeks < URGENT_WEEKS else "watch",
             f"GPU {g.uuid}",
-            f"Peak utilisation {_pct(fc.peak)}{serving}; at the current trend of daily peaks it reaches 100 % in "
-            f"{_weeks(fc.weeks, fc.weeks_low, fc.weeks_high)}: plan more GPUs or move models before then.",
+            f"Peak utilisation {_pct(fc.peak)}{serving}; at the fitted growth of daily peaks it {when}. "
+            "Plan more GPUs or move models before then.",
         )
     ]
 
 
-def findings(models: list[ModelFigures], gpus: list[GpuFigures]) -> list[Finding]:
-    out = [x for f in models for x in _model(f)] + [x for g in gpus for x in _gpu(g, models)]
+def findings(models: list[ModelFigures], gpus: list[GpuFigures], end: datetime) -> list[Finding]:
+    out = [x for f in models for x in _model(f, end)] + [x for g in gpus for x in _gpu(g, end)]
     return sorted(out, key=lambda x: SEVERITIES.index(x.severity))

@@ -8,6 +8,7 @@ query exceeds Prometheus's 11,000 points per series.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Iterator, Mapping
@@ -23,6 +24,7 @@ Labels = tuple[tuple[str, str], ...]
 
 # Prometheus refuses a range query with more points than this per series.
 _MAX_POINTS = 11000
+_UNIT_SECONDS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
 
 
 def labels_of(metric: Mapping[str, str]) -> Labels:
@@ -126,6 +128,21 @@ class PromClient:
                 )
         return {k: pd.concat(v).sort_index() for k, v in parts.items()}
 
+    def retention(self) -> timedelta | None:
+        """The server's time-based retention (``storageRetention`` of ``/api/v1/status/runtimeinfo``,
+        e.g. ``"30d"`` or ``"15d or 10GiB"``); None where the API does not say (Thanos, Mimir, ...)."""
+        try:
+            data = self._get("/api/v1/status/runtimeinfo", {})
+        except TritonwatchError:
+            return None
+        text = str(data.get("storageRetention", "")) if isinstance(data, dict) else ""
+        m = re.match(r"\s*((?:\d+(?:y|w|d|h|m|s|ms))+)", text)
+        if not m:
+            return None
+        parts = re.findall(r"(\d+)(y|w|d|h|ms|m|s)", m.group(1))
+        seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in parts)
+        return timedelta(seconds=seconds) if seconds > 0 else None
+
     def has_series(self, match: str, start: datetime, end: datetime) -> bool:
         data = self._get(
             "/api/v1/series", {"match[]": match, "start": start.timestamp(), "end": end.timestamp()}
@@ -135,7 +152,8 @@ class PromClient:
 
 def _chunks(start: datetime, end: datetime, step: timedelta) -> Iterator[tuple[datetime, datetime]]:
     """Day-long pieces on the step grid from ``start``; consecutive pieces share no point."""
-    span = max(timedelta(days=1), step)
+    # A day a piece (progress to show); a step of a day or more fits in one piece.
+    span = timedelta(days=1) if step < timedelta(days=1) else step * (_MAX_POINTS - 1)
     span = min(span, step * (_MAX_POINTS - 1))
     a = start
     while a <= end:

@@ -96,3 +96,33 @@ def gpu_utilization(window: str = PEAK_WINDOW) -> str:
         for name in (catalog.GPU_UTILIZATION, catalog.TRITON_GPU_UTILIZATION)
     ]
     return " or ".join(parts)
+
+
+def latency_within(threshold: float, window: str = PEAK_WINDOW, phase: str = "request") -> str:
+    """Sampled requests/s within ``threshold`` (the latency SLI's good events), across replicas."""
+    from alerts.rules import le_matcher  # the same bucket matcher the SLO's rules use
+
+    bucket = f'{catalog.REQUEST_DURATION}_bucket{{{catalog.PHASE}="{phase}",{le_matcher(threshold)}}}'
+    return f"sum by ({BY}) (rate({bucket}[{window}]))"
+
+
+def latency_sampled(window: str = PEAK_WINDOW, phase: str = "request") -> str:
+    """Sampled requests/s (the latency SLI's valid events), across replicas."""
+    return f'sum by ({BY}) (rate({catalog.REQUEST_DURATION}_count{{{catalog.PHASE}="{phase}"}}[{window}]))'
+
+
+def gpu_busy_seconds(window: str) -> str:
+    """GPU-seconds per second each model kept its GPUs busy over the window, all GPUs together."""
+    return f"sum by ({BY}) ({catalog.gpu_busy_seconds_promql(window)})"
+
+
+def attributed_watts(window: str) -> str:
+    """Each model's share of its GPUs' mean power over the window (power split by busy share), in W."""
+    on = catalog.GPU_UUID
+    share = catalog.gpu_busy_ratio_promql(window)
+    return f"sum by ({BY}) (({share}) * on ({on}) group_left () {catalog.gpu_energy_watts_promql(window)})"
+
+
+def history_probe(step: str = "1d") -> str:
+    """One value per ``step`` where any Triton request series holds samples: finds the oldest data."""
+    return f"count(count_over_time({catalog.TRITON_SUCCESS}[{step}]) >= 2)"

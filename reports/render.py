@@ -13,17 +13,29 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from reports.capacity import METHOD
-from reports.figures import GPU_COLUMNS, MODEL_COLUMNS, Cell, GpuFigures, ModelFigures, gpu_row, model_row
+from reports import capacity, knee
+from reports.charts import Chart
+from reports.figures import (
+    GPU_COLUMNS,
+    MODEL_COLUMNS,
+    SOURCES,
+    Cell,
+    GpuFigures,
+    ModelFigures,
+    gpu_row,
+    model_row,
+)
 from reports.findings import Finding
 from reports.week import Week
 
-CHART_TITLES = {
-    "request_rate": "Request rate per model, daily peaks and trend",
-    "latency": "Latency percentiles against the SLO threshold",
-    "gpu_utilization": "GPU utilisation and headroom",
-    "efficiency": "Batch efficiency and cache hit ratio",
-}
+GPU_METHOD = (
+    "GPUs needed in 4 and 12 weeks: the GPUs a model runs on now, scaled by the peak the chosen growth "
+    "model forecasts then (today's fitted peak where growth is not significant) over capacity, rounded up; "
+    "models sharing a GPU each count it. The cost "
+    "of a request is the GPU time its executions kept GPUs busy (compute time over the batch it ran in), "
+    "and its share of those GPUs' energy (power split by busy share), over the period's successful requests."
+)
+METHOD = [capacity.METHOD, knee.METHOD, GPU_METHOD]
 
 
 @dataclass(frozen=True)
@@ -33,7 +45,7 @@ class Report:
     models: Sequence[ModelFigures]
     gpus: Sequence[GpuFigures]
     findings: Sequence[Finding]
-    charts: dict[str, bytes]
+    charts: Sequence[Chart]
     generated: datetime
 
 
@@ -66,6 +78,20 @@ def _ms(v: Cell) -> str:
     return "—" if not isinstance(v, float) else f"{v * 1000:.1f}"
 
 
+def _fmt_weeks(v: Cell) -> str:
+    return f"{v:.1f}" if isinstance(v, float) else "—"
+
+
+def _both(row: dict[str, Cell]) -> str:
+    return (
+        f"{_fmt_weeks(row['weeks_to_saturation_linear'])} / {_fmt_weeks(row['weeks_to_saturation_compound'])}"
+    )
+
+
+def _forecast(row: dict[str, Cell]) -> str:
+    return capacity.MODEL_NAMES.get(str(row["forecast_model"]), "—")
+
+
 def _weeks(row: dict[str, Cell]) -> str:
     w, lo, hi = (
         row["weeks_to_saturation"],
@@ -74,6 +100,8 @@ def _weeks(row: dict[str, Cell]) -> str:
     )
     if not isinstance(w, float):
         return "— (no upward trend)" if row.get("headroom_ratio") is not None else "—"
+    if w == 0.0:
+        return "0 (now)"
     if isinstance(lo, float):
         return f"{w:.1f} ({lo:.1f}–{hi:.1f})" if isinstance(hi, float) else f"{w:.1f} (≥ {lo:.1f})"
     return f"{w:.1f}"
@@ -92,22 +120,39 @@ MODEL_TABLE: tuple[Column, ...] = (
     ("cache hits", lambda r: _pct(r["cache_hit_ratio"])),
     ("queue share", lambda r: _pct(r["queue_share"])),
     ("p99 ms", lambda r: _ms(r["p99_latency_seconds"])),
-    ("capacity from", lambda r: {"slo": "declared", "gpu": "GPU"}.get(str(r["capacity_source"]), "—")),
+)
+_GPU_COUNTS = ("gpus_now", "gpus_needed_4w", "gpus_needed_12w")
+# Capacity and what to do, per model: a table of its own so either can grow columns.
+CAPACITY_TABLE: tuple[Column, ...] = (
+    MODEL_TABLE[0],
+    ("capacity from", lambda r: SOURCES.get(str(r["capacity_source"]), "—")),
+    ("capacity req/s", lambda r: _num(r["capacity_request_rate"])),
     ("headroom", lambda r: _pct(r["headroom_ratio"])),
-    ("weeks to saturation (95 % range)", _weeks),
+    ("growth model (by fit)", _forecast),
+    ("weeks (95 % range)", _weeks),
+    ("weeks: linear / compounding", _both),
+    ("saturates (earlier)", lambda r: str(r["saturation_date"] or "—")),
+    ("GPUs now / 4 wk / 12 wk", lambda r: " / ".join(_num(r[c], "{:.0f}") for c in _GPU_COUNTS)),
+    ("GPU-s / request", lambda r: _num(r["gpu_seconds_per_request"])),
+    ("J / request", lambda r: _num(r["joules_per_request"])),
 )
 GPU_TABLE: tuple[Column, ...] = (
     ("GPU", lambda r: str(r["gpu_uuid"])),
+    ("models on it", lambda r: str(r["models"] or "—")),
     ("peak utilisation", lambda r: _pct(r["peak_utilization"])),
     ("mean utilisation", lambda r: _pct(r["mean_utilization"])),
     ("headroom", lambda r: _pct(r["headroom_ratio"])),
     ("peak trend per day", lambda r: _points(r["trend_slope_per_day"])),
-    ("weeks to saturation (95 % range)", _weeks),
+    ("growth model (by fit)", _forecast),
+    ("weeks (95 % range)", _weeks),
+    ("weeks: linear / compounding", _both),
+    ("saturates (earlier)", lambda r: str(r["saturation_date"] or "—")),
 )
 
 
 def _rows(report: Report) -> tuple[list[dict[str, Cell]], list[dict[str, Cell]]]:
-    return [model_row(f) for f in report.models], [gpu_row(g) for g in report.gpus]
+    end = report.week.end
+    return [model_row(f, end) for f in report.models], [gpu_row(g, end) for g in report.gpus]
 
 
 # --- files --------------------------------------------------------------------------------------
@@ -125,7 +170,25 @@ def _period(week: Week) -> str:
 
 def _source_note(report: Report) -> str:
     rate = "the recording rule" if report.week.recorded else "raw Triton counters"
-    return f"Prometheus {report.prometheus}; request rate from {rate}; weekly figures from raw counters."
+    return (
+        f"Prometheus {report.prometheus}; request rate from {rate}; weekly figures from raw counters; "
+        f"forecasts fitted over {report.week.history_note}."
+    )
+
+
+def _slo_capacity_notes(report: Report) -> list[str]:
+    """Per model with a latency objective: the SLO-bound capacity found, or why the data cannot tell."""
+    out = []
+    for f in report.models:
+        if f.knee is None:
+            continue
+        if f.knee.rate is not None:
+            used = "used" if f.capacity_source == "latency" else "not used: the declared capacity is lower"
+            out.append(f"{f.name}: {f.knee.rate:.3g} req/s ({f.knee.reason}; {used}).")
+        else:
+            fallback = SOURCES.get(f.capacity_source, "none")
+            out.append(f"{f.name}: the data cannot tell: {f.knee.reason}; capacity from: {fallback}.")
+    return out
 
 
 def markdown(report: Report) -> str:
@@ -143,10 +206,18 @@ def markdown(report: Report) -> str:
         out += [f"- **{x.severity}** · {x.subject}: {x.text}" for x in report.findings]
     else:
         out.append("- Nothing to act on this period.")
-    out += ["", "## Models", "", *_md_table(MODEL_TABLE, models), "", "## GPUs", ""]
+    out += ["", "## Models", "", *_md_table(MODEL_TABLE, models)]
+    out += ["", "## Capacity and what to do", "", *_md_table(CAPACITY_TABLE, models)]
+    notes = _slo_capacity_notes(report)
+    if notes:
+        out += ["", "SLO-bound capacity:", "", *[f"- {n}" for n in notes]]
+    out += ["", "## GPUs", ""]
     out += _md_table(GPU_TABLE, gpus) if gpus else ["No GPU utilisation series in the period."]
-    out += ["", "## Method", "", METHOD, "", "## Charts", ""]
-    out += [f"![{CHART_TITLES[k]}](charts/{k}.png)" for k in report.charts]
+    out += ["", "## Method", ""]
+    for para in METHOD:
+        out += [para, ""]
+    out += ["## Charts", ""]
+    out += [f"![{c.title}](charts/{c.key}.png)" for c in report.charts]
     out += ["", f"Generated {report.generated:%Y-%m-%d %H:%M} UTC by tritonwatch report.", ""]
     return "\n".join(out)
 
@@ -160,7 +231,7 @@ def _md_table(columns: Sequence[Column], rows: Sequence[dict[str, Cell]]) -> lis
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
 h1 { margin-bottom: 0.2em; } .meta { color: #555; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.85em; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
 th { background: #f0f3f7; } td:first-child, th:first-child { text-align: left; }
 .action { color: #fff; background: #c0392b; } .watch { color: #222; background: #f1c40f; }
@@ -188,10 +259,17 @@ def html_page(report: Report) -> str:
         or "<li>Nothing to act on this period.</li>"
     )
     charts = "".join(
-        f"<h3>{e(CHART_TITLES[k])}</h3>"
-        f'<img alt="{e(CHART_TITLES[k])}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
-        for k, png in report.charts.items()
+        f"<h3>{e(c.title)}</h3>"
+        f'<img alt="{e(c.title)}" src="data:image/png;base64,{base64.b64encode(c.png).decode()}">'
+        for c in report.charts
     )
+    notes = _slo_capacity_notes(report)
+    slo_notes = (
+        "<p>SLO-bound capacity:</p><ul>" + "".join(f"<li>{e(n)}</li>" for n in notes) + "</ul>"
+        if notes
+        else ""
+    )
+    method = "".join(f"<p>{e(p)}</p>" for p in METHOD)
     gpu_table = _html_table(GPU_TABLE, gpus) if gpus else "<p>No GPU utilisation series in the period.</p>"
     return (
         "<!DOCTYPE html>\n"
@@ -201,8 +279,9 @@ def html_page(report: Report) -> str:
         f'<p class="meta">Period: {e(_period(report.week))}<br>Source: {e(_source_note(report))}</p>'
         f"<h2>Findings</h2><ul>{findings}</ul>"
         f"<h2>Models</h2>{_html_table(MODEL_TABLE, models)}"
+        f"<h2>Capacity and what to do</h2>{_html_table(CAPACITY_TABLE, models)}{slo_notes}"
         f"<h2>GPUs</h2>{gpu_table}"
-        f"<h2>Method</h2><p>{e(METHOD)}</p>"
+        f"<h2>Method</h2>{method}"
         f"<h2>Charts</h2>{charts}"
         f'<p class="meta">Generated {report.generated:%Y-%m-%d %H:%M} UTC by tritonwatch report.</p>'
         "</body></html>\n"
@@ -219,8 +298,8 @@ def write(report: Report, out: Path) -> list[Path]:
     write_csv(paths[2], MODEL_COLUMNS, models)
     write_csv(paths[3], GPU_COLUMNS, gpus)
     (out / "charts").mkdir(exist_ok=True)
-    for name, png in report.charts.items():
-        p = out / "charts" / f"{name}.png"
-        p.write_bytes(png)
+    for c in report.charts:
+        p = out / "charts" / f"{c.key}.png"
+        p.write_bytes(c.png)
         paths.append(p)
     return paths

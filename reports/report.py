@@ -16,7 +16,10 @@ from urllib.parse import urlsplit
 
 from tritonwatch.errors import TritonwatchError, UsageError
 
-HELP = "Weekly capacity report from Prometheus: headroom, trends, weeks to saturation, findings."
+HELP = (
+    "Weekly capacity report from Prometheus: headroom, SLO-bound capacity, growth forecasts, "
+    "weeks to saturation, GPUs needed, findings."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--days", type=int, default=7, metavar="N", help="length of the period in days (default 7)"
+    )
+    parser.add_argument(
+        "--history-days",
+        type=int,
+        metavar="N",
+        help="days of history the forecasts fit (default: all the request data Prometheus holds, up to "
+        "its retention and at most 90; never fewer than --days)",
     )
     parser.add_argument(
         "--slo", metavar="FILE", help="SLO file: objectives and declared capacity (capacity.max_request_rate)"
@@ -55,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--{flag}: required (or TRITONWATCH_{flag.upper()})")
     if args.days < 1:
         raise UsageError(f"--days: must be at least 1 (got {args.days})")
+    history = getattr(args, "history_days", None)
+    if history is not None and history < 1:
+        raise UsageError(f"--history-days: must be at least 1 (got {history})")
     if not (args.timeout > 0 and math.isfinite(args.timeout)):
         raise UsageError(f"--timeout: must be a positive number of seconds (got {args.timeout})")
     url = urlsplit(args.prometheus)
@@ -71,20 +84,22 @@ def run(args: argparse.Namespace) -> int:
 
     from reports import charts, figures, findings, render
     from reports.promapi import Progress, PromClient
-    from reports.week import collect
+    from reports.week import collect, history_days
 
+    thresholds = {s.model: s.latency.threshold for s in slos.slos if s.latency} if slos else {}
     progress = Progress()
     client = PromClient(args.prometheus, timeout=args.timeout, progress=progress)
     try:
-        week = collect(client, end, args.days)
-        progress.step("capacity and charts")
+        days, note = history_days(client, end, args.days, history)
+        week = collect(client, end, args.days, days, thresholds, note)
+        progress.step("capacity, forecasts and charts")
         models, gpus = figures.build(week, slos)
         report = render.Report(
             week=week,
             prometheus=client.url,
             models=models,
             gpus=gpus,
-            findings=findings.findings(models, gpus),
+            findings=findings.findings(models, gpus, end),
             charts=charts.all_charts(models, gpus, week),
             generated=datetime.now(timezone.utc),
         )

@@ -3,8 +3,10 @@
 Used by the report's tests (backfilled into a real Prometheus with ``promtool tsdb
 create-blocks-from openmetrics``) and handy for trying the report without a fleet. Every series is
 sampled every ``step_s`` seconds; traffic follows a daily cycle (peak at 14:00 UTC, trough at a fifth of
-it) and grows linearly by ``growth_per_day`` of its first day's level each day, so the daily peaks lie on
-a known straight line. The file holds, per Triton instance and model::
+it), optionally lower at weekends (``weekend``), and grows by ``growth_per_day`` each day: linearly (of the
+first day's level) or compounding (``compound``), so the weekday peaks lie on a known curve. A model
+with a ``knee_rate`` has a latency that rises sharply once its request rate passes that rate. The file
+holds, per Triton instance and model::
 
     nv_inference_request_success{model,version,instance,job,gpu_uuid}
     nv_inference_request_failure{model,version,instance,job,reason="OTHER"|"CANCELED"}
@@ -13,6 +15,7 @@ a known straight line. The file holds, per Triton instance and model::
     tritonwatch_model_max_batch_size{model,version,instance}      (the sidecar)
     tritonwatch_request_duration_seconds_bucket{model,version,phase="request",le}  (+ _sum, _count)
     nv_gpu_utilization{gpu_uuid,instance} and, where the sidecar runs, tritonwatch_gpu_utilization_ratio
+    nv_energy_consumption{gpu_uuid,instance}   (J, power = idle + (max - idle) * utilisation)
 
 One Triton restarts mid-week (its counters, and its sidecar's, start again from 0), as after a crash or
 an upgrade. ``truth()`` recomputes the figures the report must find from the same per-step traffic,
@@ -22,10 +25,11 @@ without the reset: a reset-aware report loses at most the one step around the re
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from statistics import NormalDist
 
 import numpy as np
 
@@ -57,6 +61,10 @@ class Model:
     histogram: bool  # the sidecar exports the request-duration histogram
     latency_sigma: float = 0.5  # lognormal spread of per-request latency
     version: str = "1"
+    # Past this request rate (req/s, all instances together) the median latency grows as
+    # (rate / knee_rate) ** knee_exponent: the model is overloaded. None: latency does not depend on load.
+    knee_rate: float | None = None
+    knee_exponent: float = 8.0
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,8 @@ class Gpu:
     instance: str
     peak_utilization: float  # at the first day's daily peak
     sidecar: bool  # also exported as tritonwatch_gpu_utilization_ratio
+    idle_watts: float = 60.0
+    max_watts: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,8 @@ class Week:
     seed: int = 7
     peak_hour: float = 14.0
     trough: float = 0.2  # the daily low as a share of the daily peak
+    compound: bool = False  # growth compounds: (1 + growth_per_day) ** days instead of 1 + growth * days
+    weekend: float = 1.0  # Saturday's and Sunday's traffic as a share of a weekday's
 
     @property
     def end(self) -> datetime:
@@ -88,13 +100,22 @@ class Week:
         t0 = self.start.timestamp()
         return t0 + np.arange(0, self.days * DAY + 1, self.step_s, dtype=np.float64)
 
+    def growth(self, days: np.ndarray | float) -> np.ndarray | float:
+        """The weekday peak after ``days`` relative to the first day's: the envelope a forecast must find."""
+        if self.compound:
+            return (1.0 + self.growth_per_day) ** days
+        return 1.0 + self.growth_per_day * days
+
     def shape(self, t: np.ndarray) -> np.ndarray:
-        """Traffic relative to the first day's peak: daily cycle times linear growth."""
+        """Traffic relative to the first day's peak: daily cycle, weekly cycle, growth."""
         days = (t - self.start.timestamp()) / DAY
         hour = (t % DAY) / 3600.0
         amp = (1.0 - self.trough) / 2.0
         daily = 1.0 - amp + amp * np.cos(2 * math.pi * (hour - self.peak_hour) / 24.0)
-        return daily * (1.0 + self.growth_per_day * days)
+        # 1970-01-01 was a Thursday: day 2 and 3 of each 7 since then are Saturday and Sunday.
+        weekday = np.floor(t / DAY + 3) % 7
+        weekly = np.where(weekday >= 5, self.weekend, 1.0)
+        return daily * weekly * self.growth(days)
 
 
 def default_week(start: datetime | None = None) -> Week:
@@ -139,6 +160,68 @@ def default_week(start: datetime | None = None) -> Week:
             Gpu(t1.gpu_uuid, t1.triton, 0.30, sidecar=False),
         ),
     )
+
+
+def forecast_weeks(end: datetime | None = None, days: int = 14) -> list[Week]:
+    """The forecast's test bed: one model and one GPU per week, each week its own growth law, all
+    with quiet weekends (80 %), ending together; plus a flat week whose latency rises sharply past a
+    known request rate (``knee``, 60 req/s: its SLO-bound capacity is ``slo_capacity``).
+
+    ======== ============================================ ============================
+    model    traffic                                      GPU peak on the first day
+    ======== ============================================ ============================
+    linear   grows 5 % of the first day's peak a day      40 %
+    compound grows 5 % a day, compounding                 30 %
+    flat     no growth                                    50 %
+    falling  falls 3 % of the first day's peak a day      60 %
+    knee     no growth, 20-100 req/s, knee at 60 req/s    50 %
+    ======== ============================================ ============================
+    """
+    end = end or datetime(2026, 11, 9, tzinfo=timezone.utc)
+    start = end - timedelta(days=days)
+    laws = {
+        "linear": (0.05, False, 0.40),
+        "compound": (0.05, True, 0.30),
+        "flat": (0.0, False, 0.50),
+        "falling": (-0.03, False, 0.60),
+        "knee": (0.0, False, 0.50),
+    }
+    out = []
+    for i, (name, (growth, compound, util)) in enumerate(laws.items()):
+        inst = Instance(
+            f"triton-{name}:8002", f"triton-{name}:9450", f"GPU-{i:08d}-0000-0000-0000-{name:0>12}"
+        )
+        knee = name == "knee"
+        model = Model(
+            name=name,
+            instances=(inst,),
+            peak_rate=100.0 if knee else 50.0,
+            error_ratio=0.001,
+            canceled_ratio=0.0,
+            batch_size=2.0,
+            max_batch_size=8,
+            cache_hit_ratio=None,
+            request_latency_s=0.03,
+            queue_share=0.1,
+            histogram=knee,
+            latency_sigma=0.3,
+            knee_rate=60.0 if knee else None,
+        )
+        out.append(
+            Week(
+                start=start,
+                models=(model,),
+                gpus=(Gpu(inst.gpu_uuid, inst.triton, util, sidecar=False),),
+                days=days,
+                step_s=120,
+                growth_per_day=growth,
+                compound=compound,
+                noise=0.01,
+                seed=11 + i,
+                weekend=0.8,
+            )
+        )
+    return out
 
 
 # --- the series -------------------------------------------------------------------------------
@@ -241,16 +324,59 @@ def _model_series(week: Week, model: Model, rng: np.random.Generator) -> Iterato
         side["job"] = "tritonwatch"
         yield _Series(catalog.MAX_BATCH_SIZE, side, np.full(t.size, float(model.max_batch_size)))
         if model.histogram:
-            hist = {**side, catalog.PHASE: "request"}
-            mu, sigma = math.log(_latency_median(model)), model.latency_sigma
-            for le in (*catalog.DEFAULT_BUCKETS, math.inf):
-                share = 1.0 if math.isinf(le) else _norm_cdf((math.log(le) - mu) / sigma)
-                label = "+Inf" if math.isinf(le) else repr(le)
-                yield _Series(
-                    f"{catalog.REQUEST_DURATION}_bucket", {**hist, "le": label}, np.floor(c.success * share)
-                )
-            yield _Series(f"{catalog.REQUEST_DURATION}_sum", hist, c.success * model.request_latency_s)
-            yield _Series(f"{catalog.REQUEST_DURATION}_count", hist, c.success)
+            yield from _histogram(week, model, inst, side, c.success)
+
+
+def median_latency(model: Model, rate: np.ndarray) -> np.ndarray:
+    """Median request latency at each request rate (req/s, the model's total across instances)."""
+    m0 = _latency_median(model)
+    if model.knee_rate is None:
+        return np.full(np.shape(rate), m0)
+    over = np.maximum(np.asarray(rate, dtype=np.float64) / model.knee_rate, 1.0)
+    return m0 * over**model.knee_exponent
+
+
+def _histogram(
+    week: Week, model: Model, inst: Instance, side: dict[str, str], success: np.ndarray
+) -> Iterator[_Series]:
+    """The sidecar's request-duration histogram: lognormal latency around ``median_latency``."""
+    hist = {**side, catalog.PHASE: "request"}
+    sigma = model.latency_sigma
+    if model.knee_rate is None:
+        # Load-independent: every bucket is a fixed share of the requests.
+        mu = math.log(_latency_median(model))
+        for le in (*catalog.DEFAULT_BUCKETS, math.inf):
+            share = 1.0 if math.isinf(le) else _norm_cdf((math.log(le) - mu) / sigma)
+            label = "+Inf" if math.isinf(le) else repr(le)
+            yield _Series(
+                f"{catalog.REQUEST_DURATION}_bucket", {**hist, "le": label}, np.floor(success * share)
+            )
+        yield _Series(f"{catalog.REQUEST_DURATION}_sum", hist, success * model.request_latency_s)
+        yield _Series(f"{catalog.REQUEST_DURATION}_count", hist, success)
+        return
+    if inst.restart_day is not None:
+        raise ValueError(f"{model.name}: a model with a knee_rate cannot restart (restart_day)")
+    # Each step's requests at that step's latency, which depends on the model's offered load.
+    per_step = np.diff(success, prepend=0.0)
+    rate = model.peak_rate * len(model.instances) * week.shape(week.times())
+    mu = np.log(median_latency(model, rate))
+    for le in (*catalog.DEFAULT_BUCKETS, math.inf):
+        shares = np.ones_like(mu) if math.isinf(le) else _norm_cdf_array((math.log(le) - mu) / sigma)
+        label = "+Inf" if math.isinf(le) else repr(le)
+        yield _Series(
+            f"{catalog.REQUEST_DURATION}_bucket",
+            {**hist, "le": label},
+            np.floor(np.cumsum(per_step * shares)),
+        )
+    mean = np.exp(mu + sigma**2 / 2.0)
+    yield _Series(f"{catalog.REQUEST_DURATION}_sum", hist, np.cumsum(per_step * mean))
+    yield _Series(f"{catalog.REQUEST_DURATION}_count", hist, success)
+
+
+def _norm_cdf_array(x: np.ndarray) -> np.ndarray:
+    from scipy.special import ndtr
+
+    return np.asarray(ndtr(x), dtype=np.float64)
 
 
 def _gpu_series(week: Week, gpu: Gpu, rng: np.random.Generator) -> Iterator[_Series]:
@@ -261,6 +387,16 @@ def _gpu_series(week: Week, gpu: Gpu, rng: np.random.Generator) -> Iterator[_Ser
     if gpu.sidecar:
         side = {catalog.GPU_UUID: gpu.uuid, "instance": gpu.instance.replace(":8002", ":9450")}
         yield _Series(catalog.GPU_UTILIZATION, {**side, "job": "tritonwatch"}, util)
+    yield _Series(catalog.TRITON_ENERGY, labels, energy_joules(week, gpu, util))
+
+
+def gpu_watts(gpu: Gpu, util: np.ndarray) -> np.ndarray:
+    return gpu.idle_watts + (gpu.max_watts - gpu.idle_watts) * util
+
+
+def energy_joules(week: Week, gpu: Gpu, util: np.ndarray) -> np.ndarray:
+    """Triton's energy counter (J since start): each step's power times the step."""
+    return _cumulative(gpu_watts(gpu, util) * week.step_s)
 
 
 def series(week: Week) -> list[_Series]:
@@ -273,17 +409,19 @@ def series(week: Week) -> list[_Series]:
     return out
 
 
-def write_openmetrics(week: Week, path: Path) -> int:
-    """Write the week as OpenMetrics text (families contiguous, each series in time order); returns samples."""
-    stamps = [str(int(x)) for x in week.times()]
-    by_family: dict[str, list[_Series]] = {}
-    for s in series(week):
-        family = s.name.removesuffix("_bucket").removesuffix("_sum").removesuffix("_count")
-        by_family.setdefault(family, []).append(s)
+def write_openmetrics(weeks: Week | Sequence[Week], path: Path) -> int:
+    """Write one or more weeks (distinct models and GPUs each) as OpenMetrics text, families
+    contiguous and each series in time order; returns the number of samples."""
+    by_family: dict[str, list[tuple[_Series, list[str]]]] = {}
+    for week in [weeks] if isinstance(weeks, Week) else weeks:
+        stamps = [str(int(x)) for x in week.times()]
+        for s in series(week):
+            family = s.name.removesuffix("_bucket").removesuffix("_sum").removesuffix("_count")
+            by_family.setdefault(family, []).append((s, stamps))
     n = 0
     with path.open("w") as f:
         for family_series in by_family.values():
-            for s in family_series:
+            for s, stamps in family_series:
                 prefix = s.line_prefix()
                 values = [f"{v:.17g}" for v in s.values]
                 f.write("\n".join(f"{prefix} {v} {ts}" for v, ts in zip(values, stamps, strict=True)))
@@ -341,24 +479,42 @@ def truth(week: Week) -> dict[str, ModelTruth]:
 
 
 def weeks_to_reach(week: Week, first_day_peak: float, capacity: float) -> float:
-    """Weeks after the week's end until the peak envelope ``first_day_peak * shape`` reaches ``capacity``."""
-    day = (capacity / first_day_peak - 1.0) / week.growth_per_day
+    """Weeks after the week's end until the weekday peak envelope ``first_day_peak * growth`` reaches
+    ``capacity`` (the envelope is continuous: weekday peaks lie on it)."""
+    if week.compound:
+        day = math.log(capacity / first_day_peak) / math.log1p(week.growth_per_day)
+    else:
+        day = (capacity / first_day_peak - 1.0) / week.growth_per_day
     return (day - week.days) / 7.0
 
 
+def slo_capacity(model: Model, threshold: float, objective: float) -> float:
+    """The request rate at which the share of requests within ``threshold`` falls to ``objective``
+    (a ratio, e.g. 0.99): where the lognormal's ``objective`` quantile reaches the threshold."""
+    if model.knee_rate is None:
+        raise ValueError(f"{model.name}: no knee_rate, latency does not depend on load")
+    z = NormalDist().inv_cdf(objective)
+    median_at_limit = math.exp(math.log(threshold) - z * model.latency_sigma)
+    ratio = median_at_limit / _latency_median(model)
+    if ratio <= 1.0:
+        raise ValueError(f"{model.name}: the objective is missed at any load")
+    return model.knee_rate * ratio ** (1.0 / model.knee_exponent)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m reports.synthetic FILE``: write the default week (ends 2026-11-09T00:00:00Z) to FILE."""
+    """``python -m reports.synthetic [--forecast] FILE``: write the default week, or with ``--forecast``
+    the forecast weeks (both end 2026-11-09T00:00:00Z), to FILE."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m reports.synthetic FILE.om", file=sys.stderr)
+    forecast = "--forecast" in args
+    files = [a for a in args if a != "--forecast"]
+    if len(files) != 1 or any(a.startswith("-") for a in files):
+        print("usage: python -m reports.synthetic [--forecast] FILE.om", file=sys.stderr)
         return 2
-    n = write_openmetrics(default_week(), Path(args[0]))
-    print(
-        f"{args[0]}: {n} samples, {default_week().start:%Y-%m-%d} to {default_week().end:%Y-%m-%d}",
-        file=sys.stderr,
-    )
+    weeks = forecast_weeks() if forecast else [default_week()]
+    n = write_openmetrics(weeks, Path(files[0]))
+    print(f"{files[0]}: {n} samples, {weeks[0].start:%Y-%m-%d} to {weeks[0].end:%Y-%m-%d}", file=sys.stderr)
     return 0
 
 

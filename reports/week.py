@@ -1,8 +1,11 @@
 """Collect one period's figures and series from Prometheus (every query from ``reports.queries``).
 
 ``collect()`` returns a ``Week``: per (model, version) the period's totals and ratios (``None`` where
-the series behind them do not exist, e.g. no cache or no latency histogram) plus the 5-minute request
-rate and hourly chart series; per GPU the 5-minute mean utilisation. An empty period is an error.
+the series behind them do not exist, e.g. no cache or no latency histogram), the cost of a request
+(GPU-seconds, joules), the 5-minute request rate over the whole history the forecast fits (``history``
+days, see ``history_days()``), the period's 5-minute latency SLI series where a threshold is given,
+and hourly chart series; per GPU the 5-minute mean utilisation over the history. An empty period is an
+error.
 """
 
 from __future__ import annotations
@@ -39,7 +42,13 @@ class ModelWeek:
     mean_latency_seconds: float | None = None
     p99_latency_seconds: float | None = None
     gpus: tuple[str, ...] = ()
+    gpu_seconds_per_request: float | None = None
+    joules_per_request: float | None = None
+    # 5-minute request rate over the history (the period is its last ``days``).
     rate: pd.Series = field(default_factory=lambda: pd.Series(dtype="float64"))
+    # The period's 5-minute sampled requests/s within the SLO threshold, and in all (latency objective only).
+    latency_within: pd.Series | None = None
+    latency_sampled: pd.Series | None = None
     latency: dict[str, pd.Series] = field(default_factory=dict)  # "p50", "p99" or "mean"
     batch_efficiency_series: pd.Series | None = None
     cache_hit_series: pd.Series | None = None
@@ -51,8 +60,14 @@ class Week:
     end: datetime
     days: int
     models: dict[ModelKey, ModelWeek]
-    gpus: dict[str, pd.Series]  # gpu_uuid -> 5-minute mean utilisation (0-1)
+    gpus: dict[str, pd.Series]  # gpu_uuid -> 5-minute mean utilisation (0-1) over the history
     recorded: bool  # the request rate came from the recording rule
+    history: int = 0  # days of history the forecast fits (at least ``days``)
+    history_note: str = ""  # how ``history`` was decided
+
+    def period(self, s: pd.Series) -> pd.Series:
+        """The part of a history series inside the report's period."""
+        return s[s.index > pd.Timestamp(self.start)]
 
 
 def _key(labels: Labels) -> ModelKey:
@@ -71,8 +86,45 @@ def _series_by_model(result: dict[Labels, pd.Series]) -> dict[ModelKey, pd.Serie
     return {_key(k): s.where(s.map(math.isfinite)).dropna() for k, s in result.items()}
 
 
-def collect(client: PromClient, end: datetime, days: int) -> Week:
+MAX_AUTO_HISTORY_DAYS = 90
+
+
+def history_days(client: PromClient, end: datetime, days: int, requested: int | None) -> tuple[int, str]:
+    """How many days the forecast fits: ``requested``, else every day with Triton request data back to
+    the server's retention (at most ``MAX_AUTO_HISTORY_DAYS``); never fewer than ``days``."""
+    retention = client.retention()
+    limit = int(retention / timedelta(days=1)) if retention else None
+    if requested is not None:
+        if limit is not None and requested > limit:
+            return max(days, limit), f"{limit} days (--history-days {requested} is past the retention)"
+        return max(days, requested), f"{max(days, requested)} days (--history-days)"
+    span = min(limit or MAX_AUTO_HISTORY_DAYS, MAX_AUTO_HISTORY_DAYS)
+    if span <= days:
+        return days, f"{days} days (the period; retention {limit} days)"
+    # One point a day back to the retention: the oldest day holding request samples.
+    probe = client.range(
+        q.history_probe(), end - timedelta(days=span - 1), end, timedelta(days=1), "oldest data"
+    )
+    oldest = min((s.dropna().index.min() for s in probe.values() if not s.dropna().empty), default=None)
+    held = days
+    if oldest is not None:
+        held = max(days, round((pd.Timestamp(end) - oldest) / pd.Timedelta(days=1)) + 1)
+    where = f"retention {limit} days" if limit else f"at most {MAX_AUTO_HISTORY_DAYS} days"
+    return held, f"{held} days (all the request data Prometheus holds; {where})"
+
+
+def collect(
+    client: PromClient,
+    end: datetime,
+    days: int,
+    history: int | None = None,
+    thresholds: dict[str, float] | None = None,
+    history_note: str = "",
+) -> Week:
+    """``history``: days of request rate and GPU utilisation to fetch (default ``days``);
+    ``thresholds``: model -> latency threshold (s) whose SLI series to fetch for the period."""
     start = end - timedelta(days=days)
+    history = max(days, history or days)
     window = f"{days}d"
     ok = _by_model(client.instant(q.successes(window), end, "requests over the period"))
     if not ok:
@@ -107,6 +159,15 @@ def collect(client: PromClient, end: datetime, days: int) -> Week:
             gpus_of.setdefault(_key(labels), set()).add(uuid)
     for k, m in models.items():
         m.gpus = tuple(sorted(gpus_of.get(k, ())))
+    # The cost of a request: busy GPU-seconds and attributed energy over the period, per success.
+    seconds = days * 86400.0
+    for attr, expr, what in (
+        ("gpu_seconds_per_request", q.gpu_busy_seconds(window), "GPU busy time"),
+        ("joules_per_request", q.attributed_watts(window), "GPU energy"),
+    ):
+        for k, v in _by_model(client.instant(expr, end, what)).items():
+            if k in models and ok.get(k):
+                setattr(models[k], attr, v * seconds / ok[k])
 
     # Range queries start one step after `start` so that every point's window lies inside the period.
     first = start + PEAK_STEP
@@ -114,11 +175,39 @@ def collect(client: PromClient, end: datetime, days: int) -> Week:
     record = q.request_rate_record()
     edge = PEAK_STEP * 3
     recorded = client.has_series(record, start, start + edge) and client.has_series(record, end - edge, end)
-    rates = _series_by_model(client.range(q.request_rate(recorded), first, end, PEAK_STEP, "request rate"))
+    hist_first = end - timedelta(days=history) + PEAK_STEP
+    if history > days:
+        # The recording rule may be younger than the history: the raw counters reach as far back as data.
+        recorded_hist = recorded and client.has_series(
+            record, end - timedelta(days=history), end - timedelta(days=history) + edge
+        )
+    else:
+        recorded_hist = recorded
+    rates = _series_by_model(
+        client.range(q.request_rate(recorded_hist), hist_first, end, PEAK_STEP, "request rate")
+    )
     for k, s in rates.items():
         if k in models:
             models[k].rate = s
-            models[k].peak_request_rate = _finite(float(s.max())) if not s.empty else None
+            inside = s[s.index > pd.Timestamp(start)]
+            models[k].peak_request_rate = _finite(float(inside.max())) if not inside.empty else None
+    for threshold in sorted(set((thresholds or {}).values())):
+        names = {m for m, t in (thresholds or {}).items() if t == threshold}
+        within = _series_by_model(
+            client.range(
+                q.latency_within(threshold), first, end, PEAK_STEP, f"requests within {threshold * 1000:g} ms"
+            )
+        )
+        for k, s in within.items():
+            if k in models and k[0] in names:
+                models[k].latency_within = s
+    if thresholds:
+        sampled = _series_by_model(
+            client.range(q.latency_sampled(), first, end, PEAK_STEP, "sampled requests")
+        )
+        for k, s in sampled.items():
+            if k in models and k[0] in thresholds:
+                models[k].latency_sampled = s
 
     hour = start + CHART_STEP
     w = q.CHART_WINDOW
@@ -146,10 +235,17 @@ def collect(client: PromClient, end: datetime, days: int) -> Week:
             models[k].cache_hit_series = s
 
     gpus: dict[str, pd.Series] = {}
-    for labels, s in client.range(q.gpu_utilization(), first, end, PEAK_STEP, "GPU utilisation").items():
+    for labels, s in client.range(q.gpu_utilization(), hist_first, end, PEAK_STEP, "GPU utilisation").items():
         uuid = label(labels, catalog.GPU_UUID)
         if uuid:
             gpus[uuid] = s.dropna()
     return Week(
-        start=start, end=end, days=days, models=models, gpus=dict(sorted(gpus.items())), recorded=recorded
+        start=start,
+        end=end,
+        days=days,
+        models=models,
+        gpus=dict(sorted(gpus.items())),
+        recorded=recorded,
+        history=history,
+        history_note=history_note or f"{history} days",
     )

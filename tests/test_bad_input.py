@@ -105,6 +105,7 @@ SEMANTIC: list[tuple[str, list[str], str, dict[str, str]]] = [
     ("report", ["--end", "garbage"], "--end", {}),
     ("report", ["--end", "2026-13-45"], "--end", {}),
     ("report", ["--days", "0"], "--days", {}),
+    ("report", ["--history-days", "0"], "--history-days", {}),
     ("report", ["--slo", "/nonexistent"], "/nonexistent", {}),
     ("report", ["--timeout", "0"], "--timeout", {}),
 ]

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports import capacity, queries
+from reports import capacity, knee, queries
 from reports.promapi import _chunks
 from reports.render import _csv_cell
 from tritonwatch import catalog
@@ -36,14 +36,53 @@ def test_daily_peaks_one_per_day_at_the_daily_maximum() -> None:
     assert peaks.iloc[-1] == pytest.approx(100.0 + 2.0 * (-10 / 24))
 
 
-def test_exact_line_gives_exact_weeks_and_a_zero_width_range() -> None:
+def _peaks(values: list[float] | np.ndarray, start_days_ago: int | None = None) -> pd.Series:
+    """Daily peaks at 14:00 on consecutive days ending the day before END."""
+    n = len(values)
+    first = END - timedelta(days=start_days_ago or n) + timedelta(hours=14)
+    return pd.Series(list(values), index=[pd.Timestamp(first + timedelta(days=k)) for k in range(n)])
+
+
+def test_exact_line_gives_exact_weeks_and_the_linear_model() -> None:
     fc = capacity.forecast(_series(7, 100.0, 2.0), END, 7, 170.0, "slo")
-    assert fc.trend is not None
-    assert fc.trend.slope_per_day == pytest.approx(2.0)
-    assert fc.trend.level == pytest.approx(100.0)
+    assert fc.chosen == capacity.LINEAR and fc.best is not None
+    assert fc.best.fit.slope == pytest.approx(2.0)
     assert fc.weeks == pytest.approx(70.0 / 2.0 / 7.0)  # 35 days
     assert fc.weeks_low == pytest.approx(fc.weeks) and fc.weeks_high == pytest.approx(fc.weeks)
     assert fc.headroom == pytest.approx(1 - fc.peak / 170.0)
+    # A straight line through the logarithm bends upwards: compounding says sooner, outside the
+    # linear fit's (zero-width) range, so the report leads with it and shows both.
+    compound = fc.weeks_of(capacity.COMPOUND)
+    assert compound is not None and compound < fc.weeks
+    assert fc.disagree and fc.lead is fc.models[capacity.COMPOUND]
+
+
+def test_compounding_growth_is_chosen_and_exact() -> None:
+    t = np.arange(-7, 0) + 14 / 24  # days from END of each 14:00 peak
+    fc = capacity.forecast(_peaks(100.0 * 1.05**t), END, 7, 170.0, "gpu")
+    assert fc.chosen == capacity.COMPOUND and fc.best is not None
+    assert fc.best.fit.growth_per_day == pytest.approx(0.05)
+    assert fc.weeks == pytest.approx(math.log(1.7) / math.log(1.05) / 7.0)
+    linear = fc.weeks_of(capacity.LINEAR)
+    assert linear is not None and linear > fc.weeks  # a line through compounding peaks is late
+    assert fc.lead is fc.best
+    assert "compounding growth fits better" in fc.explain()
+
+
+def test_weekly_cycle_is_taken_out_with_two_weeks() -> None:
+    # 21 days, weekends at 70 %: the busiest-weekday envelope grows 1 a day from 100.
+    t = np.arange(-21, 0) + 14 / 24
+    days = _peaks(np.zeros(21)).index
+    weekend = np.array([0.7 if d.weekday() >= 5 else 1.0 for d in days])
+    fc = capacity.forecast(_peaks((100.0 + 1.0 * t) * weekend), END, 21, 130.0, "slo")
+    factors = capacity.weekly_factors(fc.peaks)
+    assert factors is not None
+    assert {d: round(f, 3) for d, f in factors.items() if d >= 5} == pytest.approx({5: 0.7, 6: 0.7}, abs=0.02)
+    assert fc.best is not None and fc.best.fit.weekly
+    assert fc.chosen == capacity.LINEAR
+    assert fc.weeks == pytest.approx(30.0 / 7.0, rel=0.03)
+    # Fewer than 14 days: no weekly adjustment.
+    assert capacity.weekly_factors(fc.peaks.iloc[-13:]) is None
 
 
 def test_noise_widens_the_range_around_the_estimate() -> None:
@@ -58,21 +97,34 @@ def test_flat_or_falling_trend_has_no_saturation_date() -> None:
     for slope in (0.0, -3.0):
         fc = capacity.forecast(_series(7, 100.0, slope), END, 7, 170.0, "slo")
         assert fc.weeks is None and fc.weeks_low is None and fc.weeks_high is None
+        assert fc.lead is not None and fc.lead.weeks is None
+    # Growth so slow it saturates only after years: no date either.
+    assert capacity.forecast(_series(7, 100.0, 0.01), END, 7, 170.0, "slo").weeks is None
     # Already over capacity: saturated now.
     assert capacity.forecast(_series(7, 200.0, 1.0), END, 7, 170.0, "slo").weeks == 0.0
 
 
 def test_one_day_has_no_trend() -> None:
     fc = capacity.forecast(_series(1, 100.0, 2.0), END, 1, 170.0, "slo")
-    assert fc.trend is None and fc.weeks is None
+    assert fc.chosen is None and fc.weeks is None and fc.lead is None
     assert fc.peak == pytest.approx(100.0, rel=0.01)
 
 
-def test_student_t() -> None:
-    assert capacity.t95(5) == 2.571
-    assert capacity.t95(11) == 2.228  # the next smaller tabulated: conservative
-    assert capacity.t95(100) == 1.96
-    assert math.isinf(capacity.t95(0))
+def test_knee_is_where_the_good_ratio_falls_below_the_objective() -> None:
+    idx = pd.date_range(END - timedelta(days=1), END, freq="5min")
+    rate = pd.Series(np.linspace(10.0, 110.0, idx.size), index=idx)
+    # 99.9 % good up to 60 req/s, then the good share falls 1 point per req/s.
+    ratio = np.where(rate < 60.0, 0.999, 0.999 - (rate - 60.0) * 0.01)
+    k = knee.slo_capacity(rate, rate * ratio, rate, 0.99, 20, 300.0)
+    assert k.rate is not None
+    assert k.rate == pytest.approx(60.9, abs=2.5)  # one 5-req/s bin
+    assert len(k.bins) == knee.BINS
+    met = knee.slo_capacity(rate, rate * 0.999, rate, 0.99, 20, 300.0)
+    assert met.rate is None and "met at every load" in met.reason
+    missed = knee.slo_capacity(rate, rate * 0.9, rate, 0.99, 20, 300.0)
+    assert missed.rate is None and "missed even at the lowest load" in missed.reason
+    thin = knee.slo_capacity(rate, rate * ratio * 1e-5, rate * 1e-5, 0.99, 20, 300.0)
+    assert thin.rate is None and "sampled requests" in thin.reason
 
 
 def test_chunks_cover_the_range_once_on_the_step_grid() -> None:
@@ -98,3 +150,27 @@ def test_not_applicable_is_an_empty_csv_cell() -> None:
     assert _csv_cell(None) == ""
     assert _csv_cell(0.0) == "0"
     assert _csv_cell(0.25) == "0.25"
+
+
+@pytest.mark.parametrize(
+    ("body", "days"),
+    [
+        (b'{"status":"success","data":{"storageRetention":"30d"}}', 30.0),
+        (b'{"status":"success","data":{"storageRetention":"15d or 10GiB"}}', 15.0),
+        (b'{"status":"success","data":{"storageRetention":"1w2d12h"}}', 9.5),
+        (b'{"status":"success","data":{"storageRetention":"10GiB"}}', None),  # size only: no time bound
+        (b'{"status":"success","data":{}}', None),
+        (b"404 page not found", None),  # Thanos, Mimir: no such API
+    ],
+)
+def test_retention_from_runtimeinfo(body: bytes, days: float | None) -> None:
+    from support.static_endpoint import StaticEndpoint
+
+    from reports.promapi import PromClient
+
+    server = StaticEndpoint(body).start()
+    try:
+        got = PromClient(f"http://127.0.0.1:{server.port}", timeout=5).retention()
+    finally:
+        server.stop()
+    assert (None if got is None else got / timedelta(days=1)) == days

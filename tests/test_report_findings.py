@@ -3,12 +3,15 @@ operational objectives replace the default thresholds."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from decimal import Decimal
 
 from alerts.slo import SLO, Availability
 from reports.figures import ModelFigures
 from reports.findings import findings
 from reports.week import ModelWeek
+
+END = datetime(2026, 11, 9, tzinfo=timezone.utc)
 
 
 def _figures(slo: SLO | None = None, **values: float | None) -> ModelFigures:
@@ -17,7 +20,7 @@ def _figures(slo: SLO | None = None, **values: float | None) -> ModelFigures:
 
 
 def _codes(f: ModelFigures) -> list[str]:
-    return [x.code for x in findings([f], [])]
+    return [x.code for x in findings([f], [], END)]
 
 
 def test_nothing_known_nothing_found() -> None:
@@ -53,6 +56,6 @@ def test_slo_thresholds_replace_the_defaults() -> None:
 def test_availability_against_its_objective_with_the_budget_multiple() -> None:
     slo = SLO(model="m", availability=Availability(objective=Decimal("99")))
     assert _codes(_figures(slo, error_ratio=0.005)) == []
-    [missed] = findings([_figures(slo, error_ratio=0.03)], [])
+    [missed] = findings([_figures(slo, error_ratio=0.03)], [], END)
     assert missed.code == "availability_missed" and missed.severity == "action"
     assert "97.000 %" in missed.text and "3.0× the error budget" in missed.text
