@@ -55,6 +55,9 @@ class RequestTiming:
     trace_id: str
     request_id: str
     phases: Mapping[str, float] = field(default_factory=dict)
+    # Seconds from REQUEST_START to each INFER_RESPONSE_COMPLETE, in order: one per response of a
+    # decoupled (streaming) model, read by the LLM part (exporters/llm.py). Trace files only.
+    responses: tuple[float, ...] = ()
 
 
 @dataclass
@@ -145,6 +148,16 @@ class SpanJoiner:
         return out
 
 
+RESPONSE_EVENT = "INFER_RESPONSE_COMPLETE"
+
+
+def _responses(trace: dict[str, Any]) -> tuple[float, ...]:
+    start = trace["events"].get("REQUEST_START")
+    if start is None:
+        return ()
+    return tuple((ns - start) / 1e9 for ns in sorted(trace["responses"]) if ns >= start)
+
+
 class TraceFileError(ValueError):
     """A Triton trace file (mode=triton) that is not the expected JSON list of trace entries."""
 
@@ -165,7 +178,7 @@ def trace_file_timings(entries: Any) -> list[RequestTiming]:
         tid = entry["id"]
         if not isinstance(tid, int | str):
             raise TraceFileError("a trace id is not a number")
-        t = by_id.setdefault(tid, {"events": {}})
+        t = by_id.setdefault(tid, {"events": {}, "responses": []})
         if "model_name" in entry:
             t["model"] = str(entry["model_name"])
             t["version"] = str(entry.get("model_version", ""))
@@ -174,11 +187,15 @@ def trace_file_timings(entries: Any) -> list[RequestTiming]:
             if not isinstance(ts, dict) or not isinstance(ts.get("ns"), int):
                 raise TraceFileError(f"trace {tid}: a timestamp is not {{name, ns}}")
             t["events"].setdefault(str(ts.get("name")), ts["ns"])
+            if ts.get("name") == RESPONSE_EVENT:
+                t["responses"].append(ts["ns"])
     out = []
     for tid, t in by_id.items():
         if "model" not in t:
             continue
         phases = phase_durations(t["events"])
         if phases:
-            out.append(RequestTiming(t["model"], t["version"], str(tid), t["request_id"], phases))
+            out.append(
+                RequestTiming(t["model"], t["version"], str(tid), t["request_id"], phases, _responses(t))
+            )
     return out
