@@ -126,6 +126,11 @@ class LlmWindow:
         self.gauges: dict[tuple[str, ModelKey], list[float]] = {}
         self.histograms = BackendHistograms(window)
         self.models: frozenset[ModelKey] = frozenset()
+        self._times: deque[float] = deque()  # scrape times in the window, for bounds()
+
+    def bounds(self) -> tuple[float, float] | None:
+        """First and last scrape time of the window's rates (None before two scrapes)."""
+        return (self._times[0], self._times[-1]) if len(self._times) > 1 else None
 
     def observe(self, now: float, samples: Samples) -> None:
         rows: list[tuple[object, tuple[str, ModelKey], float]] = []
@@ -143,6 +148,9 @@ class LlmWindow:
                     elif not math.isnan(value):
                         gauges.setdefault((sig.name, key), []).append(value * inp.scale)
         self.rates.ingest(now, rows)
+        self._times.append(now)
+        while len(self._times) > 1 and self._times[1] <= now - self.rates.window:
+            self._times.popleft()  # the same entries IncreaseWindow keeps: end > now - window
         self.gauges = gauges
         self.histograms.observe(now, samples)
         self.models = frozenset(models | {k for _n, k in self.histograms.cumulative})

@@ -1,7 +1,7 @@
 """Test-only decoupled python-backend model: streams ``tokens`` responses (clamped to 1..1000).
 
 It sleeps ``ttft_ms`` before the first token and ``gap_ms`` before each next one (each clamped to
-0..10 s), sending one response per token (output ``token``: its index), then the final flag alone.
+0..10 s), sending one response per token (output ``token``: its index), the last with the final flag.
 """
 
 import time
@@ -30,6 +30,8 @@ class TritonPythonModel:
                 if i:
                     time.sleep(gap)
                 out = pb_utils.Tensor("token", np.array([i], dtype=np.int32))
-                sender.send(pb_utils.InferenceResponse(output_tensors=[out]))
-            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                # The last token carries the final flag, as the vLLM and TensorRT-LLM backends send it:
+                # one response per token, none empty.
+                last = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if i == n - 1 else 0
+                sender.send(pb_utils.InferenceResponse(output_tensors=[out]), flags=last)
         return None
