@@ -526,6 +526,9 @@ class LlmSignal:
     kind: str
     inputs: tuple[LlmInput, ...]
     record: str
+    # The sidecar's own gauge, summed across replicas, for models no backend input covers (streaming
+    # models measured from traces): the rule and the panels fall back on it with ``or``.
+    fallback: str = ""
 
 
 LLM_SIGNALS: tuple[LlmSignal, ...] = (
@@ -551,6 +554,7 @@ LLM_SIGNALS: tuple[LlmSignal, ...] = (
             LlmInput(f"{TRT_LLM_OUTPUT_TOKENS}_sum", (("response_metric_type", "total_output_tokens"),)),
         ),
         "model:tritonwatch_llm_generation_tokens:rate5m",
+        fallback=LLM_GENERATION_TOKENS_RATE,
     ),
     LlmSignal(
         LLM_REQUESTS_RUNNING,
@@ -644,7 +648,11 @@ def llm_promql(sig: LlmSignal, window: str = "5m", grouping: Sequence[str] = (),
     agg = "avg" if sig.kind == "mean" else "sum"
     scaled = [i.scale for i in sig.inputs if i.scale != 1.0]
     assert not scaled, "scaled LLM inputs are not rendered"  # none today; keep the two engines equal
-    return f"{agg} by ({by}) ({joined})"
+    expr = f"{agg} by ({by}) ({joined})"
+    if sig.fallback:
+        sel = f"{{{selector}}}" if selector else ""
+        expr = f"{expr} or sum by ({by}) ({sig.fallback}{sel})"
+    return expr
 
 
 def llm_signal(name: str) -> LlmSignal:

@@ -100,6 +100,15 @@ def _fill(text: str, name: str, lines: list[str]) -> str:
 
 
 def vllm_scrapes() -> tuple[str, str]:
+    return vllm_scrape(0), vllm_scrape(1)
+
+
+def trt_llm_scrapes() -> tuple[str, str]:
+    return trt_llm_scrape(0), trt_llm_scrape(1)
+
+
+def vllm_scrape(step: int) -> str:
+    """The vLLM sample advanced ``step`` times by ``VLLM_ADVANCE`` (gauges at their advanced values)."""
     sample = (REAL / "vllm_backend_readme_metrics.txt").read_text()
     labels = 'model="vllm_model",version="1"'
     # The sample's first token took 0.0323 s; of its 15 later tokens 14 were under 10 ms and the sum
@@ -108,111 +117,107 @@ def vllm_scrapes() -> tuple[str, str]:
     tpot1 = [0.0] * 14 + [0.02]
     ttft_sum1, tpot_sum1 = 0.03233122825622559, 0.04501533508300781
     a = VLLM_ADVANCE
-    scrapes = []
-    for step in (0, 1):
-        ttft = ttft1 + (list(a["ttft"]) if step else [])  # type: ignore[call-overload]
-        tpot = tpot1 + (list(a["tpot"]) if step else [])  # type: ignore[call-overload]
-        text = _fill(
-            sample,
+    ttft = ttft1 + list(a["ttft"]) * step  # type: ignore[call-overload]
+    tpot = tpot1 + list(a["tpot"]) * step  # type: ignore[call-overload]
+    text = _fill(
+        sample,
+        "vllm:time_to_first_token_seconds",
+        _histogram(
             "vllm:time_to_first_token_seconds",
-            _histogram(
-                "vllm:time_to_first_token_seconds",
-                labels,
-                VLLM_TTFT_BUCKETS,
-                ttft,
-                ttft_sum1 + (sum(a["ttft"]) if step else 0.0),  # type: ignore[arg-type]
-            ),
-        )
-        text = _fill(
-            text,
+            labels,
+            VLLM_TTFT_BUCKETS,
+            ttft,
+            ttft_sum1 + sum(a["ttft"]) * step,  # type: ignore[arg-type]
+        ),
+    )
+    text = _fill(
+        text,
+        "vllm:time_per_output_token_seconds",
+        _histogram(
             "vllm:time_per_output_token_seconds",
-            _histogram(
-                "vllm:time_per_output_token_seconds",
-                labels,
-                VLLM_TPOT_BUCKETS,
-                tpot,
-                tpot_sum1 + (sum(a["tpot"]) if step else 0.0),  # type: ignore[arg-type]
-            ),
+            labels,
+            VLLM_TPOT_BUCKETS,
+            tpot,
+            tpot_sum1 + sum(a["tpot"]) * step,  # type: ignore[arg-type]
+        ),
+    )
+    text = text.replace("\n...\n", "\n")  # the other histograms keep the buckets the sample shows
+    text = text.replace(
+        f"vllm:prompt_tokens_total{{{labels}}} 10",
+        f"vllm:prompt_tokens_total{{{labels}}} {10 + a['prompt_tokens'] * step}",
+    ).replace(
+        f"vllm:generation_tokens_total{{{labels}}} 16",
+        f"vllm:generation_tokens_total{{{labels}}} {16 + a['generation_tokens'] * step}",
+    )
+    g = dict(a) if step else {k: 0 for k in a}
+    g["preemptions"] = a["preemptions"] * step  # type: ignore[operator]
+    text += (
+        "\n".join(
+            [
+                "# HELP vllm:num_preemptions_total Number of preemption tokens processed.",
+                "# TYPE vllm:num_preemptions_total counter",
+                f"vllm:num_preemptions_total{{{labels}}} {g['preemptions']}",
+                "# HELP vllm:num_requests_running Number of requests currently running on GPU.",
+                "# TYPE vllm:num_requests_running gauge",
+                f"vllm:num_requests_running{{{labels}}} {g['running']}",
+                "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
+                "# TYPE vllm:num_requests_waiting gauge",
+                f"vllm:num_requests_waiting{{{labels}}} {g['waiting']}",
+                "# HELP vllm:gpu_cache_usage_perc GPU KV-cache usage. 1 means 100 percent usage.",
+                "# TYPE vllm:gpu_cache_usage_perc gauge",
+                f"vllm:gpu_cache_usage_perc{{{labels}}} {g['gpu_cache_usage_perc']}",
+            ]
         )
-        text = text.replace("\n...\n", "\n")  # the other histograms keep the buckets the sample shows
-        text = text.replace(
-            f"vllm:prompt_tokens_total{{{labels}}} 10",
-            f"vllm:prompt_tokens_total{{{labels}}} {10 + (a['prompt_tokens'] if step else 0)}",
-        ).replace(
-            f"vllm:generation_tokens_total{{{labels}}} 16",
-            f"vllm:generation_tokens_total{{{labels}}} {16 + (a['generation_tokens'] if step else 0)}",
+        + "\n"
+    )
+    return text
+
+
+def trt_llm_scrape(step: int) -> str:
+    """The TensorRT-LLM sample advanced ``step`` times by ``TRT_LLM_ADVANCE``."""
+    sample = (REAL / "tensorrtllm_backend_readme_metrics.txt").read_text()
+    a = TRT_LLM_ADVANCE
+    text = sample
+    if step:
+        text = (
+            text.replace(
+                'request_type="active",version="1"} 0',
+                f'request_type="active",version="1"}} {a["active"]}',
+            )
+            .replace(
+                'kv_cache_block_type="used",model="tensorrt_llm",version="1"} 1',
+                f'kv_cache_block_type="used",model="tensorrt_llm",version="1"}} {a["used"]}',
+            )
+            .replace(
+                'kv_cache_block_type="free",model="tensorrt_llm",version="1"} 6239',
+                f'kv_cache_block_type="free",model="tensorrt_llm",version="1"}} {a["free"]}',
+            )
         )
-        g = dict(a) if step else {k: 0 for k in a}
+    waiting = a["waiting"] if step else 0
+    fraction = a["fraction"] if step else 1 / 6239  # used / max of the sample
+    text = text.replace(
+        "# HELP nv_trt_llm_runtime_memory_metrics",
+        f'nv_trt_llm_request_metrics{{model="tensorrt_llm",request_type="waiting",version="1"}} {waiting}\n'
+        "# HELP nv_trt_llm_runtime_memory_metrics",
+    ).replace(
+        "# HELP nv_trt_llm_inflight_batcher_metrics",
+        f'nv_trt_llm_kv_cache_block_metrics{{kv_cache_block_type="fraction",model="tensorrt_llm",version="1"}} {fraction!r}\n'
+        "# HELP nv_trt_llm_inflight_batcher_metrics",
+    )
+    for family, kind, key in (
+        ("nv_llm_input_token_len", "total_input_tokens", "input_tokens"),
+        ("nv_llm_output_token_len", "total_output_tokens", "output_tokens"),
+    ):
+        values = list(a[key]) * step  # type: ignore[call-overload]
+        labels = f'model="tensorrt_llm",response_metric_type="{kind}",version="1"'
         text += (
             "\n".join(
                 [
-                    "# HELP vllm:num_preemptions_total Number of preemption tokens processed.",
-                    "# TYPE vllm:num_preemptions_total counter",
-                    f"vllm:num_preemptions_total{{{labels}}} {g['preemptions']}",
-                    "# HELP vllm:num_requests_running Number of requests currently running on GPU.",
-                    "# TYPE vllm:num_requests_running gauge",
-                    f"vllm:num_requests_running{{{labels}}} {g['running']}",
-                    "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
-                    "# TYPE vllm:num_requests_waiting gauge",
-                    f"vllm:num_requests_waiting{{{labels}}} {g['waiting']}",
-                    "# HELP vllm:gpu_cache_usage_perc GPU KV-cache usage. 1 means 100 percent usage.",
-                    "# TYPE vllm:gpu_cache_usage_perc gauge",
-                    f"vllm:gpu_cache_usage_perc{{{labels}}} {g['gpu_cache_usage_perc']}",
+                    f"# HELP {family} TRT LLM response metrics",
+                    f"# TYPE {family} histogram",
+                    *_histogram(family, labels, TRT_LLM_TOKEN_BUCKETS, values, float(sum(values))),
                 ]
             )
             + "\n"
         )
-        scrapes.append(text)
-    return scrapes[0], scrapes[1]
-
-
-def trt_llm_scrapes() -> tuple[str, str]:
-    sample = (REAL / "tensorrtllm_backend_readme_metrics.txt").read_text()
-    a = TRT_LLM_ADVANCE
-    scrapes = []
-    for step in (0, 1):
-        text = sample
-        if step:
-            text = (
-                text.replace(
-                    'request_type="active",version="1"} 0',
-                    f'request_type="active",version="1"}} {a["active"]}',
-                )
-                .replace(
-                    'kv_cache_block_type="used",model="tensorrt_llm",version="1"} 1',
-                    f'kv_cache_block_type="used",model="tensorrt_llm",version="1"}} {a["used"]}',
-                )
-                .replace(
-                    'kv_cache_block_type="free",model="tensorrt_llm",version="1"} 6239',
-                    f'kv_cache_block_type="free",model="tensorrt_llm",version="1"}} {a["free"]}',
-                )
-            )
-        waiting = a["waiting"] if step else 0
-        fraction = a["fraction"] if step else 1 / 6239  # used / max of the sample
-        text = text.replace(
-            "# HELP nv_trt_llm_runtime_memory_metrics",
-            f'nv_trt_llm_request_metrics{{model="tensorrt_llm",request_type="waiting",version="1"}} {waiting}\n'
-            "# HELP nv_trt_llm_runtime_memory_metrics",
-        ).replace(
-            "# HELP nv_trt_llm_inflight_batcher_metrics",
-            f'nv_trt_llm_kv_cache_block_metrics{{kv_cache_block_type="fraction",model="tensorrt_llm",version="1"}} {fraction!r}\n'
-            "# HELP nv_trt_llm_inflight_batcher_metrics",
-        )
-        for family, kind, key in (
-            ("nv_llm_input_token_len", "total_input_tokens", "input_tokens"),
-            ("nv_llm_output_token_len", "total_output_tokens", "output_tokens"),
-        ):
-            values = list(a[key]) if step else []  # type: ignore[call-overload]
-            labels = f'model="tensorrt_llm",response_metric_type="{kind}",version="1"'
-            text += (
-                "\n".join(
-                    [
-                        f"# HELP {family} TRT LLM response metrics",
-                        f"# TYPE {family} histogram",
-                        *_histogram(family, labels, TRT_LLM_TOKEN_BUCKETS, values, float(sum(values))),
-                    ]
-                )
-                + "\n"
-            )
-        scrapes.append(text)
-    return scrapes[0], scrapes[1]
+    return text
