@@ -108,6 +108,8 @@ class SLO:
     # LLM serving (streaming models): the same shape as latency, on the LLM histograms.
     time_to_first_token: Latency | None = None
     inter_token_latency: Latency | None = None
+    # Generated tokens per second one deployment is sized for (the capacity report's LLM section).
+    max_tokens_per_second: float | None = None
 
     def latency_for(self, kind: str) -> Latency | None:
         """The latency-shaped objective of ``kind`` (latency, time_to_first_token, inter_token_latency)."""
@@ -290,8 +292,9 @@ _SLO_FIELDS = (
     "time_to_first_token",
     "inter_token_latency",
     "capacity",
+    "token_capacity",
 )
-_OBJECTIVES = _SLO_FIELDS[1:-1]
+_OBJECTIVES = tuple(f for f in _SLO_FIELDS if f not in ("model", "capacity", "token_capacity"))
 
 
 def _parse_slo(raw: object, where: str) -> SLO:
@@ -328,6 +331,11 @@ def _parse_slo(raw: object, where: str) -> SLO:
         else None,
         inter_token_latency=_parse_latency(f.raw["inter_token_latency"], f.at("inter_token_latency"))
         if f.has("inter_token_latency")
+        else None,
+        max_tokens_per_second=_one(
+            f.raw["token_capacity"], f.at("token_capacity"), "max_tokens_per_second", _positive
+        )
+        if f.has("token_capacity")
         else None,
     )
 
