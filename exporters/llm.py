@@ -14,7 +14,7 @@ Emits, labels ``model``, ``version`` (each family only for models that have its 
 Formulas live in ``tritonwatch.catalog`` (``LLM_SIGNALS``, ``LLM_HISTOGRAMS``). Counter inputs go through
 the same reset-aware increase as every other signal. Traces (Triton trace files, one timestamp per
 response) give each request's time to first token (first response - REQUEST_START) and its gaps
-between responses. A model whose backend sends an empty final response has one response more than
+between responses, for models seen streaming (a traced request with two responses or more). A model whose backend sends an empty final response has one response more than
 tokens; the models of vLLM and TensorRT-LLM send the last token with the final flag.
 """
 
@@ -175,12 +175,17 @@ class LlmTraces:
         self.histograms = Histograms(buckets, max_keys=max_keys)
         self._lock = threading.Lock()
         self._tokens: dict[ModelKey, deque[tuple[float, int]]] = {}
+        self._streaming: set[ModelKey] = set()
 
     def record(self, timings: list[RequestTiming], now: float) -> None:
         for t in timings:
-            if not t.responses:
-                continue  # not traced per response (OTLP) or no response yet
             key = (t.model, t.version)
+            # Every traced request has one response at least: a model counts as streaming from its
+            # first request with two, so ordinary models never get a time to first token.
+            if len(t.responses) >= 2:
+                self._streaming.add(key)
+            if not t.responses or key not in self._streaming:
+                continue
             ttft = ("time_to_first_token", t.responses[0])
             gaps = [("inter_token", b - a) for a, b in zip(t.responses, t.responses[1:], strict=False)]
             with self._lock:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tritonwatch.otlp import Span
+from tritonwatch.otlp import RESPONSE_EVENT, Span
 
 MODEL_NAME_ATTR = "triton.model_name"
 MODEL_VERSION_ATTR = "triton.model_version"
@@ -85,6 +85,12 @@ class SpanJoiner:
         self._pending: OrderedDict[str, tuple[float, Span]] = OrderedDict()
         # Model span ids already counted: an exporter that retries a batch must not count a request twice.
         self._seen: OrderedDict[str, None] = OrderedDict()
+        # The root InferRequest span holds a request's INFER_RESPONSE_COMPLETE events (one per response
+        # of a streaming model) and ends after its model span: model spans wait here for their root
+        # (root span id -> arrived at, model, version, request id, REQUEST_START ns), and a root that
+        # comes first waits for its model span (root span id -> arrived at, response times).
+        self._awaiting_root: OrderedDict[str, tuple[float, str, str, str, int]] = OrderedDict()
+        self._roots: OrderedDict[str, tuple[float, tuple[int, ...]]] = OrderedDict()
 
     @property
     def pending(self) -> int:
@@ -95,6 +101,11 @@ class SpanJoiner:
             self._expire(now)
 
     def _expire(self, now: float) -> None:
+        # A root that never came (or a model span): that request has no response times.
+        while self._awaiting_root and now - next(iter(self._awaiting_root.values()))[0] > self.ttl:
+            self._awaiting_root.popitem(last=False)
+        while self._roots and now - next(iter(self._roots.values()))[0] > self.ttl:
+            self._roots.popitem(last=False)
         while self._pending:
             key, (at, _span) = next(iter(self._pending.items()))
             if now - at <= self.ttl:
@@ -118,6 +129,9 @@ class SpanJoiner:
                         self.stats.drop("pending_full")
                     self._pending[s.parent_id] = (now, s)
             for s in spans:
+                if not s.parent_id and s.responses:
+                    out += self._root(s, now)
+            for s in spans:
                 model = s.attributes.get(MODEL_NAME_ATTR)
                 if model is None:
                     continue  # InferRequest roots and compute spans carry no phase of their own
@@ -136,19 +150,33 @@ class SpanJoiner:
                 if not phases:
                     self.stats.drop("incomplete")
                     continue
-                out.append(
-                    RequestTiming(
-                        model=model,
-                        version=s.attributes.get(MODEL_VERSION_ATTR, ""),
-                        trace_id=s.trace_id,
-                        request_id=s.attributes.get(REQUEST_ID_ATTR, ""),
-                        phases=phases,
-                    )
-                )
+                version = s.attributes.get(MODEL_VERSION_ATTR, "")
+                request_id = s.attributes.get(REQUEST_ID_ATTR, "")
+                start = events.get("REQUEST_START")
+                root = self._roots.pop(s.parent_id, None) if s.parent_id else None
+                responses = _since(start, root[1]) if root and start is not None else ()
+                if s.parent_id and start is not None and root is None:
+                    if len(self._awaiting_root) >= self.max_pending:
+                        self._awaiting_root.popitem(last=False)
+                    self._awaiting_root[s.parent_id] = (now, model, version, request_id, start)
+                out.append(RequestTiming(model, version, s.trace_id, request_id, phases, responses))
         return out
 
+    def _root(self, root: Span, now: float) -> list[RequestTiming]:
+        """A root span's responses: joined to its model span now, or kept until it comes."""
+        waiting = self._awaiting_root.pop(root.span_id, None)
+        if waiting is None:
+            if len(self._roots) >= self.max_pending:
+                self._roots.popitem(last=False)
+            self._roots[root.span_id] = (now, root.responses)
+            return []
+        _at, model, version, request_id, start = waiting
+        # The model span's timing went out already: this one carries only the responses.
+        return [RequestTiming(model, version, root.trace_id, request_id, {}, _since(start, root.responses))]
 
-RESPONSE_EVENT = "INFER_RESPONSE_COMPLETE"
+
+def _since(start: int, responses: tuple[int, ...]) -> tuple[float, ...]:
+    return tuple((ns - start) / 1e9 for ns in responses if ns >= start)
 
 
 def _responses(trace: dict[str, Any]) -> tuple[float, ...]:
