@@ -107,8 +107,9 @@ def trt_llm_scrapes() -> tuple[str, str]:
     return trt_llm_scrape(0), trt_llm_scrape(1)
 
 
-def vllm_scrape(step: int) -> str:
-    """The vLLM sample advanced ``step`` times by ``VLLM_ADVANCE`` (gauges at their advanced values)."""
+def vllm_scrape(step: int, slow_first_tokens: int = 0) -> str:
+    """The vLLM sample advanced ``step`` times by ``VLLM_ADVANCE`` (gauges at their advanced values),
+    plus ``slow_first_tokens`` first tokens of 2 s (to shift the distribution over time)."""
     sample = (REAL / "vllm_backend_readme_metrics.txt").read_text()
     labels = 'model="vllm_model",version="1"'
     # The sample's first token took 0.0323 s; of its 15 later tokens 14 were under 10 ms and the sum
@@ -117,7 +118,7 @@ def vllm_scrape(step: int) -> str:
     tpot1 = [0.0] * 14 + [0.02]
     ttft_sum1, tpot_sum1 = 0.03233122825622559, 0.04501533508300781
     a = VLLM_ADVANCE
-    ttft = ttft1 + list(a["ttft"]) * step  # type: ignore[call-overload]
+    ttft = ttft1 + list(a["ttft"]) * step + [2.0] * slow_first_tokens  # type: ignore[call-overload]
     tpot = tpot1 + list(a["tpot"]) * step  # type: ignore[call-overload]
     text = _fill(
         sample,
@@ -127,7 +128,7 @@ def vllm_scrape(step: int) -> str:
             labels,
             VLLM_TTFT_BUCKETS,
             ttft,
-            ttft_sum1 + sum(a["ttft"]) * step,  # type: ignore[arg-type]
+            ttft_sum1 + sum(a["ttft"]) * step + 2.0 * slow_first_tokens,  # type: ignore[arg-type]
         ),
     )
     text = _fill(
