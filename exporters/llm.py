@@ -11,11 +11,12 @@ Emits, labels ``model``, ``version`` (each family only for models that have its 
                                                     | request rate x mean responses per traced request
     tritonwatch_llm_requests_running, _requests_waiting, _kv_cache_utilization_ratio, _preemptions_per_second
 
-Formulas live in ``tritonwatch.catalog`` (``LLM_SIGNALS``, ``LLM_HISTOGRAMS``). Counter inputs go through
-the same reset-aware increase as every other signal. Traces (Triton trace files, one timestamp per
-response) give each request's time to first token (first response - REQUEST_START) and its gaps
-between responses, for models seen streaming (a traced request with two responses or more). A model whose backend sends an empty final response has one response more than
-tokens; the models of vLLM and TensorRT-LLM send the last token with the final flag.
+Formulas live in ``tritonwatch.catalog`` (``LLM_SIGNALS``, ``LLM_HISTOGRAMS``). Counter inputs go
+through the same reset-aware increase as every other signal. Traces (OpenTelemetry root spans or
+Triton trace files: one INFER_RESPONSE_COMPLETE per response) give each request's time to first
+token (first response - REQUEST_START) and its gaps between responses, for models seen streaming (a
+traced request with two responses or more). A backend that sends an empty final response counts one
+response more than its tokens; vLLM and TensorRT-LLM send the last token with the final flag.
 """
 
 from __future__ import annotations
@@ -125,7 +126,6 @@ class LlmWindow:
         self.rates: IncreaseWindow[tuple[str, ModelKey]] = IncreaseWindow(window)
         self.gauges: dict[tuple[str, ModelKey], list[float]] = {}
         self.histograms = BackendHistograms(window)
-        self.models: frozenset[ModelKey] = frozenset()
         self._times: deque[float] = deque()  # scrape times in the window, for bounds()
 
     def bounds(self) -> tuple[float, float] | None:
@@ -135,14 +135,12 @@ class LlmWindow:
     def observe(self, now: float, samples: Samples) -> None:
         rows: list[tuple[object, tuple[str, ModelKey], float]] = []
         gauges: dict[tuple[str, ModelKey], list[float]] = {}
-        models: set[ModelKey] = set()
         for sig in catalog.LLM_SIGNALS:
             for inp in sig.inputs:
                 for labels, value in samples.get(inp.sample, {}).items():
                     key = model_key(labels)
                     if key is None or not inp.accepts(dict(labels)):
                         continue
-                    models.add(key)
                     if sig.kind == "rate":
                         rows.append(((inp.sample, labels), (sig.name, key), value * inp.scale))
                     elif not math.isnan(value):
@@ -153,17 +151,26 @@ class LlmWindow:
             self._times.popleft()  # the same entries IncreaseWindow keeps: end > now - window
         self.gauges = gauges
         self.histograms.observe(now, samples)
-        self.models = frozenset(models | {k for _n, k in self.histograms.cumulative})
 
     def value(self, sig: LlmSignal, key: ModelKey) -> float | None:
+        """The signal's value for one model over the window; None when it has no inputs."""
+        return self.values(sig).get(key)
+
+    def values(
+        self, sig: LlmSignal, increases: dict[tuple[str, ModelKey], float] | None = None
+    ) -> dict[ModelKey, float]:
+        """The signal's value per model that has its inputs (``increases``: the rates' window, summed)."""
         if sig.kind == "rate":
             span = self.rates.span()
-            inc = self.rates.increases().get((sig.name, key))
-            return inc / span if inc is not None and span > 0 else None
-        values = self.gauges.get((sig.name, key))
-        if not values:
-            return None
-        return sum(values) / len(values) if sig.kind == "mean" else sum(values)
+            if span <= 0:
+                return {}
+            inc = self.rates.increases() if increases is None else increases
+            return {k: v / span for (name, k), v in inc.items() if name == sig.name}
+        out = {}
+        for (name, key), values in self.gauges.items():
+            if name == sig.name and values:
+                out[key] = sum(values) / len(values) if sig.kind == "mean" else sum(values)
+        return out
 
 
 class LlmTraces:
@@ -225,22 +232,16 @@ class LlmPart:
         labels = list(catalog.MODEL_KEY)
         with self.metrics.lock:
             fresh = self.metrics.fresh and self.metrics.health.up
-            values = (
-                {
-                    sig.name: {
-                        k: v
-                        for k in sorted(self.window.models)
-                        if (v := self.window.value(sig, k)) is not None
-                    }
-                    for sig in catalog.LLM_SIGNALS
-                }
-                if fresh
-                else {}
-            )
-            cumulative = dict(self.window.histograms.cumulative) if fresh else {}
-            backend_q = self.window.histograms.quantiles(catalog.LLM_QUANTILES) if fresh else {}
-            request_rate = self._request_rates() if fresh else {}
-        traced = self._traced_generation(now, request_rate)
+            values: dict[str, dict[ModelKey, float]] = {}
+            cumulative: dict[HistKey, tuple[list[tuple[float, float]], float, float]] = {}
+            backend_q: dict[HistKey, tuple[dict[str, float], float]] = {}
+            traced: dict[ModelKey, float] = {}
+            if fresh:
+                increases = self.window.rates.increases()  # once for every rate signal
+                values = {sig.name: self.window.values(sig, increases) for sig in catalog.LLM_SIGNALS}
+                cumulative = dict(self.window.histograms.cumulative)
+                backend_q = self.window.histograms.quantiles(catalog.LLM_QUANTILES)
+                traced = self._traced_generation(now)
         for sig in catalog.LLM_SIGNALS:
             fam = GaugeMetricFamily(sig.name, sig.help, labels=labels)
             per = dict(values.get(sig.name, {}))
@@ -252,13 +253,17 @@ class LlmPart:
         yield from self._histograms(cumulative)
         yield from self._quantiles(now, backend_q)
 
-    def _request_rates(self) -> dict[ModelKey, float]:
-        w = self.metrics.window
-        sig = catalog.signal(catalog.REQUEST_RATE)
-        return {k: v for k in w.models if (v := w.evaluate(sig, k)) is not None}
+    def _traced_generation(self, now: float) -> dict[ModelKey, float]:
+        """Streaming models without token counters: successful requests/s x mean responses per request.
 
-    def _traced_generation(self, now: float, request_rate: dict[ModelKey, float]) -> dict[ModelKey, float]:
-        return {k: request_rate[k] * n for k, n in self.traces.mean_tokens(now).items() if k in request_rate}
+        Called under the metrics lock (the request rate comes from the counter window)."""
+        sig = catalog.signal(catalog.REQUEST_RATE)
+        out = {}
+        for key, tokens in self.traces.mean_tokens(now).items():
+            rate = self.metrics.window.evaluate(sig, key)
+            if rate is not None:
+                out[key] = rate * tokens
+        return out
 
     def _histograms(
         self, cumulative: dict[HistKey, tuple[list[tuple[float, float]], float, float]]

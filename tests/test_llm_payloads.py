@@ -34,16 +34,25 @@ class FakeClock:
 
 def served_twice(first: str, second: str) -> Series:
     """The sidecar's /metrics after scraping ``first`` then ``second`` 10 s later (fake clock)."""
-    endpoint = StaticEndpoint(first.encode()).start()
+    return served([first, second])
+
+
+def served(payloads: list[str | None]) -> Series:
+    """The sidecar's /metrics after scraping each payload 10 s apart (None: the endpoint is gone)."""
+    endpoint = StaticEndpoint(b"").start()
     clock = FakeClock()
     # Nothing listens on the API port: the triton_api target is down, which costs only its own families.
-    sidecar = Sidecar.local("http://127.0.0.1:9", endpoint.url, window=60.0)
+    sidecar = Sidecar.local("http://127.0.0.1:9", endpoint.url, window=60.0, timeout=2.0)
     sidecar.metrics.clock = clock
     try:
-        assert sidecar.metrics.step()
-        endpoint.payload = second.encode()
-        clock.now += SECONDS
-        assert sidecar.metrics.step()
+        for payload in payloads:
+            if payload is None:
+                endpoint.stop()
+                assert not sidecar.metrics.step()
+            else:
+                endpoint.payload = payload.encode()
+                assert sidecar.metrics.step()
+            clock.now += SECONDS
         sidecar.server.start()
         text = requests.get(f"http://127.0.0.1:{sidecar.port}/metrics", timeout=10).text
     finally:
@@ -137,3 +146,19 @@ def test_what_a_backend_does_not_report_is_absent_not_zero(trt: Series, vllm: Se
     every = {s.name for s in catalog.LLM_SIGNALS} | {h.quantile_name for h in catalog.LLM_HISTOGRAMS}
     every |= {f"{h.name}_count" for h in catalog.LLM_HISTOGRAMS}
     assert every <= names(vllm, VLLM_KEY)
+
+
+def test_a_backend_restart_counts_from_zero_not_negative() -> None:
+    # vLLM restarts between the 2nd and 3rd scrape: its counters start again from the sample's values.
+    first, second = vllm_scrapes()
+    after = served([first, second, first])
+    # 18 prompt tokens before the restart, then the sample's 10 counted from 0, over 20 s.
+    assert get(after, catalog.LLM_PROMPT_TOKENS_RATE, VLLM_KEY) == (18 + 10) / (2 * SECONDS)
+    assert get(after, catalog.LLM_PREEMPTIONS_RATE, VLLM_KEY) == 3 / (2 * SECONDS)
+
+
+def test_while_triton_is_down_the_llm_families_are_absent_not_stale() -> None:
+    first, second = vllm_scrapes()
+    down = served([first, second, None])
+    assert not names(down, VLLM_KEY)
+    assert down[("tritonwatch_up", frozenset({("target", "triton")}))] == 0
