@@ -165,19 +165,24 @@ def _traffic(spec: SLOFile, case: Case, obj: Objective, bad_per_minute: Decimal,
         )
         case.add(catalog.TRITON_FAILURE, triton_labels(spec, model, reason="CANCELED"), counter(0, samples))
     else:
-        lat = spec.slo_for(model).latency
+        lat = spec.slo_for(model).latency_for(obj.kind)
         assert lat is not None
         le = repr(lat.threshold)
-        hist = sidecar_labels(
-            spec, **{catalog.MODEL: model, catalog.VERSION: VERSION, catalog.PHASE: "request"}
-        )
-        case.add(
-            f"{catalog.REQUEST_DURATION}_bucket", {**hist, "le": le}, counter(RPM - bad_per_minute, samples)
-        )
-        case.add(f"{catalog.REQUEST_DURATION}_bucket", {**hist, "le": "+Inf"}, counter(RPM, samples))
-        case.add(f"{catalog.REQUEST_DURATION}_count", hist, counter(RPM, samples))
+        name, hist = _histogram(spec, obj)
+        case.add(f"{name}_bucket", {**hist, "le": le}, counter(RPM - bad_per_minute, samples))
+        case.add(f"{name}_bucket", {**hist, "le": "+Inf"}, counter(RPM, samples))
+        case.add(f"{name}_count", hist, counter(RPM, samples))
         case.add(catalog.TRITON_SUCCESS, triton_labels(spec, model), counter(RPM, samples))
     return case
+
+
+def _histogram(spec: SLOFile, obj: Objective) -> tuple[str, dict[str, str]]:
+    """The sidecar histogram a latency-shaped objective reads, and its series' labels."""
+    name, _fixed = rules.latency_histogram(obj.kind)
+    labels = {catalog.MODEL: obj.model, catalog.VERSION: VERSION}
+    if obj.kind == "latency":
+        labels[catalog.PHASE] = "request"
+    return name, sidecar_labels(spec, **labels)
 
 
 def _burn_alert(spec: SLOFile, obj: Objective, severity: str, burn: str) -> dict[str, dict[str, str]]:
@@ -219,20 +224,14 @@ def burn_cases(spec: SLOFile, obj: Objective) -> list[Case]:
         canceled.checks.append(Check("10m", rules.BURN))
         out.append(canceled)
     else:
-        lat = spec.slo_for(obj.model).latency
+        lat = spec.slo_for(obj.model).latency_for(obj.kind)
         assert lat is not None
         # Every sampled request slow, but fewer samples in any window than min_samples.
         per_minute = Decimal(lat.min_samples - 1) / Decimal(LONG * 1.2)
         sparse = Case(f"{obj.name}: fewer than {lat.min_samples} samples per window never fire")
-        hist = sidecar_labels(
-            spec, **{catalog.MODEL: obj.model, catalog.VERSION: VERSION, catalog.PHASE: "request"}
-        )
-        sparse.add(
-            f"{catalog.REQUEST_DURATION}_bucket", {**hist, "le": repr(lat.threshold)}, counter(0, LONG)
-        )
-        sparse.add(
-            f"{catalog.REQUEST_DURATION}_count", hist, counter(per_minute.quantize(Decimal("0.0001")), LONG)
-        )
+        name, hist = _histogram(spec, obj)
+        sparse.add(f"{name}_bucket", {**hist, "le": repr(lat.threshold)}, counter(0, LONG))
+        sparse.add(f"{name}_count", hist, counter(per_minute.quantize(Decimal("0.0001")), LONG))
         sparse.checks += [Check("10m", rules.BURN), Check(f"{LONG}m", rules.BURN)]
         out.append(sparse)
     return out

@@ -257,7 +257,29 @@ def catalog_rules(spec: SLOFile) -> list[Group]:
             (catalog.MODEL_ENERGY_PER_INFERENCE_RECORD, catalog.energy_per_inference_promql),
         )
     ]
-    return [{"name": "tritonwatch-catalog", "rules": rules}, {"name": "tritonwatch-gpu", "rules": gpu}]
+    return [
+        {"name": "tritonwatch-catalog", "rules": rules},
+        {"name": "tritonwatch-gpu", "rules": gpu},
+        {"name": "tritonwatch-llm", "rules": llm_rules(spec)},
+    ]
+
+
+def llm_rules(spec: SLOFile) -> list[Rule]:
+    """The LLM signals (token rates, queue, KV cache) and the TTFT/ITL quantiles across replicas."""
+    out: list[Rule] = [
+        {"record": sig.record, "expr": catalog.llm_promql(sig, CATALOG_WINDOW, spec.grouping)}
+        for sig in catalog.LLM_SIGNALS
+    ]
+    for hist in catalog.LLM_HISTOGRAMS:
+        for q in catalog.LLM_QUANTILES:
+            out.append(
+                {
+                    "record": hist.quantile_record,
+                    "expr": catalog.llm_quantile_promql(hist, q, CATALOG_WINDOW, spec.grouping),
+                    "labels": {catalog.QUANTILE: q},
+                }
+            )
+    return out
 
 
 # --- step 2: SLI error ratios per window --------------------------------------------------------
@@ -270,13 +292,25 @@ def availability_error_ratio(spec: SLOFile, model: str, window: str) -> str:
     return f"{num}\n/\n{den}"
 
 
-def latency_error_ratio(spec: SLOFile, model: str, window: str, threshold: float, min_samples: int) -> str:
+def latency_histogram(kind: str) -> tuple[str, tuple[str, ...]]:
+    """The histogram (and its fixed matchers) a latency-shaped objective reads."""
+    if kind == "time_to_first_token":
+        return catalog.LLM_TTFT, ()
+    if kind == "inter_token_latency":
+        return catalog.LLM_ITL, ()
+    return catalog.REQUEST_DURATION, (_request_phase(),)
+
+
+def latency_error_ratio(
+    spec: SLOFile, model: str, window: str, threshold: float, min_samples: int, kind: str = "latency"
+) -> str:
     """Share of sampled requests slower than ``threshold``; absent when the window holds fewer than
     ``min_samples`` samples, so thin traces never fire an alert."""
     by = _by(spec, catalog.MODEL)
-    sel = [_request_phase(), _model(model)]
-    under = _select(f"{catalog.REQUEST_DURATION}_bucket", *sel, le_matcher(threshold))
-    count = _select(f"{catalog.REQUEST_DURATION}_count", *sel)
+    histogram, fixed = latency_histogram(kind)
+    sel = [*fixed, _model(model)]
+    under = _select(f"{histogram}_bucket", *sel, le_matcher(threshold))
+    count = _select(f"{histogram}_count", *sel)
     return (
         f"1 - (\n  sum by ({by}) (rate({under}[{window}]))\n  /\n  sum by ({by}) (rate({count}[{window}]))\n)\n"
         f"and on ({by})\nsum by ({by}) (increase({count}[{window}])) >= {min_samples}"
@@ -286,9 +320,9 @@ def latency_error_ratio(spec: SLOFile, model: str, window: str, threshold: float
 def sli_expr(spec: SLOFile, obj: Objective, window: str) -> str:
     if obj.kind == "availability":
         return availability_error_ratio(spec, obj.model, window)
-    lat = spec.slo_for(obj.model).latency
+    lat = spec.slo_for(obj.model).latency_for(obj.kind)
     assert lat is not None
-    return latency_error_ratio(spec, obj.model, window, lat.threshold, lat.min_samples)
+    return latency_error_ratio(spec, obj.model, window, lat.threshold, lat.min_samples, obj.kind)
 
 
 def sli_record(window: str) -> str:
@@ -348,14 +382,21 @@ def budget_left_template(spec: SLOFile) -> str:
     )
 
 
+LATENCY_GOOD = {
+    "latency": "within {threshold}",
+    "time_to_first_token": "get their first token within {threshold}",
+    "inter_token_latency": "stream tokens at most {threshold} apart",
+}
+
+
 def burn_texts(spec: SLOFile, obj: Objective) -> dict[str, str]:
     """The placeholders of the burn alert that are fixed when the rules are generated."""
     if obj.kind == "availability":
         good = "succeed"
     else:
-        lat = spec.slo_for(obj.model).latency
+        lat = spec.slo_for(obj.model).latency_for(obj.kind)
         assert lat is not None
-        good = f"within {format_duration(lat.threshold)}"
+        good = LATENCY_GOOD[obj.kind].format(threshold=format_duration(lat.threshold))
     return {"objective": _num(obj.objective), "good": good, "window": spec.window_text}
 
 

@@ -105,6 +105,19 @@ class SLO:
     batch_efficiency_min: float | None = None
     cache_hit_ratio_min: float | None = None
     capacity: Capacity | None = None
+    # LLM serving (streaming models): the same shape as latency, on the LLM histograms.
+    time_to_first_token: Latency | None = None
+    inter_token_latency: Latency | None = None
+    # Generated tokens per second one deployment is sized for (the capacity report's LLM section).
+    max_tokens_per_second: float | None = None
+
+    def latency_for(self, kind: str) -> Latency | None:
+        """The latency-shaped objective of ``kind`` (latency, time_to_first_token, inter_token_latency)."""
+        return getattr(self, kind) if kind in LATENCY_KINDS else None
+
+
+# Objectives that are a share of requests under a threshold of a latency histogram.
+LATENCY_KINDS = ("latency", "time_to_first_token", "inter_token_latency")
 
 
 @dataclass(frozen=True)
@@ -113,7 +126,7 @@ class Objective:
 
     name: str
     model: str
-    kind: str  # "availability" | "latency"
+    kind: str  # "availability" | one of LATENCY_KINDS
     objective: Decimal  # percent
 
     @property
@@ -146,6 +159,11 @@ class SLOFile:
                 )
             if s.latency:
                 out.append(Objective(f"{s.model}-latency", s.model, "latency", s.latency.objective))
+            for kind in LATENCY_KINDS[1:]:
+                lat = s.latency_for(kind)
+                if lat:
+                    name = f"{s.model}-{kind.replace('_', '-')}"
+                    out.append(Objective(name, s.model, kind, lat.objective))
         return tuple(out)
 
     def slo_for(self, model: str) -> SLO:
@@ -271,9 +289,12 @@ _SLO_FIELDS = (
     "queue_time_ratio",
     "batch_efficiency",
     "cache_hit_ratio",
+    "time_to_first_token",
+    "inter_token_latency",
     "capacity",
+    "token_capacity",
 )
-_OBJECTIVES = _SLO_FIELDS[1:-1]
+_OBJECTIVES = tuple(f for f in _SLO_FIELDS if f not in ("model", "capacity", "token_capacity"))
 
 
 def _parse_slo(raw: object, where: str) -> SLO:
@@ -305,6 +326,17 @@ def _parse_slo(raw: object, where: str) -> SLO:
         if f.has("cache_hit_ratio")
         else None,
         capacity=capacity,
+        time_to_first_token=_parse_latency(f.raw["time_to_first_token"], f.at("time_to_first_token"))
+        if f.has("time_to_first_token")
+        else None,
+        inter_token_latency=_parse_latency(f.raw["inter_token_latency"], f.at("inter_token_latency"))
+        if f.has("inter_token_latency")
+        else None,
+        max_tokens_per_second=_one(
+            f.raw["token_capacity"], f.at("token_capacity"), "max_tokens_per_second", _positive
+        )
+        if f.has("token_capacity")
+        else None,
     )
 
 

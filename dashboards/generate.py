@@ -2,7 +2,7 @@
 
 Writes exactly these files into DIR (and nothing else), byte-for-byte reproducible:
 ``tritonwatch-fleet.json``, ``tritonwatch-model.json``, ``tritonwatch-gpu.json``,
-``tritonwatch-slo.json``. The committed copies live in ``dashboards/generated/``; regenerate them
+``tritonwatch-slo.json``, ``tritonwatch-llm.json``. The committed copies live in ``dashboards/generated/``; regenerate them
 with ``make generate``.
 """
 
@@ -26,9 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def builders() -> dict[str, Callable[[], Any]]:
     """File name -> function building the grafanalib dashboard."""
-    from dashboards import fleet, gpu, model, slo
+    from dashboards import fleet, gpu, llm, model, slo
 
-    return {f"tritonwatch-{m.NAME}.json": m.build for m in (fleet, model, gpu, slo)}
+    return {f"tritonwatch-{m.NAME}.json": m.build for m in (fleet, model, gpu, slo, llm)}
 
 
 def render_all() -> dict[str, bytes]:

@@ -147,3 +147,32 @@ GPU_VALUES = f"label_values({catalog.GPU_UTILIZATION}, {catalog.GPU_UUID})"
 GPU_MODEL_VALUES = f"label_values({catalog.MODEL_GPU_BUSY}, {catalog.MODEL})"
 SLO_VALUES = f"label_values({catalog.SLO_OBJECTIVE_RECORD}, {catalog.SLO})"
 SLO_MODEL_VALUES = f'label_values({catalog.SLO_OBJECTIVE_RECORD}{{slo=~"$slo"}}, {catalog.MODEL})'
+
+
+# --- LLM serving (streaming models; dashboards/llm.py) ----------------------------------------------
+# An LLM model may have no nv_inference_* series at all (a vLLM model only reports vllm:*): its
+# variables list the models the sidecar exports LLM families for.
+LLM_ANY_MODEL_VALUES = f'label_values({{__name__=~"tritonwatch_llm_.+"}}, {catalog.MODEL})'
+LLM_VERSION_VALUES = f'label_values({{__name__=~"tritonwatch_llm_.+",model=~"$model"}}, {catalog.VERSION})'
+LLM_INSTANCE_VALUES = 'label_values({__name__=~"tritonwatch_llm_.+",model=~"$model"}, instance)'
+
+
+def llm_signal(name: str, selector: str = SELECTOR) -> str:
+    """An LLM signal across replicas, per model and version, from the backends' own series."""
+    return catalog.llm_promql(catalog.llm_signal(name), window=RATE, selector=selector)
+
+
+def llm_quantile(histogram: str, quantile: str, selector: str = SELECTOR) -> str:
+    """A TTFT or inter-token percentile across replicas from the sidecar's LLM histogram."""
+    return catalog.llm_quantile_promql(catalog.llm_histogram(histogram), quantile, RATE, selector=selector)
+
+
+def llm_buckets(histogram: str, selector: str = SELECTOR) -> str:
+    """Per-bucket rate of an LLM latency histogram for a heatmap (all selected models together)."""
+    return f"sum by (le) (rate({_with(histogram + '_bucket', selector)}[{RATE}]))"
+
+
+def llm_sidecar_quantile(histogram: str, quantile: str, selector: str = SELECTOR) -> str:
+    """One sidecar's own TTFT/ITL percentile gauge per replica (exact over traces, or interpolated)."""
+    gauge = catalog.llm_histogram(histogram).quantile_name
+    return per_model(gauge, "max", ("instance",), f'{selector},{catalog.QUANTILE}="{quantile}"')

@@ -28,7 +28,8 @@ HELP = "Scrape a Triton server (and DCGM, traces) and serve derived per-model si
 # Optional parts, each a module with ``make_part(config, sidecar) -> list[tuple[Part, Source | None]]``
 # (empty when its flags leave it off). Imported by name so that this module stays free of their
 # dependencies and a part that is not installed costs only itself.
-PART_MODULES: tuple[str, ...] = ("exporters.gpu", "exporters.traces", "exporters.probe")
+# exporters.llm comes after exporters.traces: it listens to the latency part's per-request timings.
+PART_MODULES: tuple[str, ...] = ("exporters.gpu", "exporters.traces", "exporters.probe", "exporters.llm")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

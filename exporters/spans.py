@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tritonwatch.otlp import Span
+from tritonwatch.otlp import RESPONSE_EVENT, Span
 
 MODEL_NAME_ATTR = "triton.model_name"
 MODEL_VERSION_ATTR = "triton.model_version"
@@ -55,6 +55,9 @@ class RequestTiming:
     trace_id: str
     request_id: str
     phases: Mapping[str, float] = field(default_factory=dict)
+    # Seconds from REQUEST_START to each INFER_RESPONSE_COMPLETE, in order: one per response of a
+    # decoupled (streaming) model, read by the LLM part (exporters/llm.py). Trace files only.
+    responses: tuple[float, ...] = ()
 
 
 @dataclass
@@ -82,6 +85,12 @@ class SpanJoiner:
         self._pending: OrderedDict[str, tuple[float, Span]] = OrderedDict()
         # Model span ids already counted: an exporter that retries a batch must not count a request twice.
         self._seen: OrderedDict[str, None] = OrderedDict()
+        # The root InferRequest span holds a request's INFER_RESPONSE_COMPLETE events (one per response
+        # of a streaming model) and ends after its model span: model spans wait here for their root
+        # (root span id -> arrived at, model, version, request id, REQUEST_START ns), and a root that
+        # comes first waits for its model span (root span id -> arrived at, response times).
+        self._awaiting_root: OrderedDict[str, tuple[float, str, str, str, int]] = OrderedDict()
+        self._roots: OrderedDict[str, tuple[float, tuple[int, ...]]] = OrderedDict()
 
     @property
     def pending(self) -> int:
@@ -92,6 +101,11 @@ class SpanJoiner:
             self._expire(now)
 
     def _expire(self, now: float) -> None:
+        # A root that never came (or a model span): that request has no response times.
+        while self._awaiting_root and now - next(iter(self._awaiting_root.values()))[0] > self.ttl:
+            self._awaiting_root.popitem(last=False)
+        while self._roots and now - next(iter(self._roots.values()))[0] > self.ttl:
+            self._roots.popitem(last=False)
         while self._pending:
             key, (at, _span) = next(iter(self._pending.items()))
             if now - at <= self.ttl:
@@ -115,6 +129,9 @@ class SpanJoiner:
                         self.stats.drop("pending_full")
                     self._pending[s.parent_id] = (now, s)
             for s in spans:
+                if not s.parent_id and s.responses:
+                    out += self._root(s, now)
+            for s in spans:
                 model = s.attributes.get(MODEL_NAME_ATTR)
                 if model is None:
                     continue  # InferRequest roots and compute spans carry no phase of their own
@@ -133,16 +150,40 @@ class SpanJoiner:
                 if not phases:
                     self.stats.drop("incomplete")
                     continue
-                out.append(
-                    RequestTiming(
-                        model=model,
-                        version=s.attributes.get(MODEL_VERSION_ATTR, ""),
-                        trace_id=s.trace_id,
-                        request_id=s.attributes.get(REQUEST_ID_ATTR, ""),
-                        phases=phases,
-                    )
-                )
+                version = s.attributes.get(MODEL_VERSION_ATTR, "")
+                request_id = s.attributes.get(REQUEST_ID_ATTR, "")
+                start = events.get("REQUEST_START")
+                root = self._roots.pop(s.parent_id, None) if s.parent_id else None
+                responses = _since(start, root[1]) if root and start is not None else ()
+                if s.parent_id and start is not None and root is None:
+                    if len(self._awaiting_root) >= self.max_pending:
+                        self._awaiting_root.popitem(last=False)
+                    self._awaiting_root[s.parent_id] = (now, model, version, request_id, start)
+                out.append(RequestTiming(model, version, s.trace_id, request_id, phases, responses))
         return out
+
+    def _root(self, root: Span, now: float) -> list[RequestTiming]:
+        """A root span's responses: joined to its model span now, or kept until it comes."""
+        waiting = self._awaiting_root.pop(root.span_id, None)
+        if waiting is None:
+            if len(self._roots) >= self.max_pending:
+                self._roots.popitem(last=False)
+            self._roots[root.span_id] = (now, root.responses)
+            return []
+        _at, model, version, request_id, start = waiting
+        # The model span's timing went out already: this one carries only the responses.
+        return [RequestTiming(model, version, root.trace_id, request_id, {}, _since(start, root.responses))]
+
+
+def _since(start: int, responses: tuple[int, ...]) -> tuple[float, ...]:
+    return tuple((ns - start) / 1e9 for ns in responses if ns >= start)
+
+
+def _responses(trace: dict[str, Any]) -> tuple[float, ...]:
+    start = trace["events"].get("REQUEST_START")
+    if start is None:
+        return ()
+    return tuple((ns - start) / 1e9 for ns in sorted(trace["responses"]) if ns >= start)
 
 
 class TraceFileError(ValueError):
@@ -165,7 +206,7 @@ def trace_file_timings(entries: Any) -> list[RequestTiming]:
         tid = entry["id"]
         if not isinstance(tid, int | str):
             raise TraceFileError("a trace id is not a number")
-        t = by_id.setdefault(tid, {"events": {}})
+        t = by_id.setdefault(tid, {"events": {}, "responses": []})
         if "model_name" in entry:
             t["model"] = str(entry["model_name"])
             t["version"] = str(entry.get("model_version", ""))
@@ -174,11 +215,15 @@ def trace_file_timings(entries: Any) -> list[RequestTiming]:
             if not isinstance(ts, dict) or not isinstance(ts.get("ns"), int):
                 raise TraceFileError(f"trace {tid}: a timestamp is not {{name, ns}}")
             t["events"].setdefault(str(ts.get("name")), ts["ns"])
+            if ts.get("name") == RESPONSE_EVENT:
+                t["responses"].append(ts["ns"])
     out = []
     for tid, t in by_id.items():
         if "model" not in t:
             continue
         phases = phase_durations(t["events"])
         if phases:
-            out.append(RequestTiming(t["model"], t["version"], str(tid), t["request_id"], phases))
+            out.append(
+                RequestTiming(t["model"], t["version"], str(tid), t["request_id"], phases, _responses(t))
+            )
     return out

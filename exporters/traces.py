@@ -108,9 +108,14 @@ class LatencyPart:
         # One request lands in the store and the histograms together: a scrape never sees it in one only.
         self._lock = threading.Lock()
         self._summary_cache: tuple[int, dict[tuple[str, str, str], dict[str, float]]] | None = None
+        # Called with every batch of recorded timings (the LLM part reads streaming responses).
+        self.listeners: list[Callable[[list[RequestTiming], float], None]] = []
 
     def record(self, timings: Iterable[RequestTiming], now: float | None = None) -> int:
         now = self.clock() if now is None else now
+        timings = list(timings)
+        for listener in self.listeners:
+            listener(timings, now)
         n = 0
         with self._lock:
             for t in timings:

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
         slos = slo.load(args.slo)
 
-    from reports import charts, figures, findings, render
+    from reports import charts, figures, findings, llm, render
     from reports.promapi import Progress, PromClient
     from reports.week import collect, history_days
 
@@ -105,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         )
         try:
             paths = render.write(report, Path(args.out))
+            paths += llm.add_to_report(client, end, args.days, week, slos, Path(args.out))  # LLM models
         except OSError as exc:
             raise TritonwatchError(f"--out {args.out}: cannot write the report ({exc.strerror})") from None
     finally:

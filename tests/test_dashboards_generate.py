@@ -42,6 +42,7 @@ def test_cli_output_matches_committed_files_byte_for_byte(tmp_path: Path) -> Non
         == [
             "tritonwatch-fleet.json",
             "tritonwatch-gpu.json",
+            "tritonwatch-llm.json",
             "tritonwatch-model.json",
             "tritonwatch-slo.json",
         ]

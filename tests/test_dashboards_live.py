@@ -63,6 +63,7 @@ GPU_NAMES = {
     catalog.MODEL_ENERGY_PER_INFERENCE,
 }
 TRACE_NAMES = {catalog.REQUEST_DURATION, catalog.LATENCY_QUANTILE}
+LLM_PREFIXES = ("tritonwatch_llm_", "vllm:", "nv_trt_llm_", "nv_llm_")
 HAVE_TRACES = importlib.util.find_spec("exporters.traces") is not None
 HAVE_PROBE = importlib.util.find_spec("exporters.probe") is not None
 # The GPU issue's replayed GPU node (the same one `tritonwatch demo --gpu-replay` uses):
@@ -101,6 +102,8 @@ def _needs(expr: str) -> set[str]:
         needs.add("slo rules")
     if {catalog.PROBE_SUCCESS, catalog.PROBE_DURATION} & names:
         needs.add("probe")
+    if any(n.startswith(LLM_PREFIXES) for n in names):
+        needs.add("llm")  # proven on LLM data by tests/test_dashboards_llm_live.py
     return needs
 
 
@@ -240,6 +243,7 @@ def _run(
         unavailable.add("probe")
     if not live.gpu:
         unavailable.add("gpu")
+    unavailable.add("llm")  # no LLM model in this stack
 
     def counted(q: promcheck.PanelQuery) -> bool:
         return not _needs(q.expr) & ({"gpu", "firing alert"} | unavailable)

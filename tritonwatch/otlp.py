@@ -31,8 +31,11 @@ class Span:
     end_ns: int
     attributes: Mapping[str, str] = field(default_factory=dict)  # values as strings ("1", "sleeper")
     events: Mapping[str, int] = field(default_factory=dict)  # event name -> time (ns), first occurrence
+    # Every INFER_RESPONSE_COMPLETE (ns), in time order: one per response of a streaming request.
+    responses: tuple[int, ...] = ()
 
 
+RESPONSE_EVENT = "INFER_RESPONSE_COMPLETE"
 _HEX = re.compile(r"^[0-9a-fA-F]*$")
 # Older exporters (OTLP < 0.15) name the middle level instrumentationLibrarySpans.
 _SCOPE_KEYS = ("scopeSpans", "instrumentationLibrarySpans")
@@ -110,10 +113,14 @@ def _attributes(value: Any, where: str) -> dict[str, str]:
 def _span(value: Any, where: str) -> Span:
     s = _obj(value, where)
     events: dict[str, int] = {}
+    responses: list[int] = []
     for i, item in enumerate(_list(s.get("events"), f"{where}.events")):
         ev = _obj(item, f"{where}.events[{i}]")
         name = _str(ev.get("name"), f"{where}.events[{i}].name")
-        events.setdefault(name, _nanos(ev.get("timeUnixNano"), f"{where}.events[{i}].timeUnixNano"))
+        ns = _nanos(ev.get("timeUnixNano"), f"{where}.events[{i}].timeUnixNano")
+        events.setdefault(name, ns)
+        if name == RESPONSE_EVENT:
+            responses.append(ns)
     return Span(
         trace_id=_id(s.get("traceId"), f"{where}.traceId", required=True),
         span_id=_id(s.get("spanId"), f"{where}.spanId", required=True),
@@ -123,6 +130,7 @@ def _span(value: Any, where: str) -> Span:
         end_ns=_nanos(s.get("endTimeUnixNano", "0"), f"{where}.endTimeUnixNano"),
         attributes=_attributes(s.get("attributes"), f"{where}.attributes"),
         events=events,
+        responses=tuple(sorted(responses)),
     )
 
 

@@ -56,7 +56,37 @@ def render() -> str:
         *(f"| `{k}` | {v} |" for k, v in catalog.GPU_ATTRIBUTION_REASONS.items()),
         "",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines + llm_section())
+
+
+def llm_section() -> list[str]:
+    """LLM serving (exporters/llm.py): one section, each backend's inputs joined with ``or``."""
+    lines = [
+        "## LLM serving",
+        "",
+        "Streaming (decoupled) models: vLLM and TensorRT-LLM backend families, Triton's first-response",
+        "histogram where the server has it (not 2.51), else per-response timestamps of sampled traces.",
+        "",
+        "| signal | labels | unit | recording rule | inputs |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for sig in catalog.LLM_SIGNALS:
+        inputs = ", ".join(f"`{i.selector()}`" for i in sig.inputs)
+        lines.append(f"| `{sig.name}` | model, version | {sig.unit} | `{sig.record}` | {inputs} |")
+    for h in catalog.LLM_HISTOGRAMS:
+        inputs = ", ".join(f"`{f}`" for f, _ in h.sources) + ", traces"
+        lines.append(f"| `{h.name}` (histogram) | model, version | s | | {inputs} |")
+        lines.append(
+            f"| `{h.quantile_name}` | model, version, quantile, source | s | `{h.quantile_record}` | {inputs} |"
+        )
+    lines += ["", "### Definitions", ""]
+    for sig in catalog.LLM_SIGNALS:
+        lines += [f"#### `{sig.name}`", "", sig.help, "", "```promql", catalog.llm_promql(sig), "```", ""]
+    for h in catalog.LLM_HISTOGRAMS:
+        lines += [f"#### `{h.quantile_name}`", "", h.help, "", "```promql"]
+        lines += [catalog.llm_quantile_promql(h, q) for q in catalog.LLM_QUANTILES]
+        lines += ["```", ""]
+    return lines
 
 
 if __name__ == "__main__":

@@ -1,0 +1,323 @@
+"""The LLM part of the sidecar: streaming (decoupled) models served by vLLM, TensorRT-LLM or any backend.
+
+Emits, labels ``model``, ``version`` (each family only for models that have its inputs)::
+
+    tritonwatch_llm_time_to_first_token_seconds{le}   histogram: vLLM's (or Triton's first-response,
+    tritonwatch_llm_inter_token_latency_seconds{le}   ms -> s) passed through, else sampled traces
+    tritonwatch_llm_time_to_first_token_quantile_seconds{quantile,source}   0.5, 0.9, 0.99 over the
+    tritonwatch_llm_inter_token_latency_quantile_seconds{quantile,source}   window: trace (exact) | histogram
+    tritonwatch_llm_prompt_tokens_per_second        vllm:prompt_tokens_total | nv_llm_input_token_len_sum
+    tritonwatch_llm_generation_tokens_per_second    vllm:generation_tokens_total | nv_llm_output_token_len_sum
+                                                    | request rate x mean responses per traced request
+    tritonwatch_llm_requests_running, _requests_waiting, _kv_cache_utilization_ratio, _preemptions_per_second
+
+Formulas live in ``tritonwatch.catalog`` (``LLM_SIGNALS``, ``LLM_HISTOGRAMS``). Counter inputs go
+through the same reset-aware increase as every other signal. Traces (OpenTelemetry root spans or
+Triton trace files: one INFER_RESPONSE_COMPLETE per response) give each request's time to first
+token (first response - REQUEST_START) and its gaps between responses, for models seen streaming (a
+traced request with two responses or more). A backend that sends an empty final response counts one
+response more than its tokens; vLLM and TensorRT-LLM send the last token with the final flag.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
+
+from exporters.config import SidecarConfig
+from exporters.latency import Histograms, SampleStore
+from exporters.source import Source
+from exporters.spans import RequestTiming
+from exporters.triton import TritonMetrics
+from exporters.window import IncreaseWindow, ModelKey, model_key
+from tritonwatch import catalog
+from tritonwatch.catalog import LlmSignal
+from tritonwatch.expfmt import Samples
+
+if TYPE_CHECKING:
+    from exporters.sidecar import Sidecar
+
+HistKey = tuple[str, ModelKey]  # (exported histogram name, model)
+
+
+def bucket_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
+    """PromQL's ``histogram_quantile`` on cumulative ``(upper bound, count)`` pairs sorted by bound,
+    the last one +Inf: linear within the bucket holding the rank; None without observations."""
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    total = buckets[-1][1]
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for i, (bound, count) in enumerate(buckets):
+        if count >= rank:
+            if math.isinf(bound):
+                return buckets[i - 1][0] if i else None
+            if i == 0 and bound <= 0:
+                return bound
+            if count == below:
+                return bound
+            return lower + (bound - lower) * (rank - below) / (count - below)
+        lower, below = bound, count
+    return None
+
+
+class BackendHistograms:
+    """Per model: the cumulative buckets of the first backend source it has, and their window increases."""
+
+    def __init__(self, window: float) -> None:
+        self.window: IncreaseWindow[tuple[HistKey, float]] = IncreaseWindow(window)
+        # (name, model) -> (sorted (le seconds, cumulative count), sum seconds, count)
+        self.cumulative: dict[HistKey, tuple[list[tuple[float, float]], float, float]] = {}
+
+    def observe(self, now: float, samples: Samples) -> None:
+        rows: list[tuple[object, tuple[HistKey, float], float]] = []
+        cumulative: dict[HistKey, tuple[list[tuple[float, float]], float, float]] = {}
+        for hist in catalog.LLM_HISTOGRAMS:
+            for family, scale in hist.sources:
+                buckets: dict[HistKey, dict[float, float]] = {}
+                for labels, value in samples.get(f"{family}_bucket", {}).items():
+                    key = model_key(labels)
+                    le = dict(labels).get("le")
+                    if key is None or le is None or (hist.name, key) in cumulative:
+                        continue  # an earlier source of this histogram won for the model
+                    bound = float(le) * scale if le != "+Inf" else math.inf
+                    per = buckets.setdefault((hist.name, key), {})
+                    per[bound] = per.get(bound, 0.0) + value
+                    rows.append(((family, labels), ((hist.name, key), bound), value))
+                sums: dict[HistKey, float] = {}
+                for labels, value in samples.get(f"{family}_sum", {}).items():
+                    key = model_key(labels)
+                    if key is not None and (hist.name, key) in buckets:
+                        sums[(hist.name, key)] = sums.get((hist.name, key), 0.0) + value * scale
+                for hk, per in buckets.items():
+                    pairs = sorted(per.items())
+                    if not pairs or not math.isinf(pairs[-1][0]):
+                        continue  # no +Inf bucket: not a histogram Prometheus would accept either
+                    cumulative[hk] = (pairs, sums.get(hk, 0.0), pairs[-1][1])
+        self.window.ingest(now, rows)
+        self.cumulative = cumulative
+
+    def quantiles(self, qs: Sequence[str]) -> dict[HistKey, tuple[dict[str, float], float]]:
+        """Per (histogram, model) with observations in the window: quantile -> seconds, and the count."""
+        per: dict[HistKey, dict[float, float]] = {}
+        for (hk, bound), inc in self.window.increases().items():
+            d = per.setdefault(hk, {})
+            d[bound] = d.get(bound, 0.0) + inc
+        out: dict[HistKey, tuple[dict[str, float], float]] = {}
+        for hk, d in per.items():
+            pairs = sorted(d.items())
+            values = {q: v for q in qs if (v := bucket_quantile(float(q), pairs)) is not None}
+            if values:
+                out[hk] = (values, pairs[-1][1])
+        return out
+
+
+class LlmWindow:
+    """Fed every successful Triton scrape (a CounterWindow observer, under the metrics lock)."""
+
+    def __init__(self, window: float) -> None:
+        self.rates: IncreaseWindow[tuple[str, ModelKey]] = IncreaseWindow(window)
+        self.gauges: dict[tuple[str, ModelKey], list[float]] = {}
+        self.histograms = BackendHistograms(window)
+        self._times: deque[float] = deque()  # scrape times in the window, for bounds()
+
+    def bounds(self) -> tuple[float, float] | None:
+        """First and last scrape time of the window's rates (None before two scrapes)."""
+        return (self._times[0], self._times[-1]) if len(self._times) > 1 else None
+
+    def observe(self, now: float, samples: Samples) -> None:
+        rows: list[tuple[object, tuple[str, ModelKey], float]] = []
+        gauges: dict[tuple[str, ModelKey], list[float]] = {}
+        for sig in catalog.LLM_SIGNALS:
+            for inp in sig.inputs:
+                for labels, value in samples.get(inp.sample, {}).items():
+                    key = model_key(labels)
+                    if key is None or not inp.accepts(dict(labels)):
+                        continue
+                    if sig.kind == "rate":
+                        rows.append(((inp.sample, labels), (sig.name, key), value * inp.scale))
+                    elif not math.isnan(value):
+                        gauges.setdefault((sig.name, key), []).append(value * inp.scale)
+        self.rates.ingest(now, rows)
+        self._times.append(now)
+        while len(self._times) > 1 and self._times[1] <= now - self.rates.window:
+            self._times.popleft()  # the same entries IncreaseWindow keeps: end > now - window
+        self.gauges = gauges
+        self.histograms.observe(now, samples)
+
+    def value(self, sig: LlmSignal, key: ModelKey) -> float | None:
+        """The signal's value for one model over the window; None when it has no inputs."""
+        return self.values(sig).get(key)
+
+    def values(
+        self, sig: LlmSignal, increases: dict[tuple[str, ModelKey], float] | None = None
+    ) -> dict[ModelKey, float]:
+        """The signal's value per model that has its inputs (``increases``: the rates' window, summed)."""
+        if sig.kind == "rate":
+            span = self.rates.span()
+            if span <= 0:
+                return {}
+            inc = self.rates.increases() if increases is None else increases
+            return {k: v / span for (name, k), v in inc.items() if name == sig.name}
+        out = {}
+        for (name, key), values in self.gauges.items():
+            if name == sig.name and values:
+                out[key] = sum(values) / len(values) if sig.kind == "mean" else sum(values)
+        return out
+
+
+class LlmTraces:
+    """Streaming requests from traces: per-request time to first token, gaps, responses per request."""
+
+    def __init__(self, window: float, buckets: Sequence[float], max_keys: int = 2000) -> None:
+        self.window = window
+        self.store = SampleStore(window, max_keys=max_keys)
+        self.histograms = Histograms(buckets, max_keys=max_keys)
+        self._lock = threading.Lock()
+        self._tokens: dict[ModelKey, deque[tuple[float, int]]] = {}
+        self._streaming: set[ModelKey] = set()
+
+    def record(self, timings: list[RequestTiming], now: float) -> None:
+        for t in timings:
+            key = (t.model, t.version)
+            # Every traced request has one response at least: a model counts as streaming from its
+            # first request with two, so ordinary models never get a time to first token.
+            if len(t.responses) >= 2:
+                self._streaming.add(key)
+            if not t.responses or key not in self._streaming:
+                continue
+            ttft = ("time_to_first_token", t.responses[0])
+            gaps = [("inter_token", b - a) for a, b in zip(t.responses, t.responses[1:], strict=False)]
+            with self._lock:
+                for measure, seconds in (ttft, *gaps):
+                    self.store.add((*key, measure), seconds, now)
+                    self.histograms.observe((*key, measure), seconds)
+                self._tokens.setdefault(key, deque()).append((now, len(t.responses)))
+
+    def mean_tokens(self, now: float) -> dict[ModelKey, float]:
+        out = {}
+        with self._lock:
+            for key, q in self._tokens.items():
+                while q and q[0][0] <= now - self.window:
+                    q.popleft()
+                if q:
+                    out[key] = sum(n for _t, n in q) / len(q)
+        return out
+
+
+class LlmPart:
+    """Builds the LLM families at scrape time from the Triton window and the traces."""
+
+    def __init__(
+        self,
+        metrics: TritonMetrics,
+        window: LlmWindow,
+        traces: LlmTraces,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.metrics = metrics
+        self.window = window
+        self.traces = traces
+        self.clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        now = self.clock()
+        labels = list(catalog.MODEL_KEY)
+        with self.metrics.lock:
+            fresh = self.metrics.fresh and self.metrics.health.up
+            values: dict[str, dict[ModelKey, float]] = {}
+            cumulative: dict[HistKey, tuple[list[tuple[float, float]], float, float]] = {}
+            backend_q: dict[HistKey, tuple[dict[str, float], float]] = {}
+            traced: dict[ModelKey, float] = {}
+            if fresh:
+                increases = self.window.rates.increases()  # once for every rate signal
+                values = {sig.name: self.window.values(sig, increases) for sig in catalog.LLM_SIGNALS}
+                cumulative = dict(self.window.histograms.cumulative)
+                backend_q = self.window.histograms.quantiles(catalog.LLM_QUANTILES)
+                traced = self._traced_generation(now)
+        for sig in catalog.LLM_SIGNALS:
+            fam = GaugeMetricFamily(sig.name, sig.help, labels=labels)
+            per = dict(values.get(sig.name, {}))
+            if sig.name == catalog.LLM_GENERATION_TOKENS_RATE:
+                per = {**traced, **per}  # the backend's own counter wins
+            for key, value in sorted(per.items()):
+                fam.add_metric(list(key), value)
+            yield fam
+        yield from self._histograms(cumulative)
+        yield from self._quantiles(now, backend_q)
+
+    def _traced_generation(self, now: float) -> dict[ModelKey, float]:
+        """Streaming models without token counters: successful requests/s x mean responses per request.
+
+        Called under the metrics lock (the request rate comes from the counter window)."""
+        sig = catalog.signal(catalog.REQUEST_RATE)
+        out = {}
+        for key, tokens in self.traces.mean_tokens(now).items():
+            rate = self.metrics.window.evaluate(sig, key)
+            if rate is not None:
+                out[key] = rate * tokens
+        return out
+
+    def _histograms(
+        self, cumulative: dict[HistKey, tuple[list[tuple[float, float]], float, float]]
+    ) -> Iterator[Metric]:
+        traced = {(m, v, measure): (b, s) for (m, v, measure), b, s, _n in self.traces.histograms.snapshot()}
+        for hist in catalog.LLM_HISTOGRAMS:
+            fam = HistogramMetricFamily(hist.name, hist.help, labels=list(catalog.MODEL_KEY))
+            done: set[ModelKey] = set()
+            for (name, key), (pairs, total, _count) in sorted(cumulative.items()):
+                if name == hist.name:
+                    buckets = [("+Inf" if math.isinf(b) else floatToGoString(b), c) for b, c in pairs]
+                    fam.add_metric(list(key), buckets, total)
+                    done.add(key)
+            for (m, v, measure), (buckets_t, total_t) in sorted(traced.items()):
+                if measure == hist.trace_measure and (m, v) not in done:
+                    fam.add_metric([m, v], buckets_t, total_t)
+            yield fam
+
+    def _quantiles(
+        self, now: float, backend_q: dict[HistKey, tuple[dict[str, float], float]]
+    ) -> Iterator[Metric]:
+        for hist in catalog.LLM_HISTOGRAMS:
+            fam = GaugeMetricFamily(
+                hist.quantile_name,
+                f"Quantiles of {hist.name} over the window: exact over traced requests (source=trace), "
+                "else interpolated in the backend histogram's buckets (source=histogram).",
+                labels=[*catalog.MODEL_KEY, catalog.QUANTILE, catalog.SOURCE],
+            )
+            done: set[ModelKey] = set()
+            for m, v, measure in self.traces.store.keys(now):
+                if measure != hist.trace_measure:
+                    continue
+                q = self.traces.store.quantiles((m, v, measure), now, catalog.LLM_QUANTILES)
+                if q is None:
+                    continue
+                done.add((m, v))
+                for label, value in q.values.items():
+                    fam.add_metric([m, v, label, catalog.LLM_SOURCE_TRACE], value)
+            for (name, key), (values, _n) in sorted(backend_q.items()):
+                if name != hist.name or key in done:
+                    continue
+                for label, value in values.items():
+                    fam.add_metric([*key, label, catalog.LLM_SOURCE_HISTOGRAM], value)
+            yield fam
+
+
+def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[LlmPart, Source | None]]:
+    """The LLM part: always (it costs a few dict lookups per scrape when no LLM family is served)."""
+    window = LlmWindow(cfg.window)
+    sidecar.metrics.window.observers.append(window.observe)
+    buckets = cfg.latency_bucket_bounds or catalog.DEFAULT_BUCKETS
+    traces = LlmTraces(cfg.quantile_window, buckets, max_keys=max(cfg.max_models * 2, 1))
+    for part in sidecar.collector.parts:
+        listeners = getattr(part, "listeners", None)
+        if isinstance(listeners, list):  # the latency part (exporters/traces.py): per-request timings
+            listeners.append(traces.record)
+    return [(LlmPart(sidecar.metrics, window, traces), None)]

@@ -1,0 +1,225 @@
+"""LLM models in the weekly capacity report: generated tokens per second per GPU, headroom in tokens.
+
+For every model with generated-token series over the period (vLLM's or TensorRT-LLM's counters, or
+the sidecar's traced rate for other streaming models; expressions from ``tritonwatch.catalog``):
+the tokens generated, the mean and the peak 5-minute tokens/s, that peak per GPU, the peak KV-cache
+use, and the headroom in tokens/s against a capacity: the SLO file's
+``token_capacity.max_tokens_per_second`` when declared, else the KV-cache estimate (``METHOD``).
+Writes ``llm.csv`` and adds an "LLM models" section to ``report.md`` and ``report.html``; nothing
+when the period holds no LLM model.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pandas as pd
+
+from alerts.slo import SLOFile
+from reports.promapi import Labels, PromClient, label
+from reports.week import Week
+from tritonwatch import catalog
+
+METHOD = (
+    "LLM models: tokens/s is the 5-minute rate of generated tokens summed across replicas; per GPU it "
+    "is divided by the GPUs the model runs on (the gpu_uuid of its execution counters, else every GPU "
+    "seen in the period). Capacity in tokens/s is the SLO file's token_capacity.max_tokens_per_second "
+    "when declared; else it is estimated from the KV cache, the resource a streaming model runs out of "
+    "first: the peak tokens/s divided by the KV-cache use at that moment (linear to a full cache)."
+)
+PEAK_WINDOW = "5m"
+PEAK_STEP = timedelta(minutes=5)
+COLUMNS = (
+    "model",
+    "version",
+    "generated_tokens",
+    "mean_tokens_per_second",
+    "peak_tokens_per_second",
+    "gpus",
+    "peak_tokens_per_second_per_gpu",
+    "peak_kv_cache_utilization",
+    "capacity_source",
+    "capacity_tokens_per_second",
+    "headroom_tokens_per_second",
+    "headroom_ratio",
+)
+ModelKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class LlmFigures:
+    model: str
+    version: str
+    generated_tokens: float | None
+    mean_tokens_per_second: float | None
+    peak_tokens_per_second: float | None
+    gpus: int  # 0: unknown
+    peak_kv_cache_utilization: float | None
+    capacity_source: str  # "slo", "kv_cache" or ""
+    capacity_tokens_per_second: float | None
+
+    @property
+    def peak_tokens_per_second_per_gpu(self) -> float | None:
+        p = self.peak_tokens_per_second
+        return p / self.gpus if p is not None and self.gpus else None
+
+    @property
+    def headroom_tokens_per_second(self) -> float | None:
+        c, p = self.capacity_tokens_per_second, self.peak_tokens_per_second
+        return c - p if c is not None and p is not None else None
+
+    @property
+    def headroom_ratio(self) -> float | None:
+        c, p = self.capacity_tokens_per_second, self.peak_tokens_per_second
+        return 1.0 - p / c if c and p is not None else None
+
+    def row(self) -> dict[str, object]:
+        return {c: getattr(self, c) for c in COLUMNS}
+
+
+# --- queries (from the catalog) -------------------------------------------------------------------
+def generated_total(window: str) -> str:
+    """Tokens generated over ``window`` per model: the increase of the backends' token counters."""
+    sig = catalog.llm_signal(catalog.LLM_GENERATION_TOKENS_RATE)
+    parts = " or ".join(f"increase({i.selector()}[{window}])" for i in sig.inputs)
+    return f"sum by ({catalog.by_clause()}) ({parts})"
+
+
+def tokens_rate(window: str = PEAK_WINDOW) -> str:
+    return catalog.llm_promql(catalog.llm_signal(catalog.LLM_GENERATION_TOKENS_RATE), window)
+
+
+def kv_cache_use() -> str:
+    return catalog.llm_promql(catalog.llm_signal(catalog.LLM_KV_CACHE_UTILIZATION))
+
+
+def _key(labels: Labels) -> ModelKey:
+    return (label(labels, catalog.MODEL), label(labels, catalog.VERSION))
+
+
+def _finite(s: pd.Series) -> pd.Series:
+    return s.where(s.map(math.isfinite)).dropna()
+
+
+def collect(
+    client: PromClient, end: datetime, days: int, week: Week, slos: SLOFile | None
+) -> list[LlmFigures]:
+    start = end - timedelta(days=days)
+    first = start + PEAK_STEP  # every point's window inside the period
+    rates = {
+        _key(k): _finite(s)
+        for k, s in client.range(tokens_rate(), first, end, PEAK_STEP, "LLM tokens/s").items()
+    }
+    rates = {k: s for k, s in rates.items() if not s.empty}
+    if not rates:
+        return []
+    totals = {
+        _key(k): v
+        for k, v in client.instant(generated_total(f"{days}d"), end, "LLM tokens generated").items()
+        if math.isfinite(v)
+    }
+    kv = {
+        _key(k): _finite(s)
+        for k, s in client.range(kv_cache_use(), first, end, PEAK_STEP, "KV cache").items()
+    }
+    declared = {s.model: s.max_tokens_per_second for s in slos.slos} if slos else {}
+    out = []
+    for key, series in sorted(rates.items()):
+        peak_at = series.idxmax()
+        peak = float(series.max())
+        model = week.models.get(key)
+        gpus = len(model.gpus) if model and model.gpus else len(week.gpus)
+        use = kv.get(key, pd.Series(dtype="float64"))
+        total = totals.get(key)
+        capacity, source = declared.get(key[0]), "slo"
+        if capacity is None:
+            at_peak = float(use[peak_at]) if peak_at in use.index else math.nan
+            capacity, source = (peak / at_peak, "kv_cache") if at_peak > 0 else (None, "")
+        out.append(
+            LlmFigures(
+                model=key[0],
+                version=key[1],
+                generated_tokens=total,
+                mean_tokens_per_second=total / (days * 86400.0) if total is not None else None,
+                peak_tokens_per_second=peak,
+                gpus=gpus,
+                peak_kv_cache_utilization=float(use.max()) if not use.empty else None,
+                capacity_source=source,
+                capacity_tokens_per_second=capacity,
+            )
+        )
+    return out
+
+
+# --- output ---------------------------------------------------------------------------------------
+def _cell(v: object) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return ""
+    return f"{v:.10g}" if isinstance(v, float) else str(v)  # as the models.csv cells
+
+
+def _num(v: float | None) -> str:
+    return "—" if v is None else f"{v:,.0f}"
+
+
+def _pct(v: float | None) -> str:
+    return "—" if v is None else f"{v:.0%}"
+
+
+TABLE = (
+    ("model", lambda f: f"{f.model}:{f.version}" if f.version else f.model),
+    ("tokens generated", lambda f: _num(f.generated_tokens)),
+    ("peak tokens/s", lambda f: _num(f.peak_tokens_per_second)),
+    ("GPUs", lambda f: str(f.gpus) if f.gpus else "—"),
+    ("peak tokens/s per GPU", lambda f: _num(f.peak_tokens_per_second_per_gpu)),
+    ("peak KV cache", lambda f: _pct(f.peak_kv_cache_utilization)),
+    ("capacity tokens/s", lambda f: _num(f.capacity_tokens_per_second)),
+    ("capacity from", lambda f: {"slo": "declared", "kv_cache": "KV cache"}.get(f.capacity_source, "—")),
+    ("headroom tokens/s", lambda f: _num(f.headroom_tokens_per_second)),
+    ("headroom", lambda f: _pct(f.headroom_ratio)),
+)
+
+
+def markdown(rows: list[LlmFigures]) -> str:
+    lines = ["## LLM models", "", "| " + " | ".join(c for c, _ in TABLE) + " |", "|" + "---|" * len(TABLE)]
+    lines += ["| " + " | ".join(fn(r) for _, fn in TABLE) + " |" for r in rows]
+    return "\n".join([*lines, "", METHOD, "", ""])
+
+
+def html_section(rows: list[LlmFigures]) -> str:
+    e = html.escape
+    head = "".join(f"<th>{e(c)}</th>" for c, _ in TABLE)
+    body = "".join("<tr>" + "".join(f"<td>{e(fn(r))}</td>" for _, fn in TABLE) + "</tr>" for r in rows)
+    return f"<h2>LLM models</h2><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>{e(METHOD)}</p>"
+
+
+def add_to_report(
+    client: PromClient, end: datetime, days: int, week: Week, slos: SLOFile | None, out: Path
+) -> list[Path]:
+    """Collect the LLM figures and add them to the written report; returns the files it wrote."""
+    rows = collect(client, end, days, week, slos)
+    if not rows:
+        return []
+    path = out / "llm.csv"
+    with path.open("w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(COLUMNS)
+        for r in rows:
+            w.writerow([_cell(v) for v in r.row().values()])
+    md = out / "report.md"
+    text = md.read_text()
+    marker = "## Method"
+    md.write_text(
+        text.replace(marker, markdown(rows) + marker, 1) if marker in text else text + markdown(rows)
+    )
+    page = out / "report.html"
+    text = page.read_text()
+    marker = "<h2>Method</h2>"
+    section = html_section(rows)
+    page.write_text(text.replace(marker, section + marker, 1) if marker in text else text + section)
+    return [path]

@@ -1,0 +1,144 @@
+"""LLM signals on a real streaming (decoupled) model on the local Triton 2.51, against a known truth.
+
+``tests/models/streamer`` sleeps the time to first token each request asks for, then streams its
+tokens with the asked gap between them. Clients stream through Triton's HTTP generate_stream
+endpoint; Triton writes a trace per request at rate 1 into JSON trace files (OpenTelemetry at rate 1
+crashed Triton 2.51), with one INFER_RESPONSE_COMPLETE per token; the sidecar reads them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import requests
+from conftest import HAVE_PYTRITON, NO_PYTRITON, TEST_MODELS
+
+from exporters.llm import LlmPart
+from exporters.sidecar import Sidecar
+from tritonwatch import catalog
+from tritonwatch.expfmt import parse
+from tritonwatch.procs import wait_until
+
+pytestmark = [pytest.mark.triton, pytest.mark.skipif(not HAVE_PYTRITON, reason=NO_PYTRITON)]
+
+CLIENTS = 4
+# Long enough that the python backend's own overhead (about 1 ms a response) stays far under 5 %.
+GAP_MS = 60.0
+# Per request, cycling: (tokens, time to first token in ms). One request in ten waits 400 ms.
+PLAN = [(3, 150.0), (4, 150.0), (5, 150.0), (6, 150.0), (7, 150.0)] * 2
+PLAN[9] = (7, 400.0)
+WINDOW = 30.0  # the sidecar's --window: the token rate is read once it is full of steady traffic
+LOAD_SECONDS = WINDOW + 12
+KEY = ("streamer", "1")
+
+
+def nearest_rank(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, -(-int(q * len(ordered) * 1000) // 1000) - 1)]
+
+
+class Client(threading.Thread):
+    """Streams requests one after the other until told to stop; records every token's arrival."""
+
+    def __init__(self, base: str, offset: int, stop: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self.url = f"{base}/v2/models/streamer/generate_stream"
+        self.plan = itertools.islice(itertools.cycle(PLAN), offset, None)
+        self.stop = stop
+        self.arrivals: list[float] = []  # wall-clock time of each token received
+        self.asked_ttft: list[float] = []  # seconds, per completed request
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        with requests.Session() as session:
+            while not self.stop.is_set():
+                tokens, ttft = next(self.plan)
+                body = {"tokens": tokens, "ttft_ms": ttft, "gap_ms": GAP_MS}
+                got = 0
+                with session.post(self.url, json=body, stream=True, timeout=30) as r:
+                    for line in r.iter_lines():
+                        if line.startswith(b"data: "):
+                            self.arrivals.append(time.time())
+                            got += 1
+                if got != tokens:
+                    self.errors.append(f"asked {tokens} tokens, got {got}")
+                self.asked_ttft.append(ttft / 1000)
+
+
+def test_streaming_model_ttft_itl_and_tokens_per_second_match_the_truth(tmp_path: Path) -> None:
+    from tritonwatch.local_triton import LocalTriton
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    path = folder / "trace.json"
+    with LocalTriton([TEST_MODELS], trace_file=path, trace_rate=1) as triton:
+        base = triton.http_url
+        setting = f"{base}/v2/trace/setting"
+        requests.post(setting, json={"log_frequency": "20"}, timeout=5).raise_for_status()
+        sidecar = Sidecar.local(
+            base, triton.metrics_url, interval=1.0, window=WINDOW, quantile_window=600.0, trace_file=str(path)
+        ).start()
+        part = next(p for p in sidecar.collector.parts if isinstance(p, LlmPart))
+        stop = threading.Event()
+        clients = [Client(base, 2 * i, stop) for i in range(CLIENTS)]
+        try:
+            started = time.monotonic()
+            for c in clients:
+                c.start()
+
+            def steady() -> bool:
+                # The window holds only steady traffic once the load has run longer than it.
+                bounds = part.window.bounds()
+                full = bounds is not None and bounds[1] - bounds[0] >= WINDOW - 2
+                return full and time.monotonic() - started >= LOAD_SECONDS
+
+            wait_until(steady, LOAD_SECONDS + 30, "the sidecar's window to fill with steady load")
+            with urllib.request.urlopen(f"http://127.0.0.1:{sidecar.port}/metrics", timeout=10) as r:
+                during = parse(r.read())
+                bounds = part.window.bounds()
+            stop.set()
+            for c in clients:
+                c.join(30)
+            asked = [t for c in clients for t in c.asked_ttft]
+            # Triton writes a trace file per 20 traces: wait for every full file to be read.
+            done = len(asked) - len(asked) % 20
+
+            def traced() -> float:
+                with urllib.request.urlopen(f"http://127.0.0.1:{sidecar.port}/metrics", timeout=10) as r:
+                    got = parse(r.read()).get(f"{catalog.LLM_TTFT}_count", {})
+                return next((v for ls, v in got.items() if ("model", "streamer") in ls), 0.0)
+
+            wait_until(lambda: traced() == done, 30, f"the sidecar to read {done} traced requests")
+            with urllib.request.urlopen(f"http://127.0.0.1:{sidecar.port}/metrics", timeout=10) as r:
+                after = parse(r.read())
+        finally:
+            stop.set()
+            sidecar.stop()
+    assert not [e for c in clients for e in c.errors]
+    assert done >= 300, f"only {done} requests traced"
+
+    def value(series: dict, name: str, **labels: str) -> float:
+        want = frozenset({"model": KEY[0], "version": KEY[1], **labels}.items())
+        return next(v for ls, v in series[name].items() if frozenset(ls) == want)
+
+    # The traced requests are the first `done` to complete; the asked TTFTs of all completed requests
+    # differ from them by at most the 19 still in Triton's buffer: nearest rank over both agrees here.
+    for q in ("0.5", "0.99"):
+        truth = nearest_rank(asked, float(q))
+        got = value(after, catalog.LLM_TTFT_QUANTILE, quantile=q, source="trace")
+        assert abs(got - truth) <= 0.05 * truth, (q, got, truth)
+    itl = value(after, catalog.LLM_ITL_QUANTILE, quantile="0.5", source="trace")
+    assert abs(itl - GAP_MS / 1000) <= 0.05 * GAP_MS / 1000, itl
+
+    # Tokens per second over the sidecar's own window, against the tokens the clients received then.
+    assert bounds is not None
+    start, end = bounds
+    received = sum(1 for c in clients for t in c.arrivals if start < t <= end)
+    client_rate = received / (end - start)
+    sidecar_rate = value(during, catalog.LLM_GENERATION_TOKENS_RATE)
+    assert abs(sidecar_rate - client_rate) <= 0.02 * client_rate, (sidecar_rate, client_rate)
