@@ -14,8 +14,10 @@ import importlib.util
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from support.triton_guard import fail_if_crashed, restart_if_dead
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_REPOSITORY = ROOT / "model_repository"
@@ -62,8 +64,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.fixture(scope="session")
-def triton() -> Iterator[object]:
-    """A started, ready ``LocalTriton`` (attributes http_url, metrics_url, http_port, ...; kill()/start())."""
+def triton_server() -> Iterator[Any]:
+    """The session's one Triton (use ``triton``, which checks it is alive around each test)."""
     need_pytriton()
     from tritonwatch.local_triton import LocalTriton
 
@@ -74,3 +76,15 @@ def triton() -> Iterator[object]:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture
+def triton(triton_server: Any) -> Iterator[Any]:
+    """A started, ready ``LocalTriton`` (attributes http_url, metrics_url, http_port, ...; kill()/start()).
+
+    If Triton crashes during a test, that test fails with Triton's log tail and the next one gets a
+    fresh Triton: one crash, one failure.
+    """
+    restart_if_dead(triton_server)
+    yield triton_server
+    fail_if_crashed(triton_server, "during this test")

@@ -126,7 +126,7 @@ def _serving(sidecar: Managed, url: str) -> bool:
 def _triton(request: pytest.FixtureRequest, stack: contextlib.ExitStack, otlp: str | None) -> Any:
     """The session Triton, or, when the sidecar can receive traces, a Triton of our own tracing to it."""
     if otlp is None:
-        return request.getfixturevalue("triton")
+        return request.getfixturevalue("triton_server")  # module scope: the session Triton itself
     from tritonwatch.local_triton import LocalTriton
 
     # Rate 10, never 1: Triton 2.51 crashes under load with OpenTelemetry at rate 1 (facts.md).

@@ -269,6 +269,19 @@ class LocalTriton:
     def alive(self) -> bool:
         return bool(self._proc and self._proc.alive())
 
+    def crashed(self) -> bool:
+        """Started and then gone without ``stop()``/``kill()``: it died on its own (a crash, an OOM kill)."""
+        return self._proc is not None and not self._proc.alive()
+
+    def exit_code(self) -> int | None:
+        return self._proc.proc.poll() if self._proc else None
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last lines of Triton's log (kept after it exits)."""
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
     def ready(self) -> bool:
         return http_ok(f"{self.http_url}/v2/health/ready")
 
