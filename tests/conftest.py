@@ -61,6 +61,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("triton"):
         need_pytriton()
+    for mark in item.iter_markers("needs"):  # @pytest.mark.needs("promtool", ...)
+        for name in mark.args:
+            need_binary(name)
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,6 @@ import bisect
 import contextlib
 import importlib.util
 import math
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from conftest import need_binary, need_pytriton
 
 from alerts import slo as slo_file
 from tritonwatch import catalog
@@ -41,7 +41,7 @@ MODEL = "fraud_detector"
 def _rule_files() -> list[Path]:
     files = sorted(RULES_DIR.glob("*.rules.yml"))
     if not files:
-        pytest.skip("alerts/generated/*.rules.yml not generated yet (run `make generate`)")
+        pytest.fail("alerts/generated/*.rules.yml is not generated (run `make generate`)", pytrace=False)
     return files
 
 
@@ -209,8 +209,7 @@ def _expected_slo_series(spec: slo_file.SLOFile) -> list[dict[str, Any]]:
 
 @pytest.mark.prometheus
 def test_podmonitor_labelled_pods_aggregate_into_one_model_series(tmp_path: Path) -> None:
-    if not shutil.which("promtool"):
-        pytest.skip("promtool not installed (apt-get install prometheus)")
+    need_binary("promtool")
     rule_files = _rule_files()
     spec = slo_file.load(SLO_FILE)
     slo_cases = _expected_slo_series(spec)
@@ -292,10 +291,8 @@ def _poll(check: Any, what: str, timeout: float) -> Any:
 
 @pytest.fixture
 def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    if not HAVE_PYTRITON:
-        pytest.skip("nvidia-pytriton is not installed (pip install -e '.[local]'): no Triton to run")
-    if not shutil.which("prometheus"):
-        pytest.skip("prometheus not installed (apt-get install prometheus)")
+    need_pytriton()
+    need_binary("prometheus")
     rule_files = _rule_files()
     from exporters.sidecar import Sidecar
     from tritonwatch.local_triton import LocalTriton
@@ -426,8 +423,6 @@ def test_two_replicas_aggregate_into_one_fleet(fleet: Fleet) -> None:
         assert rate == pytest.approx(n / window_s, rel=0.1)
     assert fleet_rate == pytest.approx(sum(final) / window_s, rel=0.1)
 
-    if not HAVE_TRACES:
-        pytest.skip("exporters/traces.py is not in this build: no trace histograms to merge")
     # Percentiles: wait for the sampled traces (Triton exports them in batches every ~5 s).
     for r, n in zip(fleet.replicas, final, strict=True):
         _poll(lambda r=r, n=n: _sidecar_traced(r) >= 0.5 * n / TRACE_RATE, "traces at the sidecar", 30)

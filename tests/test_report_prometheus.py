@@ -35,8 +35,7 @@ CHROMIUM = "/usr/bin/chromium"
 WEEK = synthetic.default_week()
 END = WEEK.end.strftime("%Y-%m-%dT%H:%M:%SZ")
 
-if not (shutil.which("promtool") and shutil.which("prometheus")):
-    pytest.skip("promtool/prometheus not installed (apt-get install prometheus)", allow_module_level=True)
+pytestmark = pytest.mark.needs("promtool", "prometheus")
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +200,7 @@ def test_html_charts_render_in_headless_chromium(report_dir: Path, tmp_path: Pat
         img = Image.open(io.BytesIO(base64.b64decode(data)))
         assert img.format == "PNG" and img.width > 600 and img.height > 150, alt
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)")
+        pytest.fail(f"{CHROMIUM} is not installed: the suite needs it (make debs installs chromium)")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "report.png"
     shot.unlink(missing_ok=True)
