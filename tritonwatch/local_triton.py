@@ -158,6 +158,7 @@ class LocalTriton:
         trace_rate: int | None = None,
         trace_file: Path | None = None,
         exit_timeout: int = 3,
+        trace_log_frequency: int = 0,
         workdir: Path | None = None,
     ) -> None:
         if not repositories:
@@ -170,7 +171,8 @@ class LocalTriton:
         self.http_port = http_port or free_port()
         self.grpc_port = grpc_port or free_port()
         self.metrics_port = metrics_port or free_port()
-        self.trace = trace_args(trace_to, trace_rate, trace_file)
+        # With trace files, a new file (PATH.0, PATH.1, ...) every ``trace_log_frequency`` traces.
+        self.trace = trace_args(trace_to, trace_rate, trace_file, trace_log_frequency)
         self.exit_timeout = exit_timeout
         self.bundle = find_bundle()
         self._own_workdir = workdir is None
