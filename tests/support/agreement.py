@@ -9,7 +9,8 @@ its input series (one per replica, told apart by ``instance``), the generated
 (time, record, model) asserts inside promtool that the recorded value is the sidecar's to 1e-9.
 
 Why the comparison is exact and not approximate: Prometheus's ``rate(x[5m])`` at time T takes the
-samples in [T-5m, T] (both ends inclusive in Prometheus 2.x) and extrapolates the increase towards
+samples in [T-5m, T] (both ends inclusive in Prometheus 2.x, the promtool used here; Prometheus 3
+leaves T-5m out, which would need this placement revisited) and extrapolates the increase towards
 the range's ends when the first/last sample is not on them. Every evaluation time here is a multiple
 of ``STEP`` at least ``WINDOW`` after the first payload, so there is a sample exactly on each end: the
 extrapolation factor is exactly 1 and ``rate`` is (reset-adjusted last - first) / 300 s, which is the
