@@ -416,16 +416,27 @@ def test_two_replicas_aggregate_into_one_fleet(fleet: Fleet) -> None:
     )
     now = time.time()
     (fleet_series,) = fleet.query(f"{record}{{{_model_selector()}}}", now)
+    # One series per model and version, whatever labels the scrape added.
     assert set(fleet_series["metric"]) == {"__name__", catalog.MODEL, catalog.VERSION}
-    fleet_rate = float(fleet_series["value"][1])
-    server_rates = [fleet.scalar(per_server[r.triton_target], now) or 0.0 for r in fleet.replicas]
+    # The rule's expression across the fleet is the sum of each server's, at the same instant, exactly.
+    # (Compared as expressions at one time: the recorded sample was evaluated at its own instant.)
+    # That instant is 2 s back: every scrape stamped before it has been stored, so all the queries
+    # see the same samples.
+    at = now - 2.0
+    fleet_expr = catalog.promql(catalog.signal(catalog.REQUEST_RATE), WINDOW)
+    fleet_rate = fleet.scalar(f"{fleet_expr}", at)
+    server_rates = [fleet.scalar(per_server[r.triton_target], at) or 0.0 for r in fleet.replicas]
     assert server_rates[0] > 2 * server_rates[1] > 0, server_rates  # the two servers really differ
-    assert fleet_rate == pytest.approx(sum(server_rates), rel=0.1)
-    # rate() over 5m of a series younger than 5m: its increase (every request served) / 300 s.
-    window_s = 300.0
-    for rate, n in zip(server_rates, final, strict=True):
-        assert rate == pytest.approx(n / window_s, rel=0.1)
-    assert fleet_rate == pytest.approx(sum(final) / window_s, rel=0.1)
+    assert fleet_rate == server_rates[0] + server_rates[1]
+    # Each server's rate, at the instant of its last scrape, is every request it served / 300 s,
+    # exactly: rate() extrapolates to neither end (the range ends on a sample, and the series starts
+    # at 0, so Prometheus extends it back to where it was 0: no further). Prometheus multiplies by
+    # 1/300 rather than dividing: equal to the last bit or so, hence 1e-12.
+    for r, n in zip(fleet.replicas, final, strict=True):
+        last = fleet.scalar(f"timestamp({success}{{{_model_selector(instance=r.triton_target)}}})", now)
+        assert last is not None
+        rate = fleet.scalar(per_server[r.triton_target], last)
+        assert rate == pytest.approx(n / 300.0, rel=1e-12, abs=0), (r.triton_target, n)
 
     # Percentiles: wait for the sampled traces (Triton exports them in batches every ~5 s).
     for r, n in zip(fleet.replicas, final, strict=True):
