@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DURATION ?= 0
-DEBS := prometheus prometheus-alertmanager chromium
+DEBS := prometheus prometheus-alertmanager chromium kubectl
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: venv debs demo test lint typecheck pytest generate bench clean
@@ -16,10 +16,11 @@ $(BIN)/tritonwatch: pyproject.toml
 	$(BIN)/pip install -q -e '.[all,dev]'
 	touch $@
 
-# Debian packages: Prometheus 2.42, promtool, Alertmanager 0.25, amtool, Chromium (report render test).
+# Debian packages: Prometheus 2.42, promtool, Alertmanager 0.25, amtool, Chromium (report render test),
+# kubectl (kustomize render test). The suite fails, never skips, when one is missing.
 debs:
 	@missing=""; \
-	for b in prometheus promtool prometheus-alertmanager amtool chromium; do command -v $$b >/dev/null || missing=1; done; \
+	for b in prometheus promtool prometheus-alertmanager amtool chromium kubectl; do command -v $$b >/dev/null || missing=1; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages: $(DEBS)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEBS) >/dev/null; \

@@ -1,9 +1,11 @@
-"""Latency distributions from Triton's sampled traces (OTLP/HTTP JSON or trace files), summaries as fallback.
+"""Latency distributions from Triton's sampled traces (OTLP/HTTP JSON or protobuf, or trace files), summaries as fallback.
 
 Parts (each a ``Part`` for the collector; the receiver, settings and file reader also run as sources):
 
-* ``OtlpReceiver`` (``--otlp-listen``): ``POST /v1/traces`` with a JSON body, gzip or not; answers
-  200 ``{}``. Received bodies are passed on unchanged to ``--otlp-forward`` from a bounded background
+* ``OtlpReceiver`` (``--otlp-listen``): ``POST /v1/traces`` with an OTLP JSON (``application/json``)
+  or protobuf (``application/x-protobuf``) body, gzip or not; answers 200 with an empty
+  ``ExportTraceServiceResponse`` in the request's encoding, 400 with a one-line message on a
+  malformed body (a ``google.rpc.Status`` for protobuf, as OTLP/HTTP asks). Received bodies are passed on unchanged to ``--otlp-forward`` from a bounded background
   queue, so a slow or failing backend never blocks Triton's exporter. Emits
 
       tritonwatch_spans_received_total
@@ -51,7 +53,7 @@ from exporters.source import Source
 from exporters.spans import RequestTiming, SpanJoiner, TraceFileError, trace_file_timings
 from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError
-from tritonwatch.otlp import OtlpError, Span, decode
+from tritonwatch.otlp import CONTENT_TYPES, JSON, PROTOBUF, OtlpError, Span, decode_body
 
 if TYPE_CHECKING:
     from exporters.collector import Part
@@ -287,8 +289,29 @@ class Forwarder:
         return False
 
 
+def _status_proto(code: int, message: str) -> bytes:
+    """A serialized ``google.rpc.Status`` {code, message}: OTLP/HTTP's error body for protobuf clients.
+
+    Two scalar fields (1: int32 code, 2: string message), written directly rather than pulling in
+    googleapis-common-protos for one message."""
+
+    def varint(n: int) -> bytes:
+        out = bytearray()
+        while True:
+            byte, n = n & 0x7F, n >> 7
+            out.append(byte | (0x80 if n else 0))
+            if not n:
+                return bytes(out)
+
+    text = message.encode()
+    return b"\x08" + varint(code) + b"\x12" + varint(len(text)) + text
+
+
+GRPC_INVALID_ARGUMENT = 3
+
+
 def _read_body(handler: BaseHTTPRequestHandler, max_bytes: int) -> tuple[bytes, bytes, str]:
-    """(raw body, JSON body, encoding): gunzipped when so encoded; ValueError with an HTTP status in args[1]."""
+    """(raw body, decoded body, encoding): gunzipped when so encoded; ValueError with an HTTP status in args[1]."""
     length = handler.headers.get("Content-Length")
     if length is None or not length.isdigit():
         raise ValueError("Content-Length required", 411)
@@ -311,7 +334,7 @@ def _read_body(handler: BaseHTTPRequestHandler, max_bytes: int) -> tuple[bytes, 
 
 
 class OtlpReceiver(Source):
-    """OTLP/HTTP JSON receiver; its loop expires compute spans whose parent never came."""
+    """OTLP/HTTP receiver (JSON and protobuf); its loop expires compute spans whose parent never came."""
 
     target = "otlp"
 
@@ -357,9 +380,10 @@ class OtlpReceiver(Source):
     def ingest(self, body: bytes, headers: dict[str, str], now: float, raw: bytes | None = None) -> int:
         """Decode, forward and record one export body; returns the spans in it (OtlpError if malformed).
 
-        ``raw`` is the body as it came over the wire (gzip) when that differs from the JSON ``body``."""
+        ``headers["Content-Type"]`` says JSON or protobuf (JSON when absent); ``raw`` is the body as it
+        came over the wire (gzip) when that differs from the decoded ``body``."""
         try:
-            spans: list[Span] = decode(body)
+            spans: list[Span] = decode_body(body, headers.get("Content-Type", JSON))
         except OtlpError:
             self.counters.drop("malformed")
             raise
@@ -386,39 +410,46 @@ class OtlpReceiver(Source):
                     receiver._conns.discard(self.connection)
                 super().finish()
 
-            def _answer(self, status: int, body: bytes = b"{}") -> None:
+            def _answer(self, status: int, body: bytes = b"{}", ctype: str = JSON) -> None:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+
+            def _error(self, status: int, message: str, ctype: str) -> None:
+                if ctype == PROTOBUF:
+                    self._answer(status, _status_proto(GRPC_INVALID_ARGUMENT, message), PROTOBUF)
+                else:
+                    self._answer(status, json.dumps({"message": message}).encode())
 
             def do_POST(self) -> None:
                 if self.path.split("?", 1)[0] != TRACES_PATH:
                     self._answer(404, json.dumps({"message": f"POST {TRACES_PATH}"}).encode())
                     return
+                ctype = (self.headers.get("Content-Type") or JSON).split(";")[0].strip().lower()
                 try:
                     raw, body, encoding = _read_body(self, receiver.max_body)
                 except ValueError as exc:
                     receiver.counters.drop("malformed")
                     self.close_connection = True
-                    self._answer(int(exc.args[1]), json.dumps({"message": str(exc.args[0])}).encode())
+                    self._error(int(exc.args[1]), str(exc.args[0]), ctype)
                     return
-                ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
-                if ctype != "application/json":
+                if ctype not in CONTENT_TYPES:
                     receiver.counters.drop("malformed")
-                    self._answer(415, json.dumps({"message": "only application/json (OTLP JSON)"}).encode())
+                    self._error(415, f"Content-Type {ctype}: expected {JSON} or {PROTOBUF}", JSON)
                     return
                 # Forwarded as received: the same bytes, type and encoding.
-                headers = {"Content-Type": "application/json"}
+                headers = {"Content-Type": ctype}
                 if encoding != "identity":
                     headers["Content-Encoding"] = encoding
                 try:
                     receiver.ingest(body, headers, time.time(), raw=raw)
                 except OtlpError as exc:
-                    self._answer(400, json.dumps({"message": str(exc)}).encode())
+                    self._error(400, str(exc), ctype)
                     return
-                self._answer(200)
+                # An empty ExportTraceServiceResponse: "{}" in JSON, no bytes in protobuf.
+                self._answer(200, b"" if ctype == PROTOBUF else b"{}", ctype)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

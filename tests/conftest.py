@@ -1,41 +1,75 @@
 """Shared fixtures. ``triton``: ONE real bundled Triton for the whole session, on free loopback ports.
 
 It serves ``model_repository/`` (fraud_detector through the ONNX shim) and ``tests/models/``
-(fail_always). Tests that use it are marked ``triton`` automatically and are skipped, with the
-reason, where nvidia-pytriton is not installed.
+(fail_always, sleeper). Tests that use it are marked ``triton`` automatically.
+
+The project installs everything its suite needs (``make venv`` the Python packages, ``make debs``
+Prometheus, promtool, Alertmanager, amtool, Chromium): a missing one FAILS the tests that need it,
+with what to install, rather than skipping them and letting the suite pass untested.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from support.triton_guard import fail_if_crashed, restart_if_dead
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_REPOSITORY = ROOT / "model_repository"
 TEST_MODELS = ROOT / "tests" / "models"
 DATA = ROOT / "tests" / "data"
 HAVE_PYTRITON = importlib.util.find_spec("pytriton") is not None
-NO_PYTRITON = (
-    "nvidia-pytriton is not installed (pip install -e '.[local]'): no bundled Triton to test against"
-)
+NO_PYTRITON = "nvidia-pytriton is not installed (make venv installs it: pip install -e '.[local]'): no bundled Triton to test against"
+# Where each outside program comes from.
+PACKAGES = {
+    "prometheus": "the Debian package prometheus",
+    "promtool": "the Debian package prometheus",
+    "prometheus-alertmanager": "the Debian package prometheus-alertmanager",
+    "amtool": "the Debian package prometheus-alertmanager",
+    "chromium": "the Debian package chromium",
+    "kubectl": "kubectl (apt-get install kubectl, or the upstream binary)",
+}
+
+
+def need_binary(name: str) -> str:
+    """The path of ``name``; fails the calling test (not a skip) when it is not installed."""
+    path = shutil.which(name)
+    if path is None:
+        where = PACKAGES.get(name, name)
+        pytest.fail(
+            f"{name} is not installed: the suite needs it (make debs installs {where})", pytrace=False
+        )
+    return path
+
+
+def need_pytriton() -> None:
+    if not HAVE_PYTRITON:
+        pytest.fail(NO_PYTRITON, pytrace=False)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "triton" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.triton)
-        if item.get_closest_marker("triton") and not HAVE_PYTRITON:
-            item.add_marker(pytest.mark.skip(reason=NO_PYTRITON))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("triton"):
+        need_pytriton()
+    for mark in item.iter_markers("needs"):  # @pytest.mark.needs("promtool", ...)
+        for name in mark.args:
+            need_binary(name)
 
 
 @pytest.fixture(scope="session")
-def triton() -> Iterator[object]:
-    """A started, ready ``LocalTriton`` (attributes http_url, metrics_url, http_port, ...; kill()/start())."""
-    if not HAVE_PYTRITON:
-        pytest.skip(NO_PYTRITON)
+def triton_server() -> Iterator[Any]:
+    """The session's one Triton (use ``triton``, which checks it is alive around each test)."""
+    need_pytriton()
     from tritonwatch.local_triton import LocalTriton
 
     server = LocalTriton([MODEL_REPOSITORY, TEST_MODELS])
@@ -45,3 +79,15 @@ def triton() -> Iterator[object]:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture
+def triton(triton_server: Any) -> Iterator[Any]:
+    """A started, ready ``LocalTriton`` (attributes http_url, metrics_url, http_port, ...; kill()/start()).
+
+    If Triton crashes during a test, that test fails with Triton's log tail and the next one gets a
+    fresh Triton: one crash, one failure.
+    """
+    restart_if_dead(triton_server)
+    yield triton_server
+    fail_if_crashed(triton_server, "during this test")

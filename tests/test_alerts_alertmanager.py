@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from alerts import alertmanager, slo
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN_AM = ROOT / "alerts" / "generated" / "alertmanager.yml"
 
-needs_amtool = pytest.mark.skipif(shutil.which("amtool") is None, reason="amtool not installed (make debs)")
+needs_amtool = pytest.mark.needs("amtool")
 
 
 def amtool(*args: str) -> subprocess.CompletedProcess[str]:

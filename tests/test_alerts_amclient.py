@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -18,9 +17,7 @@ from tritonwatch.promstack import ALERTMANAGER_BIN, Alertmanager
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN_AM = ROOT / "alerts" / "generated" / "alertmanager.yml"
 
-pytestmark = pytest.mark.skipif(
-    shutil.which(ALERTMANAGER_BIN) is None, reason=f"{ALERTMANAGER_BIN} not installed (make debs)"
-)
+pytestmark = pytest.mark.needs(ALERTMANAGER_BIN)
 
 
 @pytest.fixture(scope="module")

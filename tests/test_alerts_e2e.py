@@ -10,7 +10,6 @@ page arrives within seconds; ``tritonwatch alerts silence`` then silences it, re
 from __future__ import annotations
 
 import contextlib
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,10 +36,7 @@ TRITON_JOB = "triton-e2e"
 pytestmark = [
     pytest.mark.triton,
     pytest.mark.prometheus,
-    pytest.mark.skipif(
-        shutil.which(PROMETHEUS_BIN) is None or shutil.which(ALERTMANAGER_BIN) is None,
-        reason="prometheus / prometheus-alertmanager not installed (make debs)",
-    ),
+    pytest.mark.needs(PROMETHEUS_BIN, ALERTMANAGER_BIN),
 ]
 
 SLO = {

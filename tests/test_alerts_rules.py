@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,9 +19,7 @@ SLO_FILE = ROOT / "alerts" / "slo.yaml"
 GOLDEN = ROOT / "alerts" / "generated"
 RUNBOOKS = ROOT / "docs" / "runbooks"
 
-needs_promtool = pytest.mark.skipif(
-    shutil.which("promtool") is None, reason="promtool not installed (make debs)"
-)
+needs_promtool = pytest.mark.needs("promtool")
 
 
 def spec_with(**changes: Any) -> slo.SLOFile:

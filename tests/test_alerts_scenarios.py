@@ -11,7 +11,6 @@ promtool evaluates the generated rules minute by minute over synthetic Triton an
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from alerts import promtests, rules
 from tritonwatch import catalog
 from tritonwatch.cli import main
 
-pytestmark = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (make debs)")
+pytestmark = pytest.mark.needs("promtool")
 
 MODEL = "svc"
 SLO_NAME = f"{MODEL}-availability"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import re
-import shutil
 import subprocess
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -19,6 +18,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from conftest import need_binary
 
 from exporters import sidecar
 from exporters.config import resolve
@@ -96,7 +96,7 @@ def _host_path(service: dict[str, Any], container_path: str) -> Path:
 def _require_generated(path: Path) -> None:
     for gen in GENERATED:
         if (path == gen or gen in path.parents) and not path.exists():
-            pytest.skip(f"{path.relative_to(ROOT)} is not generated yet (run `make generate`)")
+            pytest.fail(f"{path.relative_to(ROOT)} is not generated (run `make generate`)", pytrace=False)
 
 
 def test_services_and_gpu(compose: dict[str, Any]) -> None:
@@ -194,11 +194,9 @@ def test_prometheus_scrapes_every_part(compose: dict[str, Any]) -> None:
 
 @pytest.mark.prometheus
 def test_promtool_check_config_with_the_generated_rules(compose: dict[str, Any]) -> None:
-    if not shutil.which("promtool"):
-        pytest.skip("promtool not installed (apt-get install prometheus)")
+    need_binary("promtool")
     rules = sorted((ROOT / "alerts" / "generated").glob("*.rules.yml"))
-    if not rules:
-        pytest.skip("alerts/generated/*.rules.yml not generated yet (run `make generate`)")
+    assert rules, "alerts/generated/*.rules.yml is not generated (run `make generate`)"
     prom = _services(compose)["prometheus"]
     config_path = _host_path(prom, _flag(prom["command"], "--config.file"))
     # promtool resolves rule_files relative to the config file, as Prometheus does in the container.
@@ -213,8 +211,7 @@ def test_promtool_check_config_with_the_generated_rules(compose: dict[str, Any])
 
 @pytest.mark.prometheus
 def test_amtool_check_config_on_the_mounted_file(compose: dict[str, Any]) -> None:
-    if not shutil.which("amtool"):
-        pytest.skip("amtool not installed (apt-get install prometheus-alertmanager)")
+    need_binary("amtool")
     am = _services(compose)["alertmanager"]
     path = _host_path(am, _flag(am["command"], "--config.file"))
     assert path == ROOT / "alerts" / "generated" / "alertmanager.yml"
@@ -231,8 +228,7 @@ def test_grafana_provisioning_points_at_the_mounted_dashboards(compose: dict[str
     provisioning = _host_path(grafana, "/etc/grafana/provisioning")
     providers = sorted((provisioning / "dashboards").glob("*.y*ml"))
     datasources = sorted((provisioning / "datasources").glob("*.y*ml"))
-    if not providers or not datasources:
-        pytest.skip("compose/grafana/provisioning is not written yet")
+    assert providers and datasources, "compose/grafana/provisioning has no dashboard provider or datasource"
     for provider_file in providers:
         for provider in yaml.safe_load(provider_file.read_text())["providers"]:
             dashboards = _host_path(grafana, provider["options"]["path"])

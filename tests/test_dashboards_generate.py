@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -230,7 +229,7 @@ def test_substitute_fills_variables_and_builtins_and_rejects_unknown() -> None:
 
 
 @pytest.mark.prometheus
-@pytest.mark.skipif(shutil.which("prometheus") is None, reason="Debian prometheus not installed")
+@pytest.mark.needs("prometheus")
 def test_every_panel_query_parses_in_a_real_prometheus(tmp_path: Path) -> None:
     from tritonwatch.promstack import Prometheus, prometheus_config
 

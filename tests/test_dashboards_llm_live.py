@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pytest
 import requests
-from conftest import HAVE_PYTRITON, NO_PYTRITON, TEST_MODELS
+from conftest import TEST_MODELS
 from support.llm_payloads import TRT_LLM_KEY, VLLM_KEY, trt_llm_scrape, vllm_scrape
 from support.sidecar import sidecar_argv
 from support.static_endpoint import StaticEndpoint
@@ -32,7 +32,7 @@ from tritonwatch.promstack import Prometheus, ScrapeTarget, prometheus_config
 pytestmark = [
     pytest.mark.triton,
     pytest.mark.prometheus,
-    pytest.mark.skipif(not HAVE_PYTRITON, reason=NO_PYTRITON),
+    pytest.mark.needs("prometheus"),
 ]
 
 DASHBOARD = "tritonwatch-llm.json"

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import need_pytriton
 
 pytestmark = pytest.mark.triton
 
@@ -27,7 +28,7 @@ def processes_mentioning(text: str) -> list[str]:
 
 
 def test_demo_runs_fires_an_alert_and_cleans_up(tmp_path: Path) -> None:
-    pytest.importorskip("pytriton")
+    need_pytriton()
     workdir = tmp_path / "demo"
     proc = subprocess.run(
         [

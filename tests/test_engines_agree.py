@@ -1,118 +1,172 @@
 """The two engines of one catalog agree: the sidecar's value and the recording rule's value, same data.
 
-A real Prometheus scrapes the real local Triton and the sidecar, with the generated catalog rules
-loaded, while steady load (with some invalid inputs, so errors are real) runs. Each catalog signal is
-then read from both: the sidecar's gauge and Prometheus's recording rule, over the same traffic.
+The same payloads go, with a fake clock, through the sidecar's scrape path and window and, as
+``promtool test rules`` input series, through the generated ``alerts/generated/catalog.rules.yml``;
+promtool asserts every recorded value equals the sidecar's to 1e-9 (exactly for the pending gauge).
+``tests/support/agreement.py`` says why the comparison can be exact despite ``rate()``'s extrapolation.
+
+* recorded: the real local Triton's recorded payloads (``tests/data/triton_metrics_{idle,load_1,load_2}.txt``)
+  and the GPU-shaped pair (``triton_gpu_node2gpu_{1,2}.txt``: counters split by ``gpu_uuid``), advanced
+  by varying mixes of their real increments, with a Triton restart (every counter back near 0) inside
+  the window, and one model served by two replicas (``sum by (model, version)`` pools them);
+* live: payloads the real local Triton serves under load (with failures and cache hits), captured now.
 """
 
 from __future__ import annotations
 
-import json
-import time
-import urllib.parse
-import urllib.request
-from collections.abc import Iterator
+import random
 from pathlib import Path
 from typing import Any
 
-import pytest
+import yaml
+from conftest import DATA, need_binary
+from support.agreement import RULES, STEP, WINDOW, Replica, promtool_agree, sidecar_values
 
-from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
 from tritonwatch.load import LoadDriver
 from tritonwatch.procs import wait_until
-from tritonwatch.promstack import Prometheus, ScrapeTarget, prometheus_config
 
-ROOT = Path(__file__).resolve().parent.parent
-RULES = ROOT / "alerts" / "generated" / "catalog.rules.yml"
 MODEL = "fraud_detector"
 
 
-def prom_value(url: str, query: str) -> float | None:
-    with urllib.request.urlopen(
-        f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": query}), timeout=5
-    ) as r:
-        result = json.loads(r.read())["data"]["result"]
-    return float(result[0]["value"][1]) if result else None
+class Recorded:
+    """A payload's lines as (head, value); renders the same layout with other values."""
+
+    def __init__(self, path: Path) -> None:
+        self.lines: list[tuple[str, float | None]] = []
+        for line in path.read_text().splitlines():
+            if line.startswith("#") or not line.strip():
+                self.lines.append((line, None))
+            else:
+                head, _, value = line.rpartition(" ")
+                self.lines.append((head, float(value)))
+        types = {}
+        for head, value in self.lines:
+            parts = head.split()
+            if value is None and len(parts) >= 4 and parts[1] == "TYPE":
+                types[parts[2]] = parts[3]
+        self.counter = {h: types.get(h.split("{")[0]) == "counter" for h, v in self.lines if v is not None}
+
+    def values(self) -> dict[str, float]:
+        return {h: v for h, v in self.lines if v is not None}
+
+    def render(self, values: dict[str, float], keep: str = "") -> str:
+        out = []
+        for head, v in self.lines:
+            if v is None:
+                out.append(head)
+            elif not keep or f'model="{keep}"' in head or "model=" not in head:
+                out.append(f"{head} {values[head]!r}")
+        return "\n".join(out) + "\n"
 
 
-@pytest.fixture
-def stack(triton: Any, tmp_path: Path) -> Iterator[tuple[Sidecar, Prometheus]]:
-    if not RULES.is_file():
-        pytest.skip(f"{RULES} not generated")
-    # The sidecar's window matches what Prometheus has seen: both look at the same traffic.
-    sidecar = Sidecar.local(triton.http_url, triton.metrics_url, interval=1.0, window=20.0).start()
-    prom = Prometheus(
-        tmp_path / "prom",
-        prometheus_config(
-            [
-                ScrapeTarget("triton", f"127.0.0.1:{triton.metrics_port}"),
-                ScrapeTarget("tritonwatch", f"127.0.0.1:{sidecar.port}"),
-            ],
-            [RULES],
-        ),
-    )
-    try:
-        prom.wait_ready()
-        yield sidecar, prom
-    finally:
-        prom.stop()
-        sidecar.stop()
+def timeline(
+    first: Path,
+    steps_from: list[tuple[Path, Path]],
+    seed: int,
+    n: int,
+    restart_at: int | None = None,
+    keep: str = "",
+) -> list[str]:
+    """``n`` payloads of ``first``'s layout: each step adds a random mix (0-3 times each) of the real
+    increments between the given pairs of recorded payloads; gauges take the pairs' values in turn.
+    At ``restart_at`` every counter starts again from 0 (plus that step's increase), as after a restart."""
+    rec = Recorded(first)
+    deltas = []
+    gauges = []
+    for a, b in steps_from:
+        va, vb = Recorded(a).values(), Recorded(b).values()
+        deltas.append({h: vb[h] - va[h] for h in va if rec.counter[h]})
+        gauges += [va, vb]
+    rng = random.Random(seed)
+    now = rec.values()
+    out = []
+    for k in range(n):
+        if k:
+            mix = [rng.randint(0, 3) for _ in deltas]
+            for head, counter in rec.counter.items():
+                if counter:
+                    base = 0.0 if k == restart_at else now[head]
+                    now[head] = base + sum(m * d[head] for m, d in zip(mix, deltas, strict=True))
+                else:
+                    now[head] = gauges[k % len(gauges)][head]
+        out.append(rec.render(now, keep))
+    return out
 
 
-def test_sidecar_and_recording_rules_agree(triton: Any, stack: tuple[Sidecar, Prometheus]) -> None:
-    sidecar, prom = stack
+STEPS = 2 * WINDOW // STEP + 1  # 41 payloads, 0..600 s: 21 evaluation times with a full window
+
+
+def recorded_replicas() -> list[Replica]:
+    idle, one, two = (DATA / f"triton_metrics_{s}.txt" for s in ("idle", "load_1", "load_2"))
+    gpu1, gpu2 = DATA / "triton_gpu_node2gpu_1.txt", DATA / "triton_gpu_node2gpu_2.txt"
+    return [
+        # fraud_detector and fail_always; Triton restarts at 405 s (inside the later windows).
+        Replica("a:8002", timeline(one, [(idle, one), (one, two)], 1, STEPS, restart_at=27), {MODEL: 64}),
+        # resnet50 on two GPUs, bert_base on one, tokenizer on the CPU.
+        Replica("b:8002", timeline(gpu1, [(gpu1, gpu2)], 2, STEPS)),
+        # a second replica of fraud_detector only: the rules pool it with replica a's.
+        Replica("c:8002", timeline(idle, [(idle, one), (one, two)], 3, STEPS, keep=MODEL), {MODEL: 64}),
+    ]
+
+
+def test_recorded_payloads_agree_to_1e_9(tmp_path: Path) -> None:
+    replicas = recorded_replicas()
+    expected = sidecar_values(replicas)
+    models = {dict(labels)["model"] for _k, _r, labels in expected}
+    assert models == {MODEL, "fail_always", "resnet50", "bert_base", "tokenizer"}
+    # Every catalog record and batch efficiency is compared, with values, at each of 21 times.
+    records = {r for (_k, r, _l), v in expected.items() if v is not None}
+    assert records == {s.record for s in catalog.SIGNALS} | {catalog.BATCH_EFFICIENCY_RECORD}
+    assert len({k for k, _r, _l in expected}) == 21
+    compared, _ = promtool_agree(replicas, tmp_path, need_binary("promtool"))
+    assert compared >= 21 * 40, compared
+
+
+def test_live_triton_payloads_agree_to_1e_9(triton: Any, tmp_path: Path) -> None:
+    """Payloads the real Triton serves now, under load with failures and cache hits, both engines.
+
+    Captured as fast as the counters move (each payload once the success count has grown), then
+    replayed on the 15 s clock: the data is the live Triton's, the timing is made exact.
+    """
+    import requests
+
+    promtool = need_binary("promtool")
+    config = requests.get(f"{triton.http_url}/v2/models/{MODEL}/config", timeout=5).json()
+
+    def successes(text: str) -> float:
+        series = parse(text, {catalog.TRITON_SUCCESS}).get(catalog.TRITON_SUCCESS, {})
+        return sum(v for ls, v in series.items() if dict(ls)["model"] == MODEL)
+
+    payloads: list[str] = []
     load = LoadDriver(triton.http_url, model=MODEL, concurrency=6, repeat=3, error_ratio=0.05).start()
     try:
-        record = catalog.signal(catalog.REQUEST_RATE).record
-        wait_until(
-            lambda: prom_value(prom.url, f'{record}{{model="{MODEL}"}}') is not None, 60, "recorded rate"
-        )
-        deadline = time.monotonic() + 22  # let both windows hold the same steady traffic
-        while time.monotonic() < deadline:
-            time.sleep(0.5)
-        with urllib.request.urlopen(f"http://127.0.0.1:{sidecar.port}/metrics", timeout=5) as r:
-            side = parse(r.read())
-        compared = []
-        for sig in catalog.SIGNALS:
-            labels = dict(sig.labels)
-            want = {"model": MODEL, "version": "1", **labels}
-            mine = next(
-                (
-                    v
-                    for ls, v in side.get(sig.name, {}).items()
-                    if all(dict(ls).get(k) == x for k, x in want.items())
-                ),
-                None,
-            )
-            selector = ",".join(f'{k}="{v}"' for k, v in want.items())
-            if sig.kind == "rate":
-                # rate(x[5m]) over a Prometheus with 25 s of data divides by 300 s: compare the same
-                # catalog formula over the window both engines have seen instead.
-                theirs = prom_value(prom.url, catalog.promql(sig, window="20s", selector=selector))
-            else:
-                theirs = prom_value(prom.url, f"{sig.record}{{{selector}}}")
-            if sig.kind == "gauge":
-                continue  # an instant value: the two engines sample it at different moments
-            assert mine is not None and theirs is not None, (sig.name, labels, mine, theirs)
-            compared.append(sig.name)
-            # Same counters, windows of 20 s (sidecar) and 5m-with-20s-of-data (Prometheus): close, not equal.
-            tolerance = 0.01 if sig.name == catalog.ERROR_RATIO else 0.0
-            assert mine == pytest.approx(theirs, rel=0.25, abs=tolerance), (sig.name, labels, mine, theirs)
-        eff_side = next(v for ls, v in side[catalog.BATCH_EFFICIENCY].items() if dict(ls)["model"] == MODEL)
-        eff_prom = prom_value(prom.url, f'{catalog.BATCH_EFFICIENCY_RECORD}{{model="{MODEL}"}}')
-        assert eff_prom is not None and eff_side == pytest.approx(eff_prom, rel=0.25)
-        assert len(compared) >= 9
+        for _ in range(STEPS):
+            last = successes(payloads[-1]) if payloads else -1.0
+            got: list[str] = []
+
+            def moved(last: float = last, got: list[str] = got) -> bool:
+                got[:] = [requests.get(triton.metrics_url, timeout=5).text]
+                return successes(got[0]) > last
+
+            wait_until(moved, 30, "Triton's success count to grow", interval=0.05)
+            payloads.append(got[0])
     finally:
         load.stop()
+    replica = Replica("triton:8002", payloads, {MODEL: int(config["max_batch_size"])})
+    expected = sidecar_values([replica])
+    live = {r for (_k, r, labels), v in expected.items() if v is not None and dict(labels)["model"] == MODEL}
+    # Live traffic moves every counter-based record of fraud_detector (failures, hits, batches).
+    assert live >= {s.record for s in catalog.SIGNALS if s.kind != "gauge"} | {
+        catalog.BATCH_EFFICIENCY_RECORD
+    }
+    compared, _ = promtool_agree([replica], tmp_path, promtool)
+    assert compared >= 21 * len(live)
 
 
 def test_recording_rules_are_the_catalog_formulas() -> None:
-    import yaml
-
-    if not RULES.is_file():
-        pytest.skip(f"{RULES} not generated")
+    assert RULES.is_file(), f"{RULES} is not generated (make generate)"
     rules = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"] if "record" in r]
     for sig in catalog.SIGNALS:
         match = [

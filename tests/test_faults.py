@@ -8,7 +8,6 @@ clears the derived values come back exactly as the recorded payloads dictate.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -279,7 +278,6 @@ def test_metrics_answer_fast_while_every_target_hangs(
     assert_exact(fake, sidecar)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("exporters.gpu") is None, reason="exporters/gpu.py not built")
 def test_dcgm_exporter_disappears_and_comes_back() -> None:
     """DCGM gone: its target goes down, the DCGM-only families go (no guessed temperature), the
     Triton-derived ones stay; back on the same port: exactly the recorded readings again."""

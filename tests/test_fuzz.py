@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from tritonwatch import catalog
+from tritonwatch import catalog, otlp
 from tritonwatch.expfmt import ExpositionError, Parser, parse
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -216,7 +216,6 @@ def test_one_line_not_the_format_fails_the_whole_payload(line: str, keep: frozen
 
 
 # --- OTLP ---------------------------------------------------------------------------------------
-otlp = pytest.importorskip("tritonwatch.otlp")
 
 json_scalars = st.one_of(
     st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False), st.text(max_size=25)
@@ -326,6 +325,46 @@ def test_otlp_export_shaped_json_only_otlp_error(doc: dict[str, Any]) -> None:
 def test_otlp_any_body_only_otlp_error(body: bytes) -> None:
     try:
         otlp.decode(body)
+    except otlp.OtlpError:
+        pass
+
+
+def _real_protobuf() -> bytes:
+    from test_traces_protobuf import PROTO_BODY
+
+    return PROTO_BODY
+
+
+@FUZZ
+@given(st.binary(max_size=400))
+def test_otlp_any_protobuf_body_only_otlp_error(body: bytes) -> None:
+    try:
+        spans = otlp.decode_protobuf(body)
+    except otlp.OtlpError:
+        return
+    for span in spans:
+        assert span.trace_id and span.span_id
+
+
+@FUZZ
+@given(st.data())
+def test_otlp_damaged_real_protobuf_only_otlp_error(data: st.DataObject) -> None:
+    """A real Triton export re-encoded as protobuf, with bytes overwritten, cut or inserted."""
+    body = bytearray(_real_protobuf())
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(body) - 1))
+        how = data.draw(st.sampled_from(["set", "cut", "insert"]))
+        byte = data.draw(st.integers(0, 255))
+        if how == "set":
+            body[at] = byte
+        elif how == "cut":
+            del body[at:]
+            if not body:
+                break
+        else:
+            body.insert(at, byte)
+    try:
+        otlp.decode_protobuf(bytes(body))
     except otlp.OtlpError:
         pass
 

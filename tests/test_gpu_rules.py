@@ -7,7 +7,6 @@ by Prometheus, agree with the sidecar's own values and with the recorded truth.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,9 +24,7 @@ from tritonwatch.gpureplay import GpuReplay
 from tritonwatch.procs import free_port, wait_until
 from tritonwatch.promstack import Prometheus, ScrapeTarget, prometheus_config
 
-pytestmark = pytest.mark.prometheus
-if not (shutil.which("promtool") and shutil.which("prometheus")):
-    pytest.skip("promtool/prometheus not installed (apt-get install prometheus)", allow_module_level=True)
+pytestmark = [pytest.mark.prometheus, pytest.mark.needs("promtool", "prometheus")]
 
 WINDOW = "8s"
 OLDER = "12s"  # window + 4 scrape intervals

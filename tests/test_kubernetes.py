@@ -12,7 +12,6 @@ import copy
 import importlib.metadata
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from conftest import need_binary
 
 from exporters import sidecar
 from exporters.config import resolve
@@ -37,15 +37,14 @@ K8S_VERSIONS = ("1.29.0", "1.37.0")
 
 def _require_generated() -> None:
     if not sorted(RULES_DIR.glob("*.rules.yml")) or not (RULES_DIR / "alertmanager.yml").is_file():
-        pytest.skip("alerts/generated is not generated yet (run `make generate`)")
+        pytest.fail("alerts/generated is not generated (run `make generate`)", pytrace=False)
     if not sorted(DASHBOARDS_DIR.glob("*.json")):
-        pytest.skip("dashboards/generated is not generated yet (run `make generate`)")
+        pytest.fail("dashboards/generated is not generated (run `make generate`)", pytrace=False)
 
 
 @pytest.fixture(scope="module")
 def rendered() -> list[dict[str, Any]]:
-    if not shutil.which("kubectl"):
-        pytest.skip("kubectl not installed: cannot run `kubectl kustomize` (apt-get install kubectl)")
+    need_binary("kubectl")
     _require_generated()
     out = subprocess.run(
         ["kubectl", "kustomize", str(KUSTOMIZE_DIR)], capture_output=True, text=True, timeout=60
@@ -88,9 +87,8 @@ def test_renders_every_part_in_one_namespace(rendered: list[dict[str, Any]]) -> 
 def test_core_kinds_validate_against_the_kubernetes_schemas(
     rendered: list[dict[str, Any]], version: str
 ) -> None:
-    kubernetes_validate = pytest.importorskip(
-        "kubernetes_validate", reason="kubernetes-validate not installed (pip install -e '.[dev]')"
-    )
+    import kubernetes_validate
+
     validated = set()
     for doc in rendered:
         if doc["kind"] in CORE_KINDS:
@@ -101,9 +99,8 @@ def test_core_kinds_validate_against_the_kubernetes_schemas(
 
 def test_the_schema_check_rejects_a_broken_deployment(rendered: list[dict[str, Any]]) -> None:
     """Negative control: the same validator fails on a misspelt field and on a wrong type."""
-    kubernetes_validate = pytest.importorskip(
-        "kubernetes_validate", reason="kubernetes-validate not installed (pip install -e '.[dev]')"
-    )
+    import kubernetes_validate
+
     deployment = _one(rendered, "Deployment")
     typo = copy.deepcopy(deployment)
     typo["spec"]["template"]["spec"]["containers"][1]["port"] = typo["spec"]["template"]["spec"][
@@ -133,8 +130,7 @@ def test_generated_manifests_are_up_to_date(tmp_path: Path) -> None:
 
 @pytest.mark.prometheus
 def test_prometheusrule_groups_pass_promtool(rendered: list[dict[str, Any]], tmp_path: Path) -> None:
-    if not shutil.which("promtool"):
-        pytest.skip("promtool not installed (apt-get install prometheus)")
+    need_binary("promtool")
     for rule in (d for d in rendered if d["kind"] == "PrometheusRule"):
         name = rule["metadata"]["name"]
         source = RULES_DIR / f"{name.removeprefix('tritonwatch-')}.rules.yml"
@@ -151,8 +147,7 @@ def test_prometheusrule_groups_pass_promtool(rendered: list[dict[str, Any]], tmp
 
 @pytest.mark.prometheus
 def test_alertmanager_secret_passes_amtool(rendered: list[dict[str, Any]], tmp_path: Path) -> None:
-    if not shutil.which("amtool"):
-        pytest.skip("amtool not installed (apt-get install prometheus-alertmanager)")
+    need_binary("amtool")
     secret = _one(rendered, "Secret", f"alertmanager-{k8s.ALERTMANAGER_NAME}")
     config = secret["stringData"]["alertmanager.yaml"]
     assert config == (RULES_DIR / "alertmanager.yml").read_text()

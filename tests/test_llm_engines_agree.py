@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import subprocess
 import urllib.parse
 import urllib.request
@@ -29,9 +28,7 @@ from tritonwatch import catalog
 from tritonwatch.expfmt import Parser
 from tritonwatch.promstack import Prometheus, prometheus_config
 
-pytestmark = pytest.mark.prometheus
-if not (shutil.which("promtool") and shutil.which("prometheus")):
-    pytest.skip("promtool/prometheus not installed (apt-get install prometheus)", allow_module_level=True)
+pytestmark = [pytest.mark.prometheus, pytest.mark.needs("promtool", "prometheus")]
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "alerts" / "generated" / "catalog.rules.yml"

@@ -8,7 +8,6 @@ its first tokens over 500 ms pages.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from tritonwatch.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "alerts" / "examples" / "llm-slo.yaml"
-needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
+needs_promtool = pytest.mark.needs("promtool")
 SLO_NAME = "vllm_model-time-to-first-token"
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import HAVE_PYTRITON, NO_PYTRITON, TEST_MODELS
+from conftest import TEST_MODELS
 
 from exporters.llm import LlmPart
 from exporters.sidecar import Sidecar
@@ -24,7 +24,7 @@ from tritonwatch import catalog
 from tritonwatch.expfmt import parse
 from tritonwatch.procs import wait_until
 
-pytestmark = [pytest.mark.triton, pytest.mark.skipif(not HAVE_PYTRITON, reason=NO_PYTRITON)]
+pytestmark = [pytest.mark.triton]
 
 CLIENTS = 4
 # Long enough that the python backend's own overhead (about 1 ms a response) stays far under 5 %.

@@ -4,7 +4,7 @@
   (``pod``, ``container``, ``endpoint``, ``namespace``, ``instance``, and Triton's own ``namespace``
   arriving as ``exported_namespace``) from two pods: every model-level rule yields ONE series per
   model and version, a sum of rates or a ratio of sums, never an average of per-pod ratios.
-* Live: two real Triton servers, each with its own in-process sidecar receiving its traces, one real
+* Live: two real Triton servers, each with its own in-process sidecar reading its trace files, one real
   Prometheus scraping all four targets with the generated rules, load at two different rates: the
   recorded fleet request rate is the sum of both servers' rates, and the fleet percentiles come from
   the two sidecars' histograms merged.
@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import importlib.util
 import math
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -27,6 +25,7 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from conftest import need_binary, need_pytriton
 
 from alerts import slo as slo_file
 from tritonwatch import catalog
@@ -41,7 +40,7 @@ MODEL = "fraud_detector"
 def _rule_files() -> list[Path]:
     files = sorted(RULES_DIR.glob("*.rules.yml"))
     if not files:
-        pytest.skip("alerts/generated/*.rules.yml not generated yet (run `make generate`)")
+        pytest.fail("alerts/generated/*.rules.yml is not generated (run `make generate`)", pytrace=False)
     return files
 
 
@@ -209,8 +208,7 @@ def _expected_slo_series(spec: slo_file.SLOFile) -> list[dict[str, Any]]:
 
 @pytest.mark.prometheus
 def test_podmonitor_labelled_pods_aggregate_into_one_model_series(tmp_path: Path) -> None:
-    if not shutil.which("promtool"):
-        pytest.skip("promtool not installed (apt-get install prometheus)")
+    need_binary("promtool")
     rule_files = _rule_files()
     spec = slo_file.load(SLO_FILE)
     slo_cases = _expected_slo_series(spec)
@@ -239,11 +237,9 @@ def test_podmonitor_labelled_pods_aggregate_into_one_model_series(tmp_path: Path
 
 
 # --- live: two Triton servers, two sidecars, one Prometheus -------------------------------------------
-HAVE_PYTRITON = importlib.util.find_spec("pytriton") is not None
-HAVE_TRACES = importlib.util.find_spec("exporters.traces") is not None
 RATES = (24.0, 8.0)  # requests/s driven at server 0 and server 1
 LOAD_SECONDS = 20.0
-TRACE_RATE = 10  # one request in 10 traced (lower rates crash Triton 2.51 under load, issue #7795)
+TRACE_RATE = 10  # one request in 10 traced
 WINDOW = "5m"  # the catalog's recording-rule window
 
 
@@ -292,25 +288,30 @@ def _poll(check: Any, what: str, timeout: float) -> Any:
 
 @pytest.fixture
 def fleet(tmp_path: Path) -> Iterator[Fleet]:
-    if not HAVE_PYTRITON:
-        pytest.skip("nvidia-pytriton is not installed (pip install -e '.[local]'): no Triton to run")
-    if not shutil.which("prometheus"):
-        pytest.skip("prometheus not installed (apt-get install prometheus)")
+    need_pytriton()
+    need_binary("prometheus")
     rule_files = _rule_files()
     from exporters.sidecar import Sidecar
     from tritonwatch.local_triton import LocalTriton
-    from tritonwatch.procs import free_port
     from tritonwatch.promstack import Prometheus, ScrapeTarget, prometheus_config
 
     with contextlib.ExitStack() as stack:
         replicas = []
-        for _ in range(2):
-            otlp = f"127.0.0.1:{free_port()}" if HAVE_TRACES else ""
-            trace = {"trace_to": f"http://{otlp}/v1/traces", "trace_rate": TRACE_RATE} if otlp else {}
-            triton = LocalTriton([ROOT / "model_repository"], **trace)  # type: ignore[arg-type]
+        for i in range(2):
+            # Trace files (mode=triton), not OpenTelemetry: OTel-traced Triton 2.51 can die under
+            # load (issue #7795); the one OTel test is test_traces_triton.py. A new file every 2
+            # traces, so the histograms grow scrape by scrape and Prometheus sees their rate.
+            trace_file = tmp_path / f"traces{i}" / "trace.json"
+            trace_file.parent.mkdir()
+            triton = LocalTriton(
+                [ROOT / "model_repository"],
+                trace_file=trace_file,
+                trace_rate=TRACE_RATE,
+                trace_log_frequency=2,
+            )
             stack.callback(triton.close)
             side = Sidecar.local(
-                triton.http_url, triton.metrics_url, otlp_listen=otlp, interval=1, window=10
+                triton.http_url, triton.metrics_url, trace_file=str(trace_file), interval=1, window=10
             ).start()
             stack.callback(side.stop)
             triton.start()  # both servers start loading at once; readiness is awaited below
@@ -415,19 +416,28 @@ def test_two_replicas_aggregate_into_one_fleet(fleet: Fleet) -> None:
     )
     now = time.time()
     (fleet_series,) = fleet.query(f"{record}{{{_model_selector()}}}", now)
+    # One series per model and version, whatever labels the scrape added.
     assert set(fleet_series["metric"]) == {"__name__", catalog.MODEL, catalog.VERSION}
-    fleet_rate = float(fleet_series["value"][1])
-    server_rates = [fleet.scalar(per_server[r.triton_target], now) or 0.0 for r in fleet.replicas]
+    # The rule's expression across the fleet is the sum of each server's, at the same instant, exactly.
+    # (Compared as expressions at one time: the recorded sample was evaluated at its own instant.)
+    # That instant is 2 s back: every scrape stamped before it has been stored, so all the queries
+    # see the same samples.
+    at = now - 2.0
+    fleet_expr = catalog.promql(catalog.signal(catalog.REQUEST_RATE), WINDOW)
+    fleet_rate = fleet.scalar(f"{fleet_expr}", at)
+    server_rates = [fleet.scalar(per_server[r.triton_target], at) or 0.0 for r in fleet.replicas]
     assert server_rates[0] > 2 * server_rates[1] > 0, server_rates  # the two servers really differ
-    assert fleet_rate == pytest.approx(sum(server_rates), rel=0.1)
-    # rate() over 5m of a series younger than 5m: its increase (every request served) / 300 s.
-    window_s = 300.0
-    for rate, n in zip(server_rates, final, strict=True):
-        assert rate == pytest.approx(n / window_s, rel=0.1)
-    assert fleet_rate == pytest.approx(sum(final) / window_s, rel=0.1)
+    assert fleet_rate == server_rates[0] + server_rates[1]
+    # Each server's rate, at the instant of its last scrape, is every request it served / 300 s,
+    # exactly: rate() extrapolates to neither end (the range ends on a sample, and the series starts
+    # at 0, so Prometheus extends it back to where it was 0: no further). Prometheus multiplies by
+    # 1/300 rather than dividing: equal to the last bit or so, hence 1e-12.
+    for r, n in zip(fleet.replicas, final, strict=True):
+        last = fleet.scalar(f"timestamp({success}{{{_model_selector(instance=r.triton_target)}}})", now)
+        assert last is not None
+        rate = fleet.scalar(per_server[r.triton_target], last)
+        assert rate == pytest.approx(n / 300.0, rel=1e-12, abs=0), (r.triton_target, n)
 
-    if not HAVE_TRACES:
-        pytest.skip("exporters/traces.py is not in this build: no trace histograms to merge")
     # Percentiles: wait for the sampled traces (Triton exports them in batches every ~5 s).
     for r, n in zip(fleet.replicas, final, strict=True):
         _poll(lambda r=r, n=n: _sidecar_traced(r) >= 0.5 * n / TRACE_RATE, "traces at the sidecar", 30)

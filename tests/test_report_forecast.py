@@ -30,7 +30,7 @@ from tritonwatch import catalog
 from tritonwatch.cli import main
 from tritonwatch.promstack import Prometheus
 
-pytestmark = pytest.mark.prometheus
+pytestmark = [pytest.mark.prometheus, pytest.mark.needs("promtool", "prometheus")]
 
 ROOT = Path(__file__).resolve().parent.parent
 SLO_FILE = ROOT / "tests" / "data" / "forecast_slo.yaml"
@@ -38,9 +38,6 @@ ARTIFACTS = ROOT / ".artifacts" / "report"
 WEEKS = {w.models[0].name: w for w in synthetic.forecast_weeks()}
 END_TIME = WEEKS["linear"].end
 END = END_TIME.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-if not (shutil.which("promtool") and shutil.which("prometheus")):
-    pytest.skip("promtool/prometheus not installed (apt-get install prometheus)", allow_module_level=True)
 
 
 @dataclass(frozen=True)
@@ -209,7 +206,7 @@ def test_html_report_in_headless_chromium(run: Run, tmp_path: Path) -> None:
     from PIL import Image
 
     if not chromium.available():
-        pytest.skip(f"{chromium.CHROMIUM} not installed (apt-get install chromium)")
+        pytest.fail(f"{chromium.CHROMIUM} is not installed: the suite needs it (make debs installs chromium)")
     page = run.out / "report.html"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "forecast.png"

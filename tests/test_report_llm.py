@@ -9,7 +9,6 @@ every figure is exact.
 from __future__ import annotations
 
 import csv
-import shutil
 import subprocess
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -22,10 +21,7 @@ from tritonwatch import catalog
 from tritonwatch.cli import main
 from tritonwatch.promstack import Prometheus, prometheus_config
 
-pytestmark = pytest.mark.prometheus
-
-if not (shutil.which("promtool") and shutil.which("prometheus")):
-    pytest.skip("promtool/prometheus not installed (apt-get install prometheus)", allow_module_level=True)
+pytestmark = [pytest.mark.prometheus, pytest.mark.needs("promtool", "prometheus")]
 
 END = datetime(2026, 11, 9, tzinfo=timezone.utc)
 DAYS = 3

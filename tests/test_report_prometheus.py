@@ -35,8 +35,7 @@ ARTIFACTS = ROOT / ".artifacts" / "report"
 WEEK = synthetic.default_week()
 END = WEEK.end.strftime("%Y-%m-%dT%H:%M:%SZ")
 
-if not (shutil.which("promtool") and shutil.which("prometheus")):
-    pytest.skip("promtool/prometheus not installed (apt-get install prometheus)", allow_module_level=True)
+pytestmark = pytest.mark.needs("promtool", "prometheus")
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +185,7 @@ def test_html_charts_render_in_headless_chromium(report_dir: Path, tmp_path: Pat
         img = Image.open(io.BytesIO(base64.b64decode(data)))
         assert img.format == "PNG" and img.width > 600 and img.height > 150, alt
     if not chromium.available():
-        pytest.skip(f"{chromium.CHROMIUM} not installed (apt-get install chromium)")
+        pytest.fail(f"{chromium.CHROMIUM} is not installed: the suite needs it (make debs installs chromium)")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "report.png"
     chromium.screenshot(report_dir / "report.html", shot, tmp_path / "chromium")

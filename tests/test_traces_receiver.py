@@ -142,7 +142,7 @@ def test_malformed_and_foreign_bodies_are_refused_and_counted() -> None:
         assert post(r.url, b"{not json")[0] == 400
         assert post(r.url, b"\x1f\x8bnot gzip", {"Content-Encoding": "gzip"})[0] == 400
         assert post(r.url, BODY, {"Content-Encoding": "br"})[0] == 415
-        assert post(r.url, BODY, {"Content-Type": "application/x-protobuf"})[0] == 415
+        assert post(r.url, BODY, {"Content-Type": "text/plain"})[0] == 415
         assert post(r.url.replace("/v1/traces", "/v1/metrics"), BODY)[0] == 404
         assert post(r.url, BODY)[0] == 200  # still serving
     finally:
@@ -254,3 +254,22 @@ def test_stop_closes_the_exporters_keep_alive_connections() -> None:
         assert conn.sock is not None and conn.sock.recv(1) == b""
     finally:
         conn.close()
+
+
+def test_protobuf_bodies_are_forwarded_unchanged_with_their_type(backend: str) -> None:
+    from test_traces_protobuf import PROTO_BODY
+
+    r = receiver(forward=backend)
+    r.start()
+    try:
+        zipped = gzip.compress(PROTO_BODY)
+        headers = {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"}
+        assert post(r.url, zipped, headers)[0] == 200
+        assert r.forwarder is not None and r.forwarder.drain(5)
+        wait_until(lambda: len(Capture.got) == 1, 5, "the body forwarded")
+    finally:
+        r.stop()
+    ((sent_headers, body),) = Capture.got
+    assert body == zipped
+    assert sent_headers["Content-Type"] == "application/x-protobuf"
+    assert sent_headers["Content-Encoding"] == "gzip"

@@ -158,6 +158,7 @@ class LocalTriton:
         trace_rate: int | None = None,
         trace_file: Path | None = None,
         exit_timeout: int = 3,
+        trace_log_frequency: int = 0,
         workdir: Path | None = None,
     ) -> None:
         if not repositories:
@@ -170,7 +171,8 @@ class LocalTriton:
         self.http_port = http_port or free_port()
         self.grpc_port = grpc_port or free_port()
         self.metrics_port = metrics_port or free_port()
-        self.trace = trace_args(trace_to, trace_rate, trace_file)
+        # With trace files, a new file (PATH.0, PATH.1, ...) every ``trace_log_frequency`` traces.
+        self.trace = trace_args(trace_to, trace_rate, trace_file, trace_log_frequency)
         self.exit_timeout = exit_timeout
         self.bundle = find_bundle()
         self._own_workdir = workdir is None
@@ -268,6 +270,19 @@ class LocalTriton:
 
     def alive(self) -> bool:
         return bool(self._proc and self._proc.alive())
+
+    def crashed(self) -> bool:
+        """Started and then gone without ``stop()``/``kill()``: it died on its own (a crash, an OOM kill)."""
+        return self._proc is not None and not self._proc.alive()
+
+    def exit_code(self) -> int | None:
+        return self._proc.proc.poll() if self._proc else None
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last lines of Triton's log (kept after it exits)."""
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
     def ready(self) -> bool:
         return http_ok(f"{self.http_url}/v2/health/ready")
