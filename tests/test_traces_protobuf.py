@@ -108,10 +108,15 @@ def families(part: Any) -> dict[str, dict[frozenset[tuple[str, str]], float]]:
 
 
 def test_protobuf_decodes_to_the_spans_of_the_json_path() -> None:
+    # The streamer's recording holds several INFER_RESPONSE_COMPLETE events per root span.
+    streamer = json.loads((DATA / "otlp_streamer.json").read_text())
+    assert any(len(s.responses) > 1 for doc in streamer for s in decode(json.dumps(doc)))
     for doc in DOCS:
         spans = decode_protobuf(to_protobuf(doc))
         assert spans == decode(json.dumps(doc))
         assert len(spans) == 48
+    for doc in streamer:
+        assert decode_protobuf(to_protobuf(doc)) == decode(json.dumps(doc))
     assert decode_body(PROTO_BODY, "application/x-protobuf; charset=binary") == decode(JSON_BODY)
     assert decode_protobuf(b"") == []  # an empty export is a valid one
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,17 +117,25 @@ def _attributes(value: Any, where: str) -> dict[str, str]:
     return out
 
 
-def _span(value: Any, where: str) -> Span:
-    s = _obj(value, where)
+def _events(pairs: Iterable[tuple[str, int]]) -> tuple[dict[str, int], tuple[int, ...]]:
+    """A span's events by name (the first of each name) and its responses' times, for both encodings."""
     events: dict[str, int] = {}
     responses: list[int] = []
-    for i, item in enumerate(_list(s.get("events"), f"{where}.events")):
-        ev = _obj(item, f"{where}.events[{i}]")
-        name = _str(ev.get("name"), f"{where}.events[{i}].name")
-        ns = _nanos(ev.get("timeUnixNano"), f"{where}.events[{i}].timeUnixNano")
+    for name, ns in pairs:
         events.setdefault(name, ns)
         if name == RESPONSE_EVENT:
             responses.append(ns)
+    return events, tuple(sorted(responses))
+
+
+def _span(value: Any, where: str) -> Span:
+    s = _obj(value, where)
+    pairs: list[tuple[str, int]] = []
+    for i, item in enumerate(_list(s.get("events"), f"{where}.events")):
+        ev = _obj(item, f"{where}.events[{i}]")
+        name = _str(ev.get("name"), f"{where}.events[{i}].name")
+        pairs.append((name, _nanos(ev.get("timeUnixNano"), f"{where}.events[{i}].timeUnixNano")))
+    events, responses = _events(pairs)
     return Span(
         trace_id=_id(s.get("traceId"), f"{where}.traceId", required=True),
         span_id=_id(s.get("spanId"), f"{where}.spanId", required=True),
@@ -137,7 +145,7 @@ def _span(value: Any, where: str) -> Span:
         end_ns=_nanos(s.get("endTimeUnixNano", "0"), f"{where}.endTimeUnixNano"),
         attributes=_attributes(s.get("attributes"), f"{where}.attributes"),
         events=events,
-        responses=tuple(sorted(responses)),
+        responses=responses,
     )
 
 
@@ -204,9 +212,7 @@ def decode_protobuf(body: bytes) -> list[Span]:
         for s, ss in enumerate(rs.scope_spans):
             for i, sp in enumerate(ss.spans):
                 where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
-                events: dict[str, int] = {}
-                for ev in sp.events:
-                    events.setdefault(ev.name, ev.time_unix_nano)
+                events, responses = _events((ev.name, ev.time_unix_nano) for ev in sp.events)
                 spans.append(
                     Span(
                         trace_id=_pb_id(sp.trace_id, f"{where}.traceId", required=True),
@@ -217,6 +223,7 @@ def decode_protobuf(body: bytes) -> list[Span]:
                         end_ns=sp.end_time_unix_nano,
                         attributes={kv.key: _pb_value(kv.value) for kv in sp.attributes},
                         events=events,
+                        responses=responses,
                     )
                 )
     return spans
