@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -21,12 +20,13 @@ from pathlib import Path
 import pytest
 import yaml
 from prometheus_client.utils import floatToGoString
+from support import backfill
 from support.llm_payloads import TRT_LLM_KEY, VLLM_KEY, trt_llm_scrape, vllm_scrape
 
 from exporters.llm import LlmWindow
 from tritonwatch import catalog
 from tritonwatch.expfmt import Parser
-from tritonwatch.promstack import Prometheus, prometheus_config
+from tritonwatch.promstack import Prometheus
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.needs("promtool", "prometheus")]
 
@@ -75,15 +75,9 @@ def engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LlmWindo
     om = work / "llm.om"
     om.write_text("\n".join(lines) + "\n# EOF\n")
     storage = work / "data"
-    subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(om), str(storage)],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    prom = Prometheus(work, prometheus_config([]), storage=storage)
+    backfill.openmetrics_to_blocks(om, storage)
+    prom = backfill.serve_storage(storage, work)
     try:
-        prom.wait_ready(60)
         yield window, prom
     finally:
         prom.stop()

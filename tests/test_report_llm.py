@@ -9,17 +9,17 @@ every figure is exact.
 from __future__ import annotations
 
 import csv
-import subprocess
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 import yaml
+from support import backfill
 
 from tritonwatch import catalog
 from tritonwatch.cli import main
-from tritonwatch.promstack import Prometheus, prometheus_config
+from tritonwatch.promstack import Prometheus
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.needs("promtool", "prometheus")]
 
@@ -67,23 +67,9 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prome
     om = work / "period.om"
     generated = write_period(om)
     storage = work / "data"
-    subprocess.run(
-        [
-            "promtool",
-            "tsdb",
-            "create-blocks-from",
-            "openmetrics",
-            "--max-block-duration=200h",
-            str(om),
-            str(storage),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    prom = Prometheus(work, prometheus_config([]), storage=storage)
+    backfill.openmetrics_to_blocks(om, storage, max_block="200h")
+    prom = backfill.serve_storage(storage, work)
     try:
-        prom.wait_ready(60)
         yield prom, generated
     finally:
         prom.stop()

@@ -22,22 +22,16 @@ def blocks(weeks: synthetic.Week | Sequence[synthetic.Week], work: Path) -> Path
     synthetic.write_openmetrics(weeks, om)
     out = work / "blocks"
     # 400h rounds to promtool's largest block size: the file is parsed a few times, not once per 2h block.
-    subprocess.run(
-        [
-            "promtool",
-            "tsdb",
-            "create-blocks-from",
-            "openmetrics",
-            "--max-block-duration=400h",
-            str(om),
-            str(out),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=180,
-    )
+    openmetrics_to_blocks(om, out, max_block="400h")
     om.unlink()
     return out
+
+
+def openmetrics_to_blocks(om: Path, out: Path, max_block: str = "") -> None:
+    """``promtool tsdb create-blocks-from openmetrics``: an OpenMetrics file as TSDB blocks in ``out``."""
+    cmd = ["promtool", "tsdb", "create-blocks-from", "openmetrics"]
+    cmd += [f"--max-block-duration={max_block}"] if max_block else []
+    subprocess.run([*cmd, str(om), str(out)], check=True, capture_output=True, timeout=180)
 
 
 def copy_blocks(src: Path, dst: Path) -> None:
@@ -52,6 +46,11 @@ def serve(block_dirs: Sequence[Path], work: Path) -> Prometheus:
     storage = work / "data"
     for d in block_dirs:
         copy_blocks(d, storage)
+    return serve_storage(storage, work)
+
+
+def serve_storage(storage: Path, work: Path) -> Prometheus:
+    """A ready Prometheus over the TSDB directory ``storage`` (the caller stops it)."""
     prom = Prometheus(work, prometheus_config([]), storage=storage)
     try:
         prom.wait_ready(60)
