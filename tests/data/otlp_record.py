@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -57,11 +58,20 @@ def _drive(http_url: str) -> None:
     client.close()
 
 
-def record_otlp(tmp: Path) -> None:
+def record(
+    name: str,
+    repos: Callable[[Path], list[Path]],
+    drive: Callable[[str], None],
+    min_spans: int,
+    log_frequency: int,
+    tmp: Path,
+) -> None:
+    """Record ``drive``'s requests twice on the real Triton: OTLP bodies to ``otlp_<name>.json`` (once
+    ``min_spans`` spans have arrived, or after 20 s), then rotated trace files to ``trace_file_<name>.json``.
+    """
     server, url = start_receiver()
-    with LocalTriton(_repos(tmp / "otlp"), trace_to=url, trace_rate=1) as triton:
-        _drive(triton.http_url)
-        want = len(SLEEPER_DELAYS_MS) + 6
+    with LocalTriton(repos(tmp / "otlp"), trace_to=url, trace_rate=1) as triton:
+        drive(triton.http_url)
         deadline = time.monotonic() + 20  # the batch span processor exports every 5 s
         while time.monotonic() < deadline:
             spans = sum(
@@ -70,29 +80,30 @@ def record_otlp(tmp: Path) -> None:
                 for rs in b["resourceSpans"]
                 for ss in rs["scopeSpans"]
             )
-            if spans >= 3 * want - 3:  # cache hits have no compute span
+            if spans >= min_spans:
                 break
             time.sleep(0.2)
     server.shutdown()
-    (HERE / "otlp_sleeper.json").write_text(json.dumps(Receiver.bodies, indent=1, sort_keys=True) + "\n")
+    (HERE / f"otlp_{name}.json").write_text(json.dumps(Receiver.bodies, indent=1, sort_keys=True) + "\n")
 
-
-def record_trace_files(tmp: Path) -> None:
     out = tmp / "traces"
     out.mkdir()
     path = out / "trace.json"
-    with LocalTriton(_repos(tmp / "files"), trace_file=path, trace_rate=1) as triton:
-        requests.post(f"{triton.http_url}/v2/trace/setting", json={"log_frequency": "4"}, timeout=5)
-        _drive(triton.http_url)
+    with LocalTriton(repos(tmp / "files"), trace_file=path, trace_rate=1) as triton:
+        requests.post(
+            f"{triton.http_url}/v2/trace/setting", json={"log_frequency": str(log_frequency)}, timeout=5
+        )
+        drive(triton.http_url)
     files = sorted(out.glob("trace.json.*"), key=lambda p: int(p.suffix[1:]))
     data = [json.loads(p.read_text()) for p in files]
-    (HERE / "trace_file_sleeper.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    (HERE / f"trace_file_{name}.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def main() -> None:
+    want = len(SLEEPER_DELAYS_MS) + 6
     with tempfile.TemporaryDirectory(prefix="tritonwatch-record-") as tmp:
-        record_otlp(Path(tmp))
-        record_trace_files(Path(tmp))
+        # Three spans a request; cache hits have no compute span.
+        record("sleeper", _repos, _drive, 3 * want - 3, 4, Path(tmp))
 
 
 if __name__ == "__main__":

@@ -12,11 +12,9 @@ and saves the rotated files, in order, to trace_file_streamer.json (a list of th
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import requests
@@ -25,9 +23,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 
-from otlp_receiver import Receiver, start_receiver  # noqa: E402
-
-from tritonwatch.local_triton import LocalTriton  # noqa: E402
+from otlp_record import record  # noqa: E402
 
 # (tokens, time to first token ms, gap ms) per request, streamed one after the other.
 STREAMS = ((3, 50.0, 20.0), (4, 80.0, 30.0), (2, 120.0, 10.0), (5, 30.0, 40.0))
@@ -49,41 +45,10 @@ def _drive(http_url: str) -> None:
         assert got == tokens, (got, tokens)
 
 
-def record_otlp(tmp: Path) -> None:
-    server, url = start_receiver()
-    with LocalTriton(_repos(tmp / "otlp"), trace_to=url, trace_rate=1) as triton:
-        _drive(triton.http_url)
-        deadline = time.monotonic() + 20  # the batch span processor exports every 5 s
-        while time.monotonic() < deadline:
-            spans = sum(
-                len(ss["spans"])
-                for b in Receiver.bodies
-                for rs in b["resourceSpans"]
-                for ss in rs["scopeSpans"]
-            )
-            if spans >= 3 * len(STREAMS):
-                break
-            time.sleep(0.2)
-    server.shutdown()
-    (HERE / "otlp_streamer.json").write_text(json.dumps(Receiver.bodies, indent=1, sort_keys=True) + "\n")
-
-
-def record_trace_files(tmp: Path) -> None:
-    out = tmp / "traces"
-    out.mkdir()
-    path = out / "trace.json"
-    with LocalTriton(_repos(tmp / "files"), trace_file=path, trace_rate=1) as triton:
-        requests.post(f"{triton.http_url}/v2/trace/setting", json={"log_frequency": "2"}, timeout=5)
-        _drive(triton.http_url)
-    files = sorted(out.glob("trace.json.*"), key=lambda p: int(p.suffix[1:]))
-    data = [json.loads(p.read_text()) for p in files]
-    (HERE / "trace_file_streamer.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-
-
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tritonwatch-record-") as tmp:
-        record_otlp(Path(tmp))
-        record_trace_files(Path(tmp))
+        # Three spans a streamed request (root, model, compute).
+        record("streamer", _repos, _drive, 3 * len(STREAMS), 2, Path(tmp))
 
 
 if __name__ == "__main__":
