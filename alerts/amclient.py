@@ -185,7 +185,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from alerts.slo import parse_duration
+    from tritonwatch.slo import parse_duration
 
     client = AlertmanagerClient(args.alertmanager)
     if args.action == "status":

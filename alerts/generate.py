@@ -61,7 +61,8 @@ def header(slo_path: str, name: str) -> str:
 
 def render(slo_path: str) -> dict[str, str]:
     """Every output file, relative path -> text."""
-    from alerts import alertmanager, promtests, rules, slo
+    from tritonwatch import slo
+    from tritonwatch.alerts import alertmanager, promtests, rules
 
     spec = slo.load(slo_path)
     top = header(slo_path, spec.name)

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from alerts import rules, windows
-from alerts.slo import SLO, Objective, SLOFile
 from tritonwatch import catalog
+from tritonwatch.alerts import rules, windows
 from tritonwatch.errors import UsageError
+from tritonwatch.slo import SLO, Objective, SLOFile
 
 INTERVAL = "1m"
 SLO_RULES = ("slo.rules.yml",)

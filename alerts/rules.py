@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from alerts import windows
-from alerts.slo import SLO, Objective, SLOFile, format_duration
 from tritonwatch import catalog
+from tritonwatch.alerts import windows
+from tritonwatch.slo import SLO, Objective, SLOFile, format_duration
 
 Rule = dict[str, Any]
 Group = dict[str, Any]

@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from reports.capacity import MODEL_NAMES, Forecast, Saturation
-from reports.figures import GpuFigures, ModelFigures, lead_weeks
 from tritonwatch import catalog
+from tritonwatch.reports.capacity import MODEL_NAMES, Forecast, Saturation
+from tritonwatch.reports.figures import GpuFigures, ModelFigures, lead_weeks
 
 SATURATION_WEEKS = 8.0
 URGENT_WEEKS = 4.0

@@ -36,7 +36,7 @@ def triton() -> Iterator[object]:
     """A started, ready ``LocalTriton`` (attributes http_url, metrics_url, http_port, ...; kill()/start())."""
     if not HAVE_PYTRITON:
         pytest.skip(NO_PYTRITON)
-    from tritonwatch.local_triton import LocalTriton
+    from tritonwatch.local.triton import LocalTriton
 
     server = LocalTriton([MODEL_REPOSITORY, TEST_MODELS])
     try:

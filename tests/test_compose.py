@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from exporters import sidecar
-from exporters.config import resolve
+from tritonwatch.exporters import sidecar
+from tritonwatch.exporters.config import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_DIR = ROOT / "compose"

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from exporters.config import SidecarConfig, resolve
 from tritonwatch import configdoc
 from tritonwatch.cli import build_parser
 from tritonwatch.errors import UsageError
+from tritonwatch.exporters.config import SidecarConfig, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "configuration.md"

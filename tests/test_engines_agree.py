@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
-from tritonwatch.load import LoadDriver
-from tritonwatch.procs import wait_until
-from tritonwatch.promstack import Prometheus, ScrapeTarget, prometheus_config
+from tritonwatch.exporters.sidecar import Sidecar
+from tritonwatch.local.load import LoadDriver
+from tritonwatch.local.procs import wait_until
+from tritonwatch.local.promstack import Prometheus, ScrapeTarget, prometheus_config
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "alerts" / "generated" / "catalog.rules.yml"

@@ -17,9 +17,9 @@ import pytest
 from support.fake_triton import FakeTriton, RecordedCounters, fake_triton
 from support.harness import poll, read_metrics, running_sidecar, value
 
-from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import Samples, parse
+from tritonwatch.exporters.sidecar import Sidecar
 
 DATA = Path(__file__).resolve().parent / "data"
 MODEL = "fraud_detector"
@@ -279,13 +279,15 @@ def test_metrics_answer_fast_while_every_target_hangs(
     assert_exact(fake, sidecar)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("exporters.gpu") is None, reason="exporters/gpu.py not built")
+@pytest.mark.skipif(
+    importlib.util.find_spec("tritonwatch.exporters.gpu") is None, reason="exporters/gpu.py not built"
+)
 def test_dcgm_exporter_disappears_and_comes_back() -> None:
     """DCGM gone: its target goes down, the DCGM-only families go (no guessed temperature), the
     Triton-derived ones stay; back on the same port: exactly the recorded readings again."""
     from support.static_endpoint import StaticEndpoint
 
-    from tritonwatch.gpureplay import GpuReplay
+    from tritonwatch.local.gpureplay import GpuReplay
 
     payload = (DATA / "dcgm_node2gpu_1.txt").read_bytes()
     temps = {dict(ls)[catalog.DCGM_UUID]: v for ls, v in parse(payload)[catalog.DCGM_GPU_TEMP].items()}

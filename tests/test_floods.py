@@ -111,13 +111,13 @@ def _export(spans: list[dict[str, object]]) -> bytes:
 
 
 def test_span_flood_keeps_memory_bounded_and_counts_the_dropped() -> None:
-    traces = pytest.importorskip("exporters.traces")
+    traces = pytest.importorskip("tritonwatch.exporters.traces")
     import gc
     import tracemalloc
 
     import requests
 
-    from exporters.spans import SpanJoiner
+    from tritonwatch.exporters.spans import SpanJoiner
 
     cap, batch, batches = 500, 250, 40  # 10 000 orphan spans against room for 500
     receiver = traces.OtlpReceiver(
@@ -157,7 +157,7 @@ def _family_samples(fam: object) -> list[tuple[tuple[tuple[str, str], ...], floa
 
 
 def test_span_body_over_the_cap_is_refused() -> None:
-    traces = pytest.importorskip("exporters.traces")
+    traces = pytest.importorskip("tritonwatch.exporters.traces")
     import requests
 
     receiver = traces.OtlpReceiver("127.0.0.1:0", traces.LatencyPart(300.0), max_body=10_000)

@@ -21,10 +21,10 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from exporters import sidecar
-from exporters.config import resolve
 from tritonwatch import k8s
 from tritonwatch.errors import UsageError
+from tritonwatch.exporters import sidecar
+from tritonwatch.exporters.config import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 KUSTOMIZE_DIR = ROOT / "deploy" / "kubernetes"

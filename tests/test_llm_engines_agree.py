@@ -24,10 +24,10 @@ import yaml
 from prometheus_client.utils import floatToGoString
 from support.llm_payloads import TRT_LLM_KEY, VLLM_KEY, trt_llm_scrape, vllm_scrape
 
-from exporters.llm import LlmWindow
 from tritonwatch import catalog
 from tritonwatch.expfmt import Parser
-from tritonwatch.promstack import Prometheus, prometheus_config
+from tritonwatch.exporters.llm import LlmWindow
+from tritonwatch.local.promstack import Prometheus, prometheus_config
 
 pytestmark = pytest.mark.prometheus
 if not (shutil.which("promtool") and shutil.which("prometheus")):

@@ -12,7 +12,7 @@ import requests
 
 from tritonwatch.cli import main
 from tritonwatch.errors import UsageError
-from tritonwatch.load import InputSpec, LoadDriver, input_specs, parse_triton_url, percentile
+from tritonwatch.local.load import InputSpec, LoadDriver, input_specs, parse_triton_url, percentile
 
 DATA = Path(__file__).resolve().parent / "data"
 

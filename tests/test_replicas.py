@@ -28,8 +28,8 @@ import pytest
 import requests
 import yaml
 
-from alerts import slo as slo_file
 from tritonwatch import catalog
+from tritonwatch.alerts import slo as slo_file
 from tritonwatch.expfmt import parse
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -240,7 +240,7 @@ def test_podmonitor_labelled_pods_aggregate_into_one_model_series(tmp_path: Path
 
 # --- live: two Triton servers, two sidecars, one Prometheus -------------------------------------------
 HAVE_PYTRITON = importlib.util.find_spec("pytriton") is not None
-HAVE_TRACES = importlib.util.find_spec("exporters.traces") is not None
+HAVE_TRACES = importlib.util.find_spec("tritonwatch.exporters.traces") is not None
 RATES = (24.0, 8.0)  # requests/s driven at server 0 and server 1
 LOAD_SECONDS = 20.0
 TRACE_RATE = 10  # one request in 10 traced (lower rates crash Triton 2.51 under load, issue #7795)
@@ -250,7 +250,7 @@ WINDOW = "5m"  # the catalog's recording-rule window
 @dataclass
 class Replica:
     triton: Any  # LocalTriton
-    sidecar: Any  # exporters.sidecar.Sidecar
+    sidecar: Any  # tritonwatch.exporters.sidecar.Sidecar
 
     @property
     def triton_target(self) -> str:
@@ -297,10 +297,10 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
     if not shutil.which("prometheus"):
         pytest.skip("prometheus not installed (apt-get install prometheus)")
     rule_files = _rule_files()
-    from exporters.sidecar import Sidecar
-    from tritonwatch.local_triton import LocalTriton
-    from tritonwatch.procs import free_port
-    from tritonwatch.promstack import Prometheus, ScrapeTarget, prometheus_config
+    from tritonwatch.exporters.sidecar import Sidecar
+    from tritonwatch.local.procs import free_port
+    from tritonwatch.local.promstack import Prometheus, ScrapeTarget, prometheus_config
+    from tritonwatch.local.triton import LocalTriton
 
     with contextlib.ExitStack() as stack:
         replicas = []
@@ -368,7 +368,7 @@ def _bucket_quantile(q: float, buckets: dict[float, float]) -> float:
 @pytest.mark.triton
 @pytest.mark.prometheus
 def test_two_replicas_aggregate_into_one_fleet(fleet: Fleet) -> None:
-    from tritonwatch.load import LoadDriver
+    from tritonwatch.local.load import LoadDriver
 
     a, b = fleet.replicas
     _poll(lambda: len(fleet.query("up == 1")) == 4, "Prometheus scraping 4 targets", 30)

@@ -20,7 +20,7 @@ import yaml
 
 from tritonwatch import catalog
 from tritonwatch.cli import main
-from tritonwatch.promstack import Prometheus, prometheus_config
+from tritonwatch.local.promstack import Prometheus, prometheus_config
 
 pytestmark = pytest.mark.prometheus
 

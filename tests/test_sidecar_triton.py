@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
-from tritonwatch.load import LoadDriver
-from tritonwatch.procs import wait_until
+from tritonwatch.exporters.sidecar import Sidecar
+from tritonwatch.local.load import LoadDriver
+from tritonwatch.local.procs import wait_until
 
 MODEL = "fraud_detector"
 WINDOW = 10.0

@@ -17,10 +17,10 @@ import requests
 from conftest import HAVE_PYTRITON, NO_PYTRITON, TEST_MODELS
 from support.sleeper import drive_sleeper, nearest_rank
 
-from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
-from tritonwatch.procs import wait_until
+from tritonwatch.exporters.sidecar import Sidecar
+from tritonwatch.local.procs import wait_until
 
 pytestmark = [pytest.mark.triton, pytest.mark.skipif(not HAVE_PYTRITON, reason=NO_PYTRITON)]
 
@@ -39,7 +39,7 @@ def file_requests(folder: Path) -> dict[str, float]:
 
 
 def test_rate_1_trace_files_give_the_known_quantiles(tmp_path: Path) -> None:
-    from tritonwatch.local_triton import LocalTriton
+    from tritonwatch.local.triton import LocalTriton
 
     folder = tmp_path / "traces"
     folder.mkdir()

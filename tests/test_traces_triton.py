@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 import requests
 from conftest import HAVE_PYTRITON, MODEL_REPOSITORY, NO_PYTRITON, TEST_MODELS
+from support.otlp_capture import OtlpCapture
 from support.sleeper import drive_sleeper, nearest_rank
 
-from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
-from tritonwatch.load import LoadDriver
-from tritonwatch.otlp_capture import OtlpCapture
-from tritonwatch.procs import free_port, wait_until
+from tritonwatch.exporters.sidecar import Sidecar
+from tritonwatch.local.load import LoadDriver
+from tritonwatch.local.procs import free_port, wait_until
 
 pytestmark = [pytest.mark.triton, pytest.mark.skipif(not HAVE_PYTRITON, reason=NO_PYTRITON)]
 
@@ -76,7 +76,7 @@ def L(**labels: str) -> frozenset[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def traced() -> Iterator[Traced]:
-    from tritonwatch.local_triton import LocalTriton
+    from tritonwatch.local.triton import LocalTriton
 
     capture = OtlpCapture().start()
     otlp = f"127.0.0.1:{free_port()}"
@@ -182,7 +182,7 @@ def test_set_trace_rate_is_applied_logged_and_exposed(
         window=10.0,
         set_trace_rate=5,
     )
-    caplog.set_level(logging.INFO, logger="exporters.traces")
+    caplog.set_level(logging.INFO, logger="tritonwatch.exporters.traces")
     other.start()
     try:
         wait_until(lambda: traced.trace_setting()["trace_rate"] == "5", 10, "Triton's trace rate to be 5")

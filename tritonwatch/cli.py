@@ -18,14 +18,14 @@ from collections.abc import Sequence
 from tritonwatch.errors import TritonwatchError, UsageError
 
 COMMANDS: dict[str, str] = {
-    "sidecar": "exporters.sidecar",
-    "local-triton": "tritonwatch.local_triton",
-    "load": "tritonwatch.load",
-    "demo": "tritonwatch.demo",
-    "rules": "alerts.generate",
-    "alerts": "alerts.amclient",
-    "dashboards": "dashboards.generate",
-    "report": "reports.report",
+    "sidecar": "tritonwatch.exporters.sidecar",
+    "local-triton": "tritonwatch.local.triton",
+    "load": "tritonwatch.local.load",
+    "demo": "tritonwatch.local.demo",
+    "rules": "tritonwatch.alerts.generate",
+    "alerts": "tritonwatch.alerts.amclient",
+    "dashboards": "tritonwatch.dashboards.generate",
+    "report": "tritonwatch.reports.report",
 }
 
 

@@ -6,7 +6,7 @@
 Rewrites only the part of the file between ``<!-- BEGIN GENERATED: flags -->`` and
 ``<!-- END GENERATED: flags -->``: per subcommand a table of every long flag, the environment variable
 that mirrors it (``tritonwatch.cli.env_defaults``), its default and its help; for ``sidecar`` also the
-config file field (``exporters.config.SidecarConfig``), whose defaults are the real ones (the sidecar's
+config file field (``tritonwatch.exporters.config.SidecarConfig``), whose defaults are the real ones (the sidecar's
 flags default to "not given" so that a config file value is not shadowed).
 """
 
@@ -64,7 +64,7 @@ def _flag(action: argparse.Action) -> str:
 
 
 def _sidecar_table(parser: argparse.ArgumentParser) -> list[str]:
-    from exporters.config import SidecarConfig
+    from tritonwatch.exporters.config import SidecarConfig
 
     defaults = SidecarConfig()
     known = {f.name for f in fields(SidecarConfig)}

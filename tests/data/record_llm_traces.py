@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from otlp_receiver import Receiver, start_receiver  # noqa: E402
 
-from tritonwatch.local_triton import LocalTriton  # noqa: E402
+from tritonwatch.local.triton import LocalTriton  # noqa: E402
 
 # (tokens, time to first token ms, gap ms) per request, streamed one after the other.
 STREAMS = ((3, 50.0, 20.0), (4, 80.0, 30.0), (2, 120.0, 10.0), (5, 30.0, 40.0))

@@ -13,7 +13,7 @@ Every payload starts with a ``# replay: ...`` comment: whatever shows it is labe
 
 The HTTP API is worked out of the replayed metrics (every model READY, with the reason "replay:
 ..."; statistics summed over gpu_uuid), so a sidecar on the replayed node has every target up.
-``python -m tritonwatch.gpureplay`` serves the node until interrupted and prints the URLs.
+``python -m tritonwatch.local.gpureplay`` serves the node until interrupted and prints the URLs.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from typing import Any
 from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError, UsageError
 
-log = logging.getLogger("tritonwatch.demo")
+log = logging.getLogger("tritonwatch.local.demo")
 
 HELP = "run Triton, the sidecar, Prometheus and Alertmanager locally under load, and show the signals"
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,11 +195,11 @@ class Stack:
         self.gpu_sidecar_port = 0
 
     def start(self) -> None:
-        from exporters.sidecar import Sidecar
         from tritonwatch.cli import main as cli_main
-        from tritonwatch.local_triton import LocalTriton
-        from tritonwatch.procs import free_port
-        from tritonwatch.promstack import Alertmanager, Prometheus, ScrapeTarget, prometheus_config
+        from tritonwatch.exporters.sidecar import Sidecar
+        from tritonwatch.local.procs import free_port
+        from tritonwatch.local.promstack import Alertmanager, Prometheus, ScrapeTarget, prometheus_config
+        from tritonwatch.local.triton import LocalTriton
 
         rules_dir = self.workdir / "rules"
         if cli_main(["rules", "--slo", str(self.slo), "--out", str(rules_dir)]) != 0:
@@ -248,9 +248,9 @@ class Stack:
         The sidecar re-exports only the GPUs its own Triton uses, so the replayed node's GPUs come
         through the replayed Triton's sidecar, as they would from a real GPU host's sidecar.
         """
-        from exporters.sidecar import Sidecar
-        from tritonwatch import gpureplay
-        from tritonwatch.promstack import ScrapeTarget
+        from tritonwatch.exporters.sidecar import Sidecar
+        from tritonwatch.local import gpureplay
+        from tritonwatch.local.promstack import ScrapeTarget
 
         replay = gpureplay.start_replay()
         self._stops.append(replay.stop)
@@ -295,7 +295,7 @@ class LoadPattern:
         self._thread = threading.Thread(target=self._run, name="demo-load", daemon=True)
 
     def _switch(self, phase: Phase) -> None:
-        from tritonwatch.load import LoadDriver
+        from tritonwatch.local.load import LoadDriver
 
         for d in self._drivers:
             d.stop()
