@@ -155,7 +155,7 @@ def print_status(alerts: Sequence[Alert], out: TextIO) -> None:
 
 # --- CLI ----------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tritonwatch.cli import env_defaults
+    from tritonwatch.flags import env_defaults
 
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     status = sub.add_parser(

@@ -29,6 +29,7 @@ from typing import Any
 
 from tritonwatch import catalog
 from tritonwatch.alerts import windows
+from tritonwatch.catalog import le_matcher
 from tritonwatch.slo import SLO, Objective, SLOFile, format_duration
 
 Rule = dict[str, Any]
@@ -218,12 +219,6 @@ def _num(d: Decimal | float) -> str:
     """A number as rules print it: no float noise, no exponent (0.001, 13.44, 0.9333)."""
     text = format(Decimal(str(d)).normalize(), "f")
     return text
-
-
-def le_matcher(threshold: float) -> str:
-    """Bucket ``le`` values as the Python (``0.05``, ``1.0``) and Go (``1``) clients print them."""
-    forms = dict.fromkeys([repr(float(threshold)), f"{threshold:g}"])
-    return 'le=~"' + "|".join(f.replace(".", "\\\\.") for f in forms) + '"'
 
 
 def _request_phase() -> str:

@@ -61,7 +61,7 @@ class Probe(Source):
         return f"probe {','.join(self.models)} at {self.triton}"
 
     def _inputs(self, model: str) -> list[Any]:
-        from tritonwatch.local.load import fetch_config, input_specs, make_inputs
+        from tritonwatch.inputs import fetch_config, input_specs, make_inputs
 
         specs = self._specs.get(model)
         if specs is None:

@@ -356,6 +356,15 @@ DEFAULT_BUCKETS: tuple[float, ...] = (
 )  # fmt: skip
 
 
+def le_matcher(threshold: float) -> str:
+    """Bucket ``le`` values as the Python (``0.05``, ``1.0``) and Go (``1``) clients print them.
+
+    One matcher for the SLO's rules and the report's query of the share of requests under a threshold.
+    """
+    forms = dict.fromkeys([repr(float(threshold)), f"{threshold:g}"])
+    return 'le=~"' + "|".join(f.replace(".", "\\\\.") for f in forms) + '"'
+
+
 # --- latency distribution across replicas (from the sidecar's trace histogram) --------------------
 def bucket_rate_promql(phase: str = "request", window: str = "5m", by: str = "le", selector: str = "") -> str:
     """Per-bucket rate of the trace histogram, summed ``by`` the given labels (``le`` must be among them)."""

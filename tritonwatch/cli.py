@@ -11,11 +11,11 @@ import argparse
 import importlib
 import logging
 import math
-import os
 import sys
 from collections.abc import Sequence
 
 from tritonwatch.errors import TritonwatchError, UsageError
+from tritonwatch.flags import env_defaults
 
 COMMANDS: dict[str, str] = {
     "sidecar": "tritonwatch.exporters.sidecar",
@@ -34,28 +34,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}")
-
-
-def env_defaults(parser: argparse.ArgumentParser, prefix: str = "TRITONWATCH_") -> None:
-    """Mirror every long flag by an environment variable: ``--otlp-listen`` <- ``TRITONWATCH_OTLP_LISTEN``."""
-    for action in parser._actions:
-        if not action.option_strings or action.dest in ("help",):
-            continue
-        env = prefix + action.dest.upper()
-        if env in os.environ:
-            raw = os.environ[env]
-            if action.nargs == 0:  # store_true flags
-                action.default = raw.lower() in ("1", "true", "yes", "on")
-            elif callable(action.type):
-                try:
-                    action.default = action.type(raw)
-                except (TypeError, ValueError):
-                    flag = max(action.option_strings, key=len)
-                    raise UsageError(f"{env} (for {flag}): {raw!r} is not a valid value") from None
-            else:
-                action.default = raw
-        if action.help and action.help is not argparse.SUPPRESS:
-            action.help += f" [env {env}]"
 
 
 def build_parser() -> argparse.ArgumentParser:

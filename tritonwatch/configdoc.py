@@ -5,7 +5,7 @@
 
 Rewrites only the part of the file between ``<!-- BEGIN GENERATED: flags -->`` and
 ``<!-- END GENERATED: flags -->``: per subcommand a table of every long flag, the environment variable
-that mirrors it (``tritonwatch.cli.env_defaults``), its default and its help; for ``sidecar`` also the
+that mirrors it (``tritonwatch.flags.env_defaults``), its default and its help; for ``sidecar`` also the
 config file field (``tritonwatch.exporters.config.SidecarConfig``), whose defaults are the real ones (the sidecar's
 flags default to "not given" so that a config file value is not shadowed).
 """
