@@ -48,6 +48,7 @@ generate: venv
 	$(BIN)/python -m tritonwatch.configdoc docs/configuration.md
 	$(BIN)/python -m tritonwatch.signals_doc > docs/signals.md
 	$(BIN)/python model_repository/make_fraud_detector.py
+	$(BIN)/python tritonwatch/local/replay/make_gpu_replay.py
 
 bench: venv debs
 	$(BIN)/python -m bench.run

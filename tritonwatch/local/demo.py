@@ -29,7 +29,6 @@ from tritonwatch.errors import TritonwatchError, UsageError
 log = logging.getLogger("tritonwatch.local.demo")
 
 HELP = "run Triton, the sidecar, Prometheus and Alertmanager locally under load, and show the signals"
-ROOT = Path(__file__).resolve().parent.parent
 TRACE_RATE = 20  # OTel at rate 1 crashed Triton 2.51 under load (issue #7795); 20 keeps p99 meaningful
 
 
@@ -38,10 +37,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--duration", type=float, default=0.0, metavar="S", help="stop after S seconds (0: until Ctrl-C)"
     )
     p.add_argument(
-        "--model-repository", default=str(ROOT / "model_repository"), metavar="DIR", help="models to serve"
+        "--model-repository",
+        default=None,
+        metavar="DIR",
+        help="models to serve (default: the bundled demo repository, fraud_detector)",
     )
     p.add_argument(
-        "--slo", default=str(ROOT / "alerts" / "slo.yaml"), metavar="FILE", help="SLO file for the rules"
+        "--slo",
+        default=None,
+        metavar="FILE",
+        help="SLO file for the rules (default: the bundled alerts/slo.yaml)",
     )
     p.add_argument(
         "--workdir", default="", metavar="DIR", help="keep logs and data here (default: a temp dir)"
@@ -335,7 +340,11 @@ class LoadPattern:
 def run(args: argparse.Namespace) -> int:
     if args.duration < 0:
         raise UsageError(f"--duration: must be >= 0 (got {args.duration})")
-    repo = Path(args.model_repository)
+    from tritonwatch.alerts.generate import default_slo
+    from tritonwatch.local.bundled import model_repository
+
+    repo = Path(args.model_repository) if args.model_repository else model_repository()
+    args.slo = args.slo or str(default_slo())
     if not repo.is_dir():
         raise UsageError(f"--model-repository: {repo} is not a directory")
     if not Path(args.slo).is_file():
