@@ -24,7 +24,7 @@ from types import FrameType
 from typing import Any
 
 from tritonwatch import catalog
-from tritonwatch.errors import TritonwatchError, UsageError
+from tritonwatch.errors import UsageError
 
 log = logging.getLogger("tritonwatch.local.demo")
 
@@ -200,15 +200,14 @@ class Stack:
         self.gpu_sidecar_port = 0
 
     def start(self) -> None:
-        from tritonwatch.cli import main as cli_main
+        from tritonwatch.alerts.generate import render, write
         from tritonwatch.exporters.sidecar import Sidecar
         from tritonwatch.local.procs import free_port
         from tritonwatch.local.promstack import Alertmanager, Prometheus, ScrapeTarget, prometheus_config
         from tritonwatch.local.triton import LocalTriton
 
         rules_dir = self.workdir / "rules"
-        if cli_main(["rules", "--slo", str(self.slo), "--out", str(rules_dir)]) != 0:
-            raise TritonwatchError(f"--slo {self.slo}: rule generation failed (see above)")
+        write(render(str(self.slo)), rules_dir)  # what `tritonwatch rules` writes; a bad file fails by field
         otlp_port = free_port()
         log.info("starting Triton on %s", self.repo)
         self.triton = LocalTriton(
