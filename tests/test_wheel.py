@@ -32,6 +32,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 HAVE_PYTRITON = importlib.util.find_spec("pytriton") is not None
 SUBPACKAGES = ("exporters", "alerts", "dashboards", "reports")
+NOT_SOURCE = (".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", "dist")
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     base = tmp_path_factory.mktemp("wheel")
     assert not base.resolve().is_relative_to(ROOT)
     dist = base / "dist"
+    # Built from a copy: setuptools leaves build/lib in the source tree, and a stale one from an earlier
+    # build would put modules that have since moved away into this wheel.
+    source = base / "source"
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(*NOT_SOURCE))
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(dist), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--wheel-dir", str(dist), str(source)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -94,6 +99,8 @@ def test_the_wheel_holds_one_package_and_its_data(installed: Installed) -> None:
     names = zipfile.ZipFile(installed.wheel).namelist()
     tops = {n.split("/")[0] for n in names}
     assert tops == {"tritonwatch", "tritonwatch-0.1.0.dist-info"}
+    # every file is one of the checkout's (through the links): nothing stale, nothing from elsewhere
+    assert [n for n in names if n.startswith("tritonwatch/") and not (ROOT / n).is_file()] == []
     for data in (
         "tritonwatch/alerts/slo.yaml",
         "tritonwatch/local/model_repository/fraud_detector/config.pbtxt",
