@@ -29,7 +29,7 @@ import requests
 import yaml
 
 from tritonwatch import catalog
-from tritonwatch.alerts import slo as slo_file
+from tritonwatch import slo as slo_file
 from tritonwatch.expfmt import parse
 
 ROOT = Path(__file__).resolve().parent.parent
