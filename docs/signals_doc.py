@@ -46,6 +46,23 @@ def render() -> str:
         "",
     ]
     lines += [
+        "## Operational objectives",
+        "",
+        "Per-model limits the SLO file may set on a signal. From each entry of",
+        "`catalog.OPERATIONAL_OBJECTIVES` come the SLO file field, the ticket alert (`tritonwatch rules`),",
+        "its promtool cases, and the capacity report's finding threshold (the SLO file's limit, else the",
+        "default below).",
+        "",
+        "| SLO file field | signal | alert | fires when, for | report default |",
+        "| --- | --- | --- | --- | --- |",
+        *(
+            f"| `{o.key}.{o.bound}` | `{o.signal}` | `{o.alert}` | `{o.record} {o.op} {o.bound}`, {o.hold} "
+            f"| {o.report_default:g} |"
+            for o in catalog.OPERATIONAL_OBJECTIVES
+        ),
+        "",
+    ]
+    lines += [
         "## Stated absences",
         "",
         f"`{catalog.MODEL_GPU_ATTRIBUTION}{{model, version, {catalog.REASON}}}` is 1 for each reason a model",
