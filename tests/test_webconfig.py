@@ -220,10 +220,10 @@ def test_sidecar_help_imports_no_heavy_library() -> None:
         timeout=60,
     )
     assert proc.returncode == 0 and "usage:" in proc.stdout
-    imported = {
-        line.rsplit("|", 1)[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "|" in line
-    }
-    assert "exporters" in imported  # the measurement works: the sidecar's own modules are listed
+    modules = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+    imported = {m.split(".")[0] for m in modules}
+    # the measurement works: the sidecar's own modules are listed
+    assert any(m.startswith("tritonwatch.exporters.") for m in modules)
     assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
 
 
