@@ -45,10 +45,11 @@ test: venv debs lint typecheck pytest
 generate: venv
 	$(BIN)/tritonwatch rules --slo alerts/slo.yaml --out alerts/generated
 	$(BIN)/tritonwatch dashboards --out dashboards/generated
-	$(BIN)/python -m tritonwatch.k8s --out deploy/kubernetes/generated
-	$(BIN)/python -m tritonwatch.configdoc docs/configuration.md
-	$(BIN)/python -m tritonwatch.signals_doc > docs/signals.md
+	$(BIN)/python deploy/kubernetes/generate.py --out deploy/kubernetes/generated
+	$(BIN)/python docs/configdoc.py docs/configuration.md
+	$(BIN)/python docs/signals_doc.py > docs/signals.md
 	$(BIN)/python model_repository/make_fraud_detector.py
+	$(BIN)/python tritonwatch/local/replay/make_gpu_replay.py
 
 bench: venv debs
 	$(BIN)/python -m bench.run

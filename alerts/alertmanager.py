@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from alerts import rules
-from alerts.slo import RECEIVERS, SLOFile
 from tritonwatch import catalog
+from tritonwatch.alerts import rules
+from tritonwatch.slo import RECEIVERS, SLOFile
 
 GROUP_WAIT = "30s"
 GROUP_INTERVAL = "5m"

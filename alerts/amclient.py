@@ -155,7 +155,7 @@ def print_status(alerts: Sequence[Alert], out: TextIO) -> None:
 
 # --- CLI ----------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tritonwatch.cli import env_defaults
+    from tritonwatch.flags import env_defaults
 
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     status = sub.add_parser(
@@ -185,7 +185,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from alerts.slo import parse_duration
+    from tritonwatch.slo import parse_duration
 
     client = AlertmanagerClient(args.alertmanager)
     if args.action == "status":

@@ -15,6 +15,7 @@ run does not write (a rule file for a model since removed) are deleted.
 from __future__ import annotations
 
 import argparse
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,10 @@ GENERATED_GLOBS = ("*.rules.yml", "alertmanager.yml", "tests/*.test.yml")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--slo", required=True, metavar="FILE", help="the SLO file (apiVersion tritonwatch/v1)"
+        "--slo",
+        default=None,
+        metavar="FILE",
+        help="the SLO file (apiVersion tritonwatch/v1; default: the bundled alerts/slo.yaml, the demo's models)",
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
 
@@ -61,7 +65,8 @@ def header(slo_path: str, name: str) -> str:
 
 def render(slo_path: str) -> dict[str, str]:
     """Every output file, relative path -> text."""
-    from alerts import alertmanager, promtests, rules, slo
+    from tritonwatch import slo
+    from tritonwatch.alerts import alertmanager, promtests, rules
 
     spec = slo.load(slo_path)
     top = header(slo_path, spec.name)
@@ -90,8 +95,13 @@ def write(files: dict[str, str], out: Path) -> list[Path]:
     return written
 
 
+def default_slo() -> Path:
+    """The SLO file shipped in the package (package data of tritonwatch.alerts)."""
+    return Path(str(resources.files("tritonwatch.alerts") / "slo.yaml"))
+
+
 def run(args: argparse.Namespace) -> int:
-    files = render(args.slo)
+    files = render(args.slo or str(default_slo()))
     written = write(files, Path(args.out))
     for path in written:
         print(path)

@@ -11,15 +11,15 @@ always, by design.)
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from alerts import rules, windows
-from alerts.slo import SLO, Objective, SLOFile
 from tritonwatch import catalog
+from tritonwatch.alerts import rules, windows
 from tritonwatch.errors import UsageError
+from tritonwatch.slo import SLO, Objective, SLOFile
 
 INTERVAL = "1m"
 SLO_RULES = ("slo.rules.yml",)
@@ -275,77 +275,52 @@ def _between(limit: float, upper: bool) -> Decimal:
     return ((d + 1) / 2) if upper else (d / 2)
 
 
-def queue_cases(spec: SLOFile, slo: SLO) -> list[Case]:
-    if slo.queue_time_ratio_max is None:
+def _queue_inputs(c: Case, spec: SLOFile, model: str, ratio: Decimal) -> None:
+    request_us = Decimal(1_000_000)
+    labels = triton_labels(spec, model)
+    c.add(catalog.triton_duration("request"), labels, counter(request_us, 40))
+    c.add(catalog.triton_duration("queue"), labels, counter(request_us * ratio, 40))
+
+
+def _batch_inputs(c: Case, spec: SLOFile, model: str, eff: Decimal) -> None:
+    executions = Decimal(10)
+    c.add(catalog.TRITON_EXEC_COUNT, triton_labels(spec, model), counter(executions, 50))
+    c.add(
+        catalog.TRITON_INFERENCE_COUNT, triton_labels(spec, model), counter(executions * MAX_BATCH * eff, 50)
+    )
+    sidecar = sidecar_labels(spec, **{catalog.MODEL: model, catalog.VERSION: VERSION})
+    c.add(catalog.MAX_BATCH_SIZE, sidecar, gauge(MAX_BATCH, 50))
+
+
+def _cache_inputs(c: Case, spec: SLOFile, model: str, ratio: Decimal) -> None:
+    c.add(catalog.TRITON_CACHE_HITS, triton_labels(spec, model), counter(RPM * ratio, 50))
+    c.add(catalog.TRITON_CACHE_MISSES, triton_labels(spec, model), counter(RPM * (1 - ratio), 50))
+
+
+# Per operational objective (catalog.OPERATIONAL_OBJECTIVES, by SLO file key): the Triton series that
+# give the signal a value, how a case names that value, and when to check (after the alert's `for`).
+OPERATIONAL_INPUTS: dict[str, tuple[Callable[[Case, SLOFile, str, Decimal], None], str, str]] = {
+    "queue_time_ratio": (_queue_inputs, "queue time {pct} of request time", "30m"),
+    "batch_efficiency": (_batch_inputs, "batch efficiency {pct}", "45m"),
+    "cache_hit_ratio": (_cache_inputs, "cache hit ratio {pct}", "45m"),
+}
+
+
+def operational_cases(spec: SLOFile, slo: SLO, objective: catalog.OperationalObjective) -> list[Case]:
+    """The objective's alert fires past the SLO file's limit and is quiet inside it."""
+    limit = slo.limit(objective)
+    if limit is None:
         return []
+    inputs, what, at = OPERATIONAL_INPUTS[objective.key]
+    upper = objective.bound == "max"
     out = []
-    for fire, ratio in (
-        (True, _between(slo.queue_time_ratio_max, True)),
-        (False, _between(slo.queue_time_ratio_max, False)),
-    ):
-        c = Case(f"{slo.model}: queue time {pct(ratio)} of request time {'fires' if fire else 'is quiet'}")
-        request_us = Decimal(1_000_000)
-        labels = triton_labels(spec, slo.model)
-        c.add(catalog.triton_duration("request"), labels, counter(request_us, 40))
-        c.add(catalog.triton_duration("queue"), labels, counter(request_us * ratio, 40))
-        values = {**rules.operational_texts(spec, rules.QUEUE_TIME_HIGH, slo), "value_pct": pct(ratio)}
-        alerts = (
-            (expected(spec, rules.QUEUE_TIME_HIGH, _model_alert_labels(spec, slo.model), values),)
-            if fire
-            else ()
-        )
-        c.checks.append(Check("30m", rules.QUEUE_TIME_HIGH, alerts))
-        out.append(c)
-    return out
-
-
-def batch_cases(spec: SLOFile, slo: SLO) -> list[Case]:
-    if slo.batch_efficiency_min is None:
-        return []
-    out = []
-    for fire, eff in (
-        (True, _between(slo.batch_efficiency_min, False)),
-        (False, _between(slo.batch_efficiency_min, True)),
-    ):
-        c = Case(f"{slo.model}: batch efficiency {pct(eff)} {'fires' if fire else 'is quiet'}")
-        executions = Decimal(10)
-        c.add(catalog.TRITON_EXEC_COUNT, triton_labels(spec, slo.model), counter(executions, 50))
-        c.add(
-            catalog.TRITON_INFERENCE_COUNT,
-            triton_labels(spec, slo.model),
-            counter(executions * MAX_BATCH * eff, 50),
-        )
-        sidecar = sidecar_labels(spec, **{catalog.MODEL: slo.model, catalog.VERSION: VERSION})
-        c.add(catalog.MAX_BATCH_SIZE, sidecar, gauge(MAX_BATCH, 50))
-        values = {**rules.operational_texts(spec, rules.BATCH_EFFICIENCY_LOW, slo), "value_pct": pct(eff)}
-        alerts = (
-            (expected(spec, rules.BATCH_EFFICIENCY_LOW, _model_alert_labels(spec, slo.model), values),)
-            if fire
-            else ()
-        )
-        c.checks.append(Check("45m", rules.BATCH_EFFICIENCY_LOW, alerts))
-        out.append(c)
-    return out
-
-
-def cache_cases(spec: SLOFile, slo: SLO) -> list[Case]:
-    if slo.cache_hit_ratio_min is None:
-        return []
-    out = []
-    for fire, ratio in (
-        (True, _between(slo.cache_hit_ratio_min, False)),
-        (False, _between(slo.cache_hit_ratio_min, True)),
-    ):
-        c = Case(f"{slo.model}: cache hit ratio {pct(ratio)} {'fires' if fire else 'is quiet'}")
-        c.add(catalog.TRITON_CACHE_HITS, triton_labels(spec, slo.model), counter(RPM * ratio, 50))
-        c.add(catalog.TRITON_CACHE_MISSES, triton_labels(spec, slo.model), counter(RPM * (1 - ratio), 50))
-        values = {**rules.operational_texts(spec, rules.CACHE_HIT_RATIO_LOW, slo), "value_pct": pct(ratio)}
-        alerts = (
-            (expected(spec, rules.CACHE_HIT_RATIO_LOW, _model_alert_labels(spec, slo.model), values),)
-            if fire
-            else ()
-        )
-        c.checks.append(Check("45m", rules.CACHE_HIT_RATIO_LOW, alerts))
+    for fire, value in ((True, _between(limit, upper)), (False, _between(limit, not upper))):
+        c = Case(f"{slo.model}: {what.format(pct=pct(value))} {'fires' if fire else 'is quiet'}")
+        inputs(c, spec, slo.model, value)
+        values = {**rules.operational_texts(spec, objective.alert, slo), "value_pct": pct(value)}
+        labels = _model_alert_labels(spec, slo.model)
+        alerts = (expected(spec, objective.alert, labels, values),) if fire else ()
+        c.checks.append(Check(at, objective.alert, alerts))
         out.append(c)
     return out
 
@@ -479,7 +454,8 @@ def test_files(spec: SLOFile) -> dict[str, dict[str, Any]]:
         slo_cases += burn_cases(spec, obj) + nodata_cases(spec, obj)
     ops: list[Case] = server_cases(spec) + ready_cases(spec)
     for slo in sorted(spec.slos, key=lambda s: s.model):
-        ops += queue_cases(spec, slo) + batch_cases(spec, slo) + cache_cases(spec, slo)
+        for objective in catalog.OPERATIONAL_OBJECTIVES:
+            ops += operational_cases(spec, slo, objective)
     ops += gpu_cases(spec) + sidecar_cases(spec) + watchdog_cases(spec)
     files = {"tests/operational.test.yml": _file(ops, OPERATIONAL_RULES)}
     if slo_cases:

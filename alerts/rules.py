@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from alerts import windows
-from alerts.slo import SLO, Objective, SLOFile, format_duration
 from tritonwatch import catalog
+from tritonwatch.alerts import windows
+from tritonwatch.catalog import le_matcher
+from tritonwatch.slo import SLO, Objective, SLOFile, format_duration
 
 Rule = dict[str, Any]
 Group = dict[str, Any]
@@ -52,6 +53,8 @@ GPU_XID = catalog.GPU_XID_ALERT
 SIDECAR_DOWN = catalog.SIDECAR_DOWN_ALERT
 SIDECAR_STALE = catalog.SIDECAR_STALE_ALERT
 WATCHDOG = catalog.WATCHDOG_ALERT
+# The per-model operational objectives (queue time, batch efficiency, cache hit ratio), by alert name.
+OPERATIONAL = {o.alert: o for o in catalog.OPERATIONAL_OBJECTIVES}
 # TritonServerDown has two rules (a target down, no target at all) with texts of their own.
 SERVER_ABSENT_TEXTS = "TritonServerDown/absent"
 CAUSE = "cause"  # tells those two rules (and their alerts) apart
@@ -80,9 +83,7 @@ FOR = {
     NO_DATA: "10m",
     SERVER_DOWN: "3m",
     MODEL_NOT_READY: "5m",
-    QUEUE_TIME_HIGH: "15m",
-    BATCH_EFFICIENCY_LOW: "30m",
-    CACHE_HIT_RATIO_LOW: "30m",
+    **{o.alert: o.hold for o in catalog.OPERATIONAL_OBJECTIVES},
     GPU_MEMORY_NEAR_FULL: "10m",
     SIDECAR_DOWN: "5m",
     SIDECAR_STALE: "5m",
@@ -130,21 +131,7 @@ TEXTS: dict[str, Texts] = {
         "Triton's repository index reports {model} version {version} as not READY on {instance} "
         "for {hold}; requests to it fail.",
     ),
-    QUEUE_TIME_HIGH: Texts(
-        "{model} version {version} spends {value_pct} of request time queued",
-        "Requests to {model} version {version} spent {value_pct} of their time waiting in the "
-        "queue over 5m for {hold} (objective: at most {limit}).",
-    ),
-    BATCH_EFFICIENCY_LOW: Texts(
-        "{model} version {version} batch efficiency is {value_pct}",
-        "Executed batches of {model} version {version} filled {value_pct} of max_batch_size over "
-        "5m for {hold} (objective: at least {limit}).",
-    ),
-    CACHE_HIT_RATIO_LOW: Texts(
-        "{model} version {version} cache hit ratio is {value_pct}",
-        "The response cache of {model} version {version} answered {value_pct} of lookups over 5m "
-        "for {hold} (objective: at least {limit}).",
-    ),
+    **{o.alert: Texts(o.summary, o.description) for o in catalog.OPERATIONAL_OBJECTIVES},
     GPU_MEMORY_NEAR_FULL: Texts(
         "GPU {gpu_uuid} on {instance} memory is {value_pct} used",
         "GPU {gpu_uuid} on {instance} has used {value_pct} of its memory for {hold} (threshold "
@@ -218,12 +205,6 @@ def _num(d: Decimal | float) -> str:
     """A number as rules print it: no float noise, no exponent (0.001, 13.44, 0.9333)."""
     text = format(Decimal(str(d)).normalize(), "f")
     return text
-
-
-def le_matcher(threshold: float) -> str:
-    """Bucket ``le`` values as the Python (``0.05``, ``1.0``) and Go (``1``) clients print them."""
-    forms = dict.fromkeys([repr(float(threshold)), f"{threshold:g}"])
-    return 'le=~"' + "|".join(f.replace(".", "\\\\.") for f in forms) + '"'
 
 
 def _request_phase() -> str:
@@ -488,12 +469,8 @@ def operational_texts(spec: SLOFile, name: str, slo: SLO | None = None) -> dict[
     fixed: dict[str, str] = {}
     if name == SERVER_DOWN:
         fixed["up_job"] = f'job=~"{spec.up_job}"'
-    elif name == QUEUE_TIME_HIGH and slo and slo.queue_time_ratio_max is not None:
-        fixed["limit"] = _pct(slo.queue_time_ratio_max)
-    elif name == BATCH_EFFICIENCY_LOW and slo and slo.batch_efficiency_min is not None:
-        fixed["limit"] = _pct(slo.batch_efficiency_min)
-    elif name == CACHE_HIT_RATIO_LOW and slo and slo.cache_hit_ratio_min is not None:
-        fixed["limit"] = _pct(slo.cache_hit_ratio_min)
+    elif name in OPERATIONAL and slo and (limit := slo.limit(OPERATIONAL[name])) is not None:
+        fixed["limit"] = _pct(limit)
     elif name == GPU_MEMORY_NEAR_FULL:
         fixed["limit"] = _pct(spec.gpu_memory_used_max)
     elif name == SIDECAR_DOWN:
@@ -537,15 +514,10 @@ def operational_alerts(spec: SLOFile) -> list[Group]:
         _alert(MODEL_NOT_READY, f"min by ({by_model}) ({catalog.MODEL_READY}) == 0", ticket),
     ]
     for slo in sorted(spec.slos, key=lambda s: s.model):
-        if slo.queue_time_ratio_max is not None:
-            record = catalog.signal(catalog.QUEUE_TIME_RATIO).record
-            rules.append(_per_model(spec, QUEUE_TIME_HIGH, slo, record, ">", slo.queue_time_ratio_max))
-        if slo.batch_efficiency_min is not None:
-            record = catalog.BATCH_EFFICIENCY_RECORD
-            rules.append(_per_model(spec, BATCH_EFFICIENCY_LOW, slo, record, "<", slo.batch_efficiency_min))
-        if slo.cache_hit_ratio_min is not None:
-            record = catalog.signal(catalog.CACHE_HIT_RATIO).record
-            rules.append(_per_model(spec, CACHE_HIT_RATIO_LOW, slo, record, "<", slo.cache_hit_ratio_min))
+        for o in catalog.OPERATIONAL_OBJECTIVES:
+            limit = slo.limit(o)
+            if limit is not None:
+                rules.append(_per_model(spec, o.alert, slo, o.record, o.op, limit))
     rules += [
         _alert(
             GPU_MEMORY_NEAR_FULL,

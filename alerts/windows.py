@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from alerts.slo import format_duration, parse_duration
+from tritonwatch.slo import format_duration, parse_duration
 
 TABLE_WINDOW = 30 * 86400
 

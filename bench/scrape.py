@@ -30,8 +30,8 @@ from typing import Any
 from bench.payloads import PayloadServer, payload, sample_count
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
-from tritonwatch.procs import Managed, free_port, http_ok, wait_until
-from tritonwatch.promstack import Prometheus, ScrapeTarget, prometheus_config
+from tritonwatch.local.procs import Managed, free_port, http_ok, wait_until
+from tritonwatch.local.promstack import Prometheus, ScrapeTarget, prometheus_config
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -36,13 +36,13 @@ from typing import Any
 
 import requests
 
-from exporters.sidecar import Sidecar
-from exporters.traces import LatencyPart, OtlpReceiver
+from tests.support.otlp_capture import OtlpCapture
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
-from tritonwatch.local_triton import LocalTriton
-from tritonwatch.otlp_capture import OtlpCapture
-from tritonwatch.procs import free_port, wait_until
+from tritonwatch.exporters.sidecar import Sidecar
+from tritonwatch.exporters.traces import LatencyPart, OtlpReceiver
+from tritonwatch.local.procs import free_port, wait_until
+from tritonwatch.local.triton import LocalTriton
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

@@ -26,14 +26,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def builders() -> dict[str, Callable[[], Any]]:
     """File name -> function building the grafanalib dashboard."""
-    from dashboards import fleet, gpu, llm, model, slo
+    from tritonwatch.dashboards import fleet, gpu, llm, model, slo
 
     return {f"tritonwatch-{m.NAME}.json": m.build for m in (fleet, model, gpu, slo, llm)}
 
 
 def render_all() -> dict[str, bytes]:
     """Every dashboard file's exact bytes, by file name."""
-    from dashboards import panels
+    from tritonwatch.dashboards import panels
 
     return {name: panels.render(build()) for name, build in builders().items()}
 

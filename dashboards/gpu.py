@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from grafanalib import core
 
-from dashboards import panels as p
-from dashboards import queries as q
 from tritonwatch import catalog
+from tritonwatch.dashboards import panels as p
+from tritonwatch.dashboards import queries as q
 
 NAME = "gpu"
 TITLE = "Triton GPUs"

@@ -16,7 +16,7 @@ from typing import Any
 
 import requests
 
-from dashboards.generate import panel_queries
+from tritonwatch.dashboards.generate import panel_queries
 
 # Grafana's built-ins (https://grafana.com/docs/grafana/latest/datasources/prometheus/template-variables/)
 BUILTINS_DEFAULT: dict[str, str] = {

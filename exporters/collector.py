@@ -25,10 +25,10 @@ from typing import Protocol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from exporters.source import Health
-from exporters.triton import TritonApi, TritonMetrics
-from exporters.window import CounterWindow
 from tritonwatch import catalog
+from tritonwatch.exporters.source import Health
+from tritonwatch.exporters.triton import TritonApi, TritonMetrics
+from tritonwatch.exporters.window import CounterWindow
 
 
 class Part(Protocol):

@@ -34,8 +34,10 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from exporters.config import SidecarConfig
-from exporters.gpuquery import (
+from tritonwatch import catalog
+from tritonwatch.expfmt import Samples, parse
+from tritonwatch.exporters.config import SidecarConfig
+from tritonwatch.exporters.gpuquery import (
     ExecIncrease,
     GpuReading,
     ModelGpuKey,
@@ -47,15 +49,13 @@ from exporters.gpuquery import (
     triton_gpu_uuids,
     triton_readings,
 )
-from exporters.http import Fetcher
-from exporters.source import Health, Source
-from exporters.triton import TritonMetrics
-from exporters.window import IncreaseWindow, ModelKey
-from tritonwatch import catalog
-from tritonwatch.expfmt import Samples, parse
+from tritonwatch.exporters.http import Fetcher
+from tritonwatch.exporters.source import Health, Source
+from tritonwatch.exporters.triton import TritonMetrics
+from tritonwatch.exporters.window import IncreaseWindow, ModelKey
 
 if TYPE_CHECKING:
-    from exporters.sidecar import Sidecar
+    from tritonwatch.exporters.sidecar import Sidecar
 
 DcgmKey = tuple[str, str]  # (UUID, GPU_I_ID)
 

@@ -1,6 +1,6 @@
 """GPU readings normalised from dcgm-exporter or Triton, and the maths that joins GPUs to models.
 
-Pure functions and small value classes, no I/O: ``exporters.gpu`` feeds them scrapes, the tests feed
+Pure functions and small value classes, no I/O: ``tritonwatch.exporters.gpu`` feeds them scrapes, the tests feed
 them recorded payloads.
 
 * ``dcgm_readings`` / ``triton_readings``: one ``GpuReading`` per device, units normalised (ratios
@@ -16,9 +16,9 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from exporters.window import ModelKey
 from tritonwatch import catalog
 from tritonwatch.expfmt import LabelSet, Samples
+from tritonwatch.exporters.window import ModelKey
 
 MIB = 1024.0 * 1024.0
 ModelGpuKey = tuple[str, str, str]  # (model, version, gpu_uuid)

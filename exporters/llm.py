@@ -31,18 +31,18 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
-from exporters.config import SidecarConfig
-from exporters.latency import Histograms, SampleStore
-from exporters.source import Source
-from exporters.spans import RequestTiming
-from exporters.triton import TritonMetrics
-from exporters.window import IncreaseWindow, ModelKey, model_key
 from tritonwatch import catalog
 from tritonwatch.catalog import LlmSignal
 from tritonwatch.expfmt import Samples
+from tritonwatch.exporters.config import SidecarConfig
+from tritonwatch.exporters.latency import Histograms, SampleStore
+from tritonwatch.exporters.source import Source
+from tritonwatch.exporters.spans import RequestTiming
+from tritonwatch.exporters.triton import TritonMetrics
+from tritonwatch.exporters.window import IncreaseWindow, ModelKey, model_key
 
 if TYPE_CHECKING:
-    from exporters.sidecar import Sidecar
+    from tritonwatch.exporters.sidecar import Sidecar
 
 HistKey = tuple[str, ModelKey]  # (exported histogram name, model)
 

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from exporters.config import SidecarConfig
-from exporters.latency import Histograms
-from exporters.source import Source
 from tritonwatch import catalog
+from tritonwatch.exporters.config import SidecarConfig
+from tritonwatch.exporters.latency import Histograms
+from tritonwatch.exporters.source import Source
 
 if TYPE_CHECKING:
-    from exporters.collector import Part
-    from exporters.sidecar import Sidecar
+    from tritonwatch.exporters.collector import Part
+    from tritonwatch.exporters.sidecar import Sidecar
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class Probe(Source):
         return f"probe {','.join(self.models)} at {self.triton}"
 
     def _inputs(self, model: str) -> list[Any]:
-        from tritonwatch.load import fetch_config, input_specs, make_inputs
+        from tritonwatch.inputs import fetch_config, input_specs, make_inputs
 
         specs = self._specs.get(model)
         if specs is None:

@@ -19,7 +19,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from exporters.exposition import exposition
+from tritonwatch.exporters.exposition import exposition
 
 log = logging.getLogger(__name__)
 

@@ -12,14 +12,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from exporters import memory
-from exporters.collector import SidecarCollector
-from exporters.config import SidecarConfig, resolve, validate
-from exporters.server import MetricsServer
-from exporters.source import Source
-from exporters.triton import TritonApi, TritonMetrics
-from exporters.window import CounterWindow
 from tritonwatch.errors import TritonwatchError
+from tritonwatch.exporters import memory
+from tritonwatch.exporters.collector import SidecarCollector
+from tritonwatch.exporters.config import SidecarConfig, resolve, validate
+from tritonwatch.exporters.server import MetricsServer
+from tritonwatch.exporters.source import Source
+from tritonwatch.exporters.triton import TritonApi, TritonMetrics
+from tritonwatch.exporters.window import CounterWindow
 
 log = logging.getLogger("tritonwatch.sidecar")
 
@@ -28,8 +28,13 @@ HELP = "Scrape a Triton server (and DCGM, traces) and serve derived per-model si
 # Optional parts, each a module with ``make_part(config, sidecar) -> list[tuple[Part, Source | None]]``
 # (empty when its flags leave it off). Imported by name so that this module stays free of their
 # dependencies and a part that is not installed costs only itself.
-# exporters.llm comes after exporters.traces: it listens to the latency part's per-request timings.
-PART_MODULES: tuple[str, ...] = ("exporters.gpu", "exporters.traces", "exporters.probe", "exporters.llm")
+# tritonwatch.exporters.llm comes after tritonwatch.exporters.traces: it listens to the latency part's per-request timings.
+PART_MODULES: tuple[str, ...] = (
+    "tritonwatch.exporters.gpu",
+    "tritonwatch.exporters.traces",
+    "tritonwatch.exporters.probe",
+    "tritonwatch.exporters.llm",
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -199,7 +204,7 @@ class Sidecar:
 def _web_security(cfg: SidecarConfig) -> tuple[Any, Any]:
     if not cfg.web_config:
         return None, None
-    from exporters.webconfig import load_web_config
+    from tritonwatch.exporters.webconfig import load_web_config
 
     return load_web_config(cfg.web_config)
 

@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from exporters.http import ScrapeError
 from tritonwatch.expfmt import ExpositionError
+from tritonwatch.exporters.http import ScrapeError
 
 log = logging.getLogger(__name__)
 

@@ -46,19 +46,19 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from exporters.config import SidecarConfig, parse_listen
-from exporters.http import Fetcher, ScrapeError
-from exporters.latency import Histograms, SampleStore
-from exporters.source import Source
-from exporters.spans import RequestTiming, SpanJoiner, TraceFileError, trace_file_timings
 from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError
+from tritonwatch.exporters.config import SidecarConfig, parse_listen
+from tritonwatch.exporters.http import Fetcher, ScrapeError
+from tritonwatch.exporters.latency import Histograms, SampleStore
+from tritonwatch.exporters.source import Source
+from tritonwatch.exporters.spans import RequestTiming, SpanJoiner, TraceFileError, trace_file_timings
 from tritonwatch.otlp import CONTENT_TYPES, JSON, PROTOBUF, OtlpError, Span, decode_body
 
 if TYPE_CHECKING:
-    from exporters.collector import Part
-    from exporters.sidecar import Sidecar
-    from exporters.triton import TritonMetrics
+    from tritonwatch.exporters.collector import Part
+    from tritonwatch.exporters.sidecar import Sidecar
+    from tritonwatch.exporters.triton import TritonMetrics
 
 log = logging.getLogger(__name__)
 

@@ -14,12 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-from exporters import memory
-from exporters.http import Fetcher, ScrapeError
-from exporters.source import Partial, Source
-from exporters.window import CounterWindow, ModelKey, model_key
 from tritonwatch import catalog
 from tritonwatch.expfmt import Parser, Samples
+from tritonwatch.exporters import memory
+from tritonwatch.exporters.http import Fetcher, ScrapeError
+from tritonwatch.exporters.source import Partial, Source
+from tritonwatch.exporters.window import CounterWindow, ModelKey, model_key
 
 
 class TritonMetrics(Source):

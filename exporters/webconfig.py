@@ -25,8 +25,8 @@ from typing import Any
 import bcrypt
 import yaml
 
-from exporters.server import MetricsHTTPServer
 from tritonwatch.errors import UsageError
+from tritonwatch.exporters.server import MetricsHTTPServer
 
 KNOWN = {"tls_server_config", "basic_auth_users", "http_server_config"}
 TLS_KNOWN = {"cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version", "max_version"}

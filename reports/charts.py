@@ -28,9 +28,9 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from reports.capacity import COMPOUND, LINEAR, MODEL_NAMES, Forecast, daily_peaks
-from reports.figures import SOURCES, GpuFigures, ModelFigures, lead_weeks, saturation_date
-from reports.week import Week
+from tritonwatch.reports.capacity import COMPOUND, LINEAR, MODEL_NAMES, Forecast, daily_peaks
+from tritonwatch.reports.figures import SOURCES, GpuFigures, ModelFigures, lead_weeks, saturation_date
+from tritonwatch.reports.week import Week
 
 
 @dataclass(frozen=True)

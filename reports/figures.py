@@ -3,13 +3,13 @@
 Capacity of a model, in this order:
 
 - ``latency``: where it has a latency objective and the period's data show the request rate at which
-  that objective stops being met (``reports.knee``); the lower of that and a declared capacity wins;
+  that objective stops being met (``tritonwatch.reports.knee``); the lower of that and a declared capacity wins;
 - ``slo``: its declared ``capacity.max_request_rate`` in the SLO file;
 - ``gpu``: the GPUs it runs on reaching 100 % utilisation (the model saturates with the first of its
   GPUs); a model whose GPUs are unknown (no ``gpu_uuid`` on its counters) is judged on all GPUs seen.
 
 The first two forecast the request rate's daily peaks, the last the GPUs' utilisation peaks
-(``reports.capacity``). GPUs needed at a horizon scale the GPUs a model runs on now by the forecast
+(``tritonwatch.reports.capacity``). GPUs needed at a horizon scale the GPUs a model runs on now by the forecast
 peak over capacity. Not applicable is ``None``: an empty cell.
 """
 
@@ -21,10 +21,10 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-from alerts.slo import SLO, SLOFile
-from reports.capacity import COMPOUND, LINEAR, Forecast, forecast
-from reports.knee import Knee, slo_capacity
-from reports.week import PEAK_STEP, ModelWeek, Week
+from tritonwatch.reports.capacity import COMPOUND, LINEAR, Forecast, forecast
+from tritonwatch.reports.knee import Knee, slo_capacity
+from tritonwatch.reports.week import PEAK_STEP, ModelWeek, Week
+from tritonwatch.slo import SLO, SLOFile
 
 HORIZONS_WEEKS = (4, 12)
 SOURCES = {"latency": "latency SLO", "slo": "declared", "gpu": "GPU"}

@@ -23,17 +23,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from reports.capacity import MODEL_NAMES, Forecast, Saturation
-from reports.figures import GpuFigures, ModelFigures, lead_weeks
 from tritonwatch import catalog
+from tritonwatch.reports.capacity import MODEL_NAMES, Forecast, Saturation
+from tritonwatch.reports.figures import GpuFigures, ModelFigures, lead_weeks
+from tritonwatch.slo import SLO
 
 SATURATION_WEEKS = 8.0
 URGENT_WEEKS = 4.0
 LOW_HEADROOM = 0.2
-BATCH_EFFICIENCY_MIN = 0.5
+# Thresholds when the SLO file sets none: the catalog's operational objectives carry them.
+_QUEUE = catalog.operational_objective("queue_time_ratio")
+_BATCH = catalog.operational_objective("batch_efficiency")
+_CACHE = catalog.operational_objective("cache_hit_ratio")
+BATCH_EFFICIENCY_MIN = _BATCH.report_default
 QUEUE_SHARE_LOW = 0.1  # below this, waiting a little longer to fill batches costs little
-QUEUE_SHARE_MAX = 0.3
-CACHE_HIT_MIN = 0.2
+QUEUE_SHARE_MAX = _QUEUE.report_default
+CACHE_HIT_MIN = _CACHE.report_default
 
 SEVERITIES = ("action", "watch")
 
@@ -144,11 +149,7 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
             )
         )
     slo = f.slo
-    eff_min = (
-        slo.batch_efficiency_min if slo and slo.batch_efficiency_min is not None else BATCH_EFFICIENCY_MIN
-    )
-    q_max = slo.queue_time_ratio_max if slo and slo.queue_time_ratio_max is not None else QUEUE_SHARE_MAX
-    hit_min = slo.cache_hit_ratio_min if slo and slo.cache_hit_ratio_min is not None else CACHE_HIT_MIN
+    eff_min, q_max, hit_min = (_threshold(slo, o) for o in (_BATCH, _QUEUE, _CACHE))
     q = m.queue_share
     if (
         m.batch_efficiency is not None
@@ -187,6 +188,12 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
             )
         )
     return out
+
+
+def _threshold(slo: SLO | None, objective: catalog.OperationalObjective) -> float:
+    """The SLO file's limit for the model, else the catalog's report default."""
+    limit = slo.limit(objective) if slo else None
+    return objective.report_default if limit is None else limit
 
 
 def _gpu(g: GpuFigures, end: datetime) -> list[Finding]:

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from alerts.slo import SLOFile
-from reports.promapi import Labels, PromClient, label
-from reports.week import Week
 from tritonwatch import catalog
+from tritonwatch.reports.promapi import Labels, PromClient, label
+from tritonwatch.reports.week import Week
+from tritonwatch.slo import SLOFile
 
 METHOD = (
     "LLM models: tokens/s is the 5-minute rate of generated tokens summed across replicas; per GPU it "

@@ -100,9 +100,7 @@ def gpu_utilization(window: str = PEAK_WINDOW) -> str:
 
 def latency_within(threshold: float, window: str = PEAK_WINDOW, phase: str = "request") -> str:
     """Sampled requests/s within ``threshold`` (the latency SLI's good events), across replicas."""
-    from alerts.rules import le_matcher  # the same bucket matcher the SLO's rules use
-
-    bucket = f'{catalog.REQUEST_DURATION}_bucket{{{catalog.PHASE}="{phase}",{le_matcher(threshold)}}}'
+    bucket = f'{catalog.REQUEST_DURATION}_bucket{{{catalog.PHASE}="{phase}",{catalog.le_matcher(threshold)}}}'
     return f"sum by ({BY}) (rate({bucket}[{window}]))"
 
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from reports import capacity, knee
-from reports.charts import Chart
-from reports.figures import (
+from tritonwatch.reports import capacity, knee
+from tritonwatch.reports.charts import Chart
+from tritonwatch.reports.figures import (
     GPU_COLUMNS,
     MODEL_COLUMNS,
     SOURCES,
@@ -25,8 +25,8 @@ from reports.figures import (
     gpu_row,
     model_row,
 )
-from reports.findings import Finding
-from reports.week import Week
+from tritonwatch.reports.findings import Finding
+from tritonwatch.reports.week import Week
 
 GPU_METHOD = (
     "GPUs needed in 4 and 12 weeks: the GPUs a model runs on now, scaled by the peak the chosen growth "

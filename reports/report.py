@@ -78,13 +78,13 @@ def run(args: argparse.Namespace) -> int:
     end = parse_end(args.end)
     slos = None
     if args.slo:
-        from alerts import slo
+        from tritonwatch import slo
 
         slos = slo.load(args.slo)
 
-    from reports import charts, figures, findings, llm, render
-    from reports.promapi import Progress, PromClient
-    from reports.week import collect, history_days
+    from tritonwatch.reports import charts, figures, findings, llm, render
+    from tritonwatch.reports.promapi import Progress, PromClient
+    from tritonwatch.reports.week import collect, history_days
 
     thresholds = {s.model: s.latency.threshold for s in slos.slos if s.latency} if slos else {}
     progress = Progress()

@@ -502,7 +502,7 @@ def slo_capacity(model: Model, threshold: float, objective: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m reports.synthetic [--forecast] FILE``: write the default week, or with ``--forecast``
+    """``python -m tritonwatch.reports.synthetic [--forecast] FILE``: write the default week, or with ``--forecast``
     the forecast weeks (both end 2026-11-09T00:00:00Z), to FILE."""
     import sys
 
@@ -510,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     forecast = "--forecast" in args
     files = [a for a in args if a != "--forecast"]
     if len(files) != 1 or any(a.startswith("-") for a in files):
-        print("usage: python -m reports.synthetic [--forecast] FILE.om", file=sys.stderr)
+        print("usage: python -m tritonwatch.reports.synthetic [--forecast] FILE.om", file=sys.stderr)
         return 2
     weeks = forecast_weeks() if forecast else [default_week()]
     n = write_openmetrics(weeks, Path(files[0]))

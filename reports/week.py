@@ -1,4 +1,4 @@
-"""Collect one period's figures and series from Prometheus (every query from ``reports.queries``).
+"""Collect one period's figures and series from Prometheus (every query from ``tritonwatch.reports.queries``).
 
 ``collect()`` returns a ``Week``: per (model, version) the period's totals and ratios (``None`` where
 the series behind them do not exist, e.g. no cache or no latency histogram), the cost of a request
@@ -16,10 +16,10 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-from reports import queries as q
-from reports.promapi import Labels, PromClient, label
 from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError
+from tritonwatch.reports import queries as q
+from tritonwatch.reports.promapi import Labels, PromClient, label
 
 ModelKey = tuple[str, str]
 PEAK_STEP = timedelta(minutes=5)

@@ -70,7 +70,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def triton_server() -> Iterator[Any]:
     """The session's one Triton (use ``triton``, which checks it is alive around each test)."""
     need_pytriton()
-    from tritonwatch.local_triton import LocalTriton
+    from tritonwatch.local.triton import LocalTriton
 
     server = LocalTriton([MODEL_REPOSITORY, TEST_MODELS])
     try:

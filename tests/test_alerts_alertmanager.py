@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from alerts import alertmanager, slo
+from tritonwatch import slo
+from tritonwatch.alerts import alertmanager
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN_AM = ROOT / "alerts" / "generated" / "alertmanager.yml"

@@ -11,8 +11,8 @@ import pytest
 import requests
 
 from tritonwatch.cli import main
-from tritonwatch.procs import free_port, wait_until
-from tritonwatch.promstack import ALERTMANAGER_BIN, Alertmanager
+from tritonwatch.local.procs import free_port, wait_until
+from tritonwatch.local.promstack import ALERTMANAGER_BIN, Alertmanager
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN_AM = ROOT / "alerts" / "generated" / "alertmanager.yml"

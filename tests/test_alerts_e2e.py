@@ -20,8 +20,8 @@ import yaml
 from support.sidecar import sidecar_argv
 
 from tritonwatch.cli import main
-from tritonwatch.procs import Managed, free_port, wait_until
-from tritonwatch.promstack import (
+from tritonwatch.local.procs import Managed, free_port, wait_until
+from tritonwatch.local.promstack import (
     ALERTMANAGER_BIN,
     PROMETHEUS_BIN,
     Alertmanager,
@@ -118,7 +118,7 @@ def stack(triton: Any, tmp_path: Path) -> Iterator[tuple[Prometheus, Alertmanage
 def test_failing_model_pages_and_the_page_can_be_silenced(
     triton: Any, stack: tuple[Prometheus, Alertmanager, Managed], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tritonwatch.load import LoadDriver
+    from tritonwatch.local.load import LoadDriver
 
     prom, am, sidecar = stack
     with LoadDriver(triton.http_url, MODEL, concurrency=1, rps=10, seed=3) as load:

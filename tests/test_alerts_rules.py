@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from alerts import generate, rules, slo, windows
-from tritonwatch import catalog
+from tritonwatch import catalog, slo
+from tritonwatch.alerts import generate, rules, windows
 from tritonwatch.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from alerts import promtests, rules
 from tritonwatch import catalog
+from tritonwatch.alerts import promtests, rules
 from tritonwatch.cli import main
 
 pytestmark = pytest.mark.needs("promtool")
@@ -131,7 +131,7 @@ def test_total_outage_after_a_healthy_hour_pages_within_15_minutes(tmp_path: Pat
     # Burn over the first 15 minutes: 1h window 15/60 bad = 0.25 / 0.005 = 50x; 1d window 15/75 = 40x.
     spec = promtests.expected
     page_value, ticket_value = "50.0", "40.0"
-    from alerts import slo as slo_mod
+    from tritonwatch import slo as slo_mod
 
     s = slo_mod.parse(SLO_FILE)
     obj = s.objectives()[0]

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from alerts import slo
-from tritonwatch import catalog
+from tritonwatch import catalog, slo
 from tritonwatch.cli import main
 from tritonwatch.errors import UsageError
 

@@ -20,8 +20,8 @@ import pytest
 import yaml
 from conftest import need_binary
 
-from exporters import sidecar
-from exporters.config import resolve
+from tritonwatch.exporters import sidecar
+from tritonwatch.exporters.config import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_DIR = ROOT / "compose"

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from dashboards import promcheck
-from dashboards.generate import panel_queries, render_all
 from tritonwatch import catalog
 from tritonwatch.cli import main
+from tritonwatch.dashboards import promcheck
+from tritonwatch.dashboards.generate import panel_queries, render_all
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = ROOT / "dashboards" / "generated"
@@ -231,7 +231,7 @@ def test_substitute_fills_variables_and_builtins_and_rejects_unknown() -> None:
 @pytest.mark.prometheus
 @pytest.mark.needs("prometheus")
 def test_every_panel_query_parses_in_a_real_prometheus(tmp_path: Path) -> None:
-    from tritonwatch.promstack import Prometheus, prometheus_config
+    from tritonwatch.local.promstack import Prometheus, prometheus_config
 
     dashes = _dashboards()
     variables = {**promcheck.dashboard_variables(dashes.values()), **promcheck.BUILTINS_DEFAULT}

@@ -27,12 +27,12 @@ import pytest
 import requests
 from support.sidecar import sidecar_argv
 
-from dashboards import promcheck
-from dashboards.generate import render_all
 from tritonwatch import catalog
+from tritonwatch.dashboards import promcheck
+from tritonwatch.dashboards.generate import render_all
 from tritonwatch.errors import TritonwatchError
-from tritonwatch.procs import Managed, free_port, wait_until
-from tritonwatch.promstack import Prometheus, ScrapeTarget, prometheus_config
+from tritonwatch.local.procs import Managed, free_port, wait_until
+from tritonwatch.local.promstack import Prometheus, ScrapeTarget, prometheus_config
 
 pytestmark = [pytest.mark.triton, pytest.mark.prometheus]
 
@@ -64,11 +64,11 @@ GPU_NAMES = {
 }
 TRACE_NAMES = {catalog.REQUEST_DURATION, catalog.LATENCY_QUANTILE}
 LLM_PREFIXES = ("tritonwatch_llm_", "vllm:", "nv_trt_llm_", "nv_llm_")
-HAVE_TRACES = importlib.util.find_spec("exporters.traces") is not None
-HAVE_PROBE = importlib.util.find_spec("exporters.probe") is not None
+HAVE_TRACES = importlib.util.find_spec("tritonwatch.exporters.traces") is not None
+HAVE_PROBE = importlib.util.find_spec("tritonwatch.exporters.probe") is not None
 # The GPU issue's replayed GPU node (the same one `tritonwatch demo --gpu-replay` uses):
 # ``start_replay()`` -> an object with ``dcgm_url`` and ``stop()``; passed to the sidecar as --dcgm.
-GPU_REPLAY = "tritonwatch.gpureplay"
+GPU_REPLAY = "tritonwatch.local.gpureplay"
 HAVE_GPU_REPLAY = importlib.util.find_spec(GPU_REPLAY) is not None
 
 
@@ -108,7 +108,7 @@ def _needs(expr: str) -> set[str]:
 
 
 def _rules(tmp: Path) -> list[Path]:
-    if not SLO_FILE.exists() or importlib.util.find_spec("alerts.generate") is None:
+    if not SLO_FILE.exists() or importlib.util.find_spec("tritonwatch.alerts.generate") is None:
         return []
     out = tmp / "rules"
     argv = [str(BIN / "tritonwatch"), "rules", "--slo", str(SLO_FILE), "--out", str(out)]
@@ -130,7 +130,7 @@ def _triton(request: pytest.FixtureRequest, stack: contextlib.ExitStack, trace_f
     """The session Triton, or, when the sidecar can read traces, a Triton of our own tracing for it."""
     if trace_file is None:
         return request.getfixturevalue("triton_server")  # module scope: the session Triton itself
-    from tritonwatch.local_triton import LocalTriton
+    from tritonwatch.local.triton import LocalTriton
 
     # Trace files (mode=triton), not OpenTelemetry: OTel-traced Triton 2.51 can die under this load
     # (Triton issue #7795); the one OTel test is test_traces_triton.py. A new file every 20 traces.
@@ -145,14 +145,16 @@ def _triton(request: pytest.FixtureRequest, stack: contextlib.ExitStack, trace_f
 
 @pytest.fixture(scope="module")
 def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    from tritonwatch.load import LoadDriver
+    from tritonwatch.local.load import LoadDriver
 
     tmp = tmp_path_factory.mktemp("dash-live")
     notes: list[str] = []
     with contextlib.ExitStack() as stack:
         trace_file = tmp / "traces" / "trace.json" if HAVE_TRACES else None
         if trace_file is None:
-            notes.append("sidecar has no trace reader yet (exporters.traces missing): no latency histogram")
+            notes.append(
+                "sidecar has no trace reader yet (tritonwatch.exporters.traces missing): no latency histogram"
+            )
         else:
             trace_file.parent.mkdir()
         triton = _triton(request, stack, trace_file)
@@ -165,7 +167,7 @@ def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         if HAVE_PROBE:
             args += ["--probe", MODEL, "--probe-interval", "1"]
         else:
-            notes.append("sidecar has no canary probe yet (exporters.probe missing)")
+            notes.append("sidecar has no canary probe yet (tritonwatch.exporters.probe missing)")
         gpu = False
         gpu_targets: list[ScrapeTarget] = []
         if HAVE_GPU_REPLAY:

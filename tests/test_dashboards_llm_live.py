@@ -23,11 +23,11 @@ from support.llm_payloads import TRT_LLM_KEY, VLLM_KEY, trt_llm_scrape, vllm_scr
 from support.sidecar import sidecar_argv
 from support.static_endpoint import StaticEndpoint
 
-from dashboards import promcheck
-from dashboards.generate import render_all
+from tritonwatch.dashboards import promcheck
+from tritonwatch.dashboards.generate import render_all
 from tritonwatch.errors import TritonwatchError
-from tritonwatch.procs import Managed, free_port, wait_until
-from tritonwatch.promstack import Prometheus, ScrapeTarget, prometheus_config
+from tritonwatch.local.procs import Managed, free_port, wait_until
+from tritonwatch.local.promstack import Prometheus, ScrapeTarget, prometheus_config
 
 pytestmark = [
     pytest.mark.triton,
@@ -86,7 +86,7 @@ class Streamer(threading.Thread):
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    from tritonwatch.local_triton import LocalTriton
+    from tritonwatch.local.triton import LocalTriton
 
     tmp = tmp_path_factory.mktemp("llm-live")
     traces = tmp / "traces"

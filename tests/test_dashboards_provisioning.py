@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from dashboards import panels
+from tritonwatch.dashboards import panels
 
 ROOT = Path(__file__).resolve().parent.parent
 PROVISIONING = ROOT / "compose" / "grafana" / "provisioning"

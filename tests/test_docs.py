@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.scripts import load_script
 
-from exporters.config import SidecarConfig, resolve
-from tritonwatch import configdoc
 from tritonwatch.cli import build_parser
 from tritonwatch.errors import UsageError
+from tritonwatch.exporters.config import SidecarConfig, resolve
+
+configdoc = load_script("docs/configdoc.py")
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "configuration.md"
@@ -23,9 +25,7 @@ DOC = ROOT / "docs" / "configuration.md"
 
 def test_flag_tables_are_up_to_date(capsys: pytest.CaptureFixture[str]) -> None:
     code = configdoc.main(["--check", str(DOC)])
-    assert code == 0, (
-        capsys.readouterr().err + " (run `python -m tritonwatch.configdoc docs/configuration.md`)"
-    )
+    assert code == 0, capsys.readouterr().err + " (run `python docs/configdoc.py docs/configuration.md`)"
 
 
 def test_every_sidecar_setting_is_documented() -> None:

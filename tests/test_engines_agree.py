@@ -24,8 +24,8 @@ from support.agreement import RULES, STEP, WINDOW, Replica, promtool_agree, side
 
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
-from tritonwatch.load import LoadDriver
-from tritonwatch.procs import wait_until
+from tritonwatch.local.load import LoadDriver
+from tritonwatch.local.procs import wait_until
 
 MODEL = "fraud_detector"
 

@@ -16,9 +16,9 @@ import pytest
 from support.fake_triton import FakeTriton, RecordedCounters, fake_triton
 from support.harness import poll, read_metrics, running_sidecar, value
 
-from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import Samples, parse
+from tritonwatch.exporters.sidecar import Sidecar
 
 DATA = Path(__file__).resolve().parent / "data"
 MODEL = "fraud_detector"
@@ -283,7 +283,7 @@ def test_dcgm_exporter_disappears_and_comes_back() -> None:
     Triton-derived ones stay; back on the same port: exactly the recorded readings again."""
     from support.static_endpoint import StaticEndpoint
 
-    from tritonwatch.gpureplay import GpuReplay
+    from tritonwatch.local.gpureplay import GpuReplay
 
     payload = (DATA / "dcgm_node2gpu_1.txt").read_bytes()
     temps = {dict(ls)[catalog.DCGM_UUID]: v for ls, v in parse(payload)[catalog.DCGM_GPU_TEMP].items()}

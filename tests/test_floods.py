@@ -116,8 +116,8 @@ def test_span_flood_keeps_memory_bounded_and_counts_the_dropped() -> None:
 
     import requests
 
-    import exporters.traces as traces
-    from exporters.spans import SpanJoiner
+    import tritonwatch.exporters.traces as traces
+    from tritonwatch.exporters.spans import SpanJoiner
 
     cap, batch, batches = 500, 250, 40  # 10 000 orphan spans against room for 500
     receiver = traces.OtlpReceiver(
@@ -159,7 +159,7 @@ def _family_samples(fam: object) -> list[tuple[tuple[tuple[str, str], ...], floa
 def test_span_body_over_the_cap_is_refused() -> None:
     import requests
 
-    import exporters.traces as traces
+    import tritonwatch.exporters.traces as traces
 
     receiver = traces.OtlpReceiver("127.0.0.1:0", traces.LatencyPart(300.0), max_body=10_000)
     receiver.start()

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from exporters.gpuquery import (
+from tritonwatch import catalog
+from tritonwatch.expfmt import Samples, parse
+from tritonwatch.exporters.gpuquery import (
     ExecIncrease,
     busy_seconds,
     busy_shares,
@@ -21,9 +23,7 @@ from exporters.gpuquery import (
     triton_gpu_uuids,
     triton_readings,
 )
-from exporters.window import IncreaseWindow
-from tritonwatch import catalog
-from tritonwatch.expfmt import Samples, parse
+from tritonwatch.exporters.window import IncreaseWindow
 
 DATA = Path(__file__).resolve().parent / "data"
 GPU0 = "GPU-3f9a1c52-7b0e-4d8a-9c61-2e5b7d40a8f3"

@@ -13,7 +13,7 @@ from test_gpu_query import DATA, GPU0, GPU1, INTERVAL, load
 from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError
 from tritonwatch.expfmt import parse
-from tritonwatch.gpureplay import REPLAY_MARK, TRITON_REPLAY_MARK, GpuReplay, Recording
+from tritonwatch.local.gpureplay import REPLAY_MARK, TRITON_REPLAY_MARK, GpuReplay, Recording
 
 
 class FakeClock:

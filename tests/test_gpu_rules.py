@@ -17,12 +17,12 @@ import requests
 import yaml
 from test_gpu_query import recorded_truth
 
-from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
-from tritonwatch.gpureplay import GpuReplay
-from tritonwatch.procs import free_port, wait_until
-from tritonwatch.promstack import Prometheus, ScrapeTarget, prometheus_config
+from tritonwatch.exporters.sidecar import Sidecar
+from tritonwatch.local.gpureplay import GpuReplay
+from tritonwatch.local.procs import free_port, wait_until
+from tritonwatch.local.promstack import Prometheus, ScrapeTarget, prometheus_config
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.needs("promtool", "prometheus")]
 

@@ -13,12 +13,12 @@ from collections.abc import Iterator
 import pytest
 from test_gpu_query import GPU0, GPU1, GPU2, recorded_truth
 
-from exporters.gpu import GpuPart
-from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import Samples, parse
-from tritonwatch.gpureplay import GpuReplay
-from tritonwatch.procs import free_port, wait_until
+from tritonwatch.exporters.gpu import GpuPart
+from tritonwatch.exporters.sidecar import Sidecar
+from tritonwatch.local.gpureplay import GpuReplay
+from tritonwatch.local.procs import free_port, wait_until
 
 MODELS = {("resnet50", "1"), ("bert_base", "2"), ("tokenizer", "1")}
 GPU_FAMILIES = (catalog.GPU_UTILIZATION, catalog.GPU_MEMORY_USED_RATIO, catalog.GPU_POWER)

@@ -18,12 +18,12 @@ import pytest
 from support.static_endpoint import StaticEndpoint
 from test_gpu_query import GPU0, GPU1, INTERVAL, recorded_truth
 
-from exporters.gpu import DcgmSource, GpuPart, TritonGpuWindow
-from exporters.gpuquery import GpuReading, dcgm_readings
-from exporters.triton import TritonMetrics
-from exporters.window import CounterWindow
 from tritonwatch import catalog
 from tritonwatch.expfmt import Samples, parse
+from tritonwatch.exporters.gpu import DcgmSource, GpuPart, TritonGpuWindow
+from tritonwatch.exporters.gpuquery import GpuReading, dcgm_readings
+from tritonwatch.exporters.triton import TritonMetrics
+from tritonwatch.exporters.window import CounterWindow
 
 DATA = Path(__file__).resolve().parent / "data"
 REAL_GPU = "GPU-951eeeeb-d284-d263-688e-d98a5306389b"  # the real Triton scrape's GPU

@@ -23,10 +23,10 @@ from prometheus_client.utils import floatToGoString
 from support import backfill
 from support.llm_payloads import TRT_LLM_KEY, VLLM_KEY, trt_llm_scrape, vllm_scrape
 
-from exporters.llm import LlmWindow
 from tritonwatch import catalog
 from tritonwatch.expfmt import Parser
-from tritonwatch.promstack import Prometheus
+from tritonwatch.exporters.llm import LlmWindow
+from tritonwatch.local.promstack import Prometheus
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.needs("promtool", "prometheus")]
 

@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.llm_payloads import TRT_LLM_KEY, VLLM_KEY, trt_llm_scrapes, vllm_scrapes
 from support.static_endpoint import StaticEndpoint
 
-from exporters.sidecar import Sidecar
 from tritonwatch import catalog
+from tritonwatch.exporters.sidecar import Sidecar
 
 SECONDS = 10.0
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from alerts import rules, slo
-from tritonwatch import catalog
+from tritonwatch import catalog, slo
+from tritonwatch.alerts import rules
 from tritonwatch.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,11 +18,11 @@ import pytest
 import requests
 from conftest import TEST_MODELS
 
-from exporters.llm import LlmPart
-from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
-from tritonwatch.procs import wait_until
+from tritonwatch.exporters.llm import LlmPart
+from tritonwatch.exporters.sidecar import Sidecar
+from tritonwatch.local.procs import wait_until
 
 pytestmark = [pytest.mark.triton]
 
@@ -71,7 +71,7 @@ class Client(threading.Thread):
 
 
 def test_streaming_model_ttft_itl_and_tokens_per_second_match_the_truth(tmp_path: Path) -> None:
-    from tritonwatch.local_triton import LocalTriton
+    from tritonwatch.local.triton import LocalTriton
 
     folder = tmp_path / "traces"
     folder.mkdir()

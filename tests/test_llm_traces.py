@@ -12,11 +12,11 @@ import json
 import urllib.request
 from pathlib import Path
 
-from exporters.llm import LlmTraces
-from exporters.sidecar import Sidecar
-from exporters.spans import RequestTiming, SpanJoiner, trace_file_timings
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
+from tritonwatch.exporters.llm import LlmTraces
+from tritonwatch.exporters.sidecar import Sidecar
+from tritonwatch.exporters.spans import RequestTiming, SpanJoiner, trace_file_timings
 from tritonwatch.otlp import decode_request
 
 DATA = Path(__file__).resolve().parent / "data"

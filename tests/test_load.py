@@ -12,7 +12,8 @@ import requests
 
 from tritonwatch.cli import main
 from tritonwatch.errors import UsageError
-from tritonwatch.load import InputSpec, LoadDriver, input_specs, parse_triton_url, percentile
+from tritonwatch.inputs import InputSpec, input_specs
+from tritonwatch.local.load import LoadDriver, parse_triton_url, percentile
 
 DATA = Path(__file__).resolve().parent / "data"
 

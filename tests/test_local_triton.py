@@ -18,9 +18,9 @@ import pytest
 import requests
 
 from tritonwatch.errors import TritonwatchError, UsageError
-from tritonwatch.local_triton import LocalTriton, sweep_leftovers, trace_args
-from tritonwatch.modelrepo import ONNX_PARAMETER, prepare_copy, read_model, read_repository
-from tritonwatch.procs import free_port, port_is_free, wait_until
+from tritonwatch.local.modelrepo import ONNX_PARAMETER, prepare_copy, read_model, read_repository
+from tritonwatch.local.procs import free_port, port_is_free, wait_until
+from tritonwatch.local.triton import LocalTriton, sweep_leftovers, trace_args
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_REPOSITORY = ROOT / "model_repository"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import urllib.request
 from typing import Any
 
-from exporters.config import SidecarConfig, validate
-from exporters.probe import Probe
-from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
-from tritonwatch.procs import free_port, wait_until
+from tritonwatch.exporters.config import SidecarConfig, validate
+from tritonwatch.exporters.probe import Probe
+from tritonwatch.exporters.sidecar import Sidecar
+from tritonwatch.local.procs import free_port, wait_until
 
 MODELS = ("fraud_detector", "fail_always", "no_such_model")
 
@@ -63,7 +63,7 @@ def test_an_unreachable_triton_reads_zero() -> None:
 
 
 def test_no_probe_flag_no_probe() -> None:
-    from exporters import probe
+    from tritonwatch.exporters import probe
 
     cfg = validate(SidecarConfig(listen="127.0.0.1:0", triton=f"http://127.0.0.1:{free_port()}"))
     assert probe.make_part(cfg, None) == []  # type: ignore[arg-type]  # the sidecar is not consulted

@@ -27,8 +27,8 @@ import requests
 import yaml
 from conftest import need_binary, need_pytriton
 
-from alerts import slo as slo_file
 from tritonwatch import catalog
+from tritonwatch import slo as slo_file
 from tritonwatch.expfmt import parse
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -246,7 +246,7 @@ WINDOW = "5m"  # the catalog's recording-rule window
 @dataclass
 class Replica:
     triton: Any  # LocalTriton
-    sidecar: Any  # exporters.sidecar.Sidecar
+    sidecar: Any  # tritonwatch.exporters.sidecar.Sidecar
 
     @property
     def triton_target(self) -> str:
@@ -291,9 +291,9 @@ def fleet(tmp_path: Path) -> Iterator[Fleet]:
     need_pytriton()
     need_binary("prometheus")
     rule_files = _rule_files()
-    from exporters.sidecar import Sidecar
-    from tritonwatch.local_triton import LocalTriton
-    from tritonwatch.promstack import Prometheus, ScrapeTarget, prometheus_config
+    from tritonwatch.exporters.sidecar import Sidecar
+    from tritonwatch.local.promstack import Prometheus, ScrapeTarget, prometheus_config
+    from tritonwatch.local.triton import LocalTriton
 
     with contextlib.ExitStack() as stack:
         replicas = []
@@ -369,7 +369,7 @@ def _bucket_quantile(q: float, buckets: dict[float, float]) -> float:
 @pytest.mark.triton
 @pytest.mark.prometheus
 def test_two_replicas_aggregate_into_one_fleet(fleet: Fleet) -> None:
-    from tritonwatch.load import LoadDriver
+    from tritonwatch.local.load import LoadDriver
 
     a, b = fleet.replicas
     _poll(lambda: len(fleet.query("up == 1")) == 4, "Prometheus scraping 4 targets", 30)

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports import capacity, knee, queries
-from reports.promapi import _chunks
-from reports.render import _csv_cell
 from tritonwatch import catalog
+from tritonwatch.reports import capacity, knee, queries
+from tritonwatch.reports.promapi import _chunks
+from tritonwatch.reports.render import _csv_cell
 
 END = datetime(2026, 11, 9, tzinfo=timezone.utc)
 
@@ -166,7 +166,7 @@ def test_not_applicable_is_an_empty_csv_cell() -> None:
 def test_retention_from_runtimeinfo(body: bytes, days: float | None) -> None:
     from support.static_endpoint import StaticEndpoint
 
-    from reports.promapi import PromClient
+    from tritonwatch.reports.promapi import PromClient
 
     server = StaticEndpoint(body).start()
     try:

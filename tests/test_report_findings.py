@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from decimal import Decimal
 
-from alerts.slo import SLO, Availability
-from reports.figures import ModelFigures
-from reports.findings import findings
-from reports.week import ModelWeek
+from tritonwatch.reports.figures import ModelFigures
+from tritonwatch.reports.findings import findings
+from tritonwatch.reports.week import ModelWeek
+from tritonwatch.slo import SLO, Availability
 
 END = datetime(2026, 11, 9, tzinfo=timezone.utc)
 

@@ -19,7 +19,7 @@ from support import backfill
 
 from tritonwatch import catalog
 from tritonwatch.cli import main
-from tritonwatch.promstack import Prometheus
+from tritonwatch.local.promstack import Prometheus
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.needs("promtool", "prometheus")]
 

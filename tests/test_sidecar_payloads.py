@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporters.window import CounterWindow
 from tritonwatch import catalog
 from tritonwatch.expfmt import Parser, parse
+from tritonwatch.exporters.window import CounterWindow
 
 DATA = Path(__file__).resolve().parent / "data"
 KEY = ("fraud_detector", "1")

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 import requests
 
-from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import Samples, parse
-from tritonwatch.load import LoadDriver
-from tritonwatch.procs import wait_until
+from tritonwatch.exporters.sidecar import Sidecar
+from tritonwatch.local.load import LoadDriver
+from tritonwatch.local.procs import wait_until
 
 MODEL = "fraud_detector"
 SPAN = 100.0  # the sidecar's fake clock: 0 s at the first snapshot, SPAN at the second

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from exporters.window import CounterWindow
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
+from tritonwatch.exporters.window import CounterWindow
 
 KEY = ("fraud_detector", "1")
 

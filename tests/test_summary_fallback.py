@@ -12,11 +12,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from exporters.traces import SOURCE_SUMMARY, LatencyPart
-from exporters.triton import TritonMetrics
-from exporters.window import CounterWindow
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
+from tritonwatch.exporters.traces import SOURCE_SUMMARY, LatencyPart
+from tritonwatch.exporters.triton import TritonMetrics
+from tritonwatch.exporters.window import CounterWindow
 
 DATA = Path(__file__).resolve().parent / "data"
 MODEL = 'model="fraud_detector"'

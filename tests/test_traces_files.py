@@ -23,10 +23,10 @@ from conftest import TEST_MODELS, need_pytriton
 from support.sleeper import drive_sleeper, nearest_rank
 from support.triton_guard import must_survive
 
-from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
-from tritonwatch.procs import wait_until
+from tritonwatch.exporters.sidecar import Sidecar
+from tritonwatch.local.procs import wait_until
 
 pytestmark = pytest.mark.triton
 
@@ -75,7 +75,7 @@ class FileTraced:
 @pytest.fixture(scope="module")
 def file_traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FileTraced]:
     need_pytriton()
-    from tritonwatch.local_triton import LocalTriton
+    from tritonwatch.local.triton import LocalTriton
 
     folder = tmp_path_factory.mktemp("traces")
     path = folder / "trace.json"
@@ -144,7 +144,7 @@ def test_set_trace_rate_is_applied_logged_and_exposed(
     triton = file_traced.triton
     url = f"{triton.http_url}/v2/trace/setting"
     sidecar = Sidecar.local(triton.http_url, triton.metrics_url, interval=1.0, window=10.0, set_trace_rate=5)
-    caplog.set_level(logging.INFO, logger="exporters.traces")
+    caplog.set_level(logging.INFO, logger="tritonwatch.exporters.traces")
     with must_survive(triton):
         sidecar.start()
         try:

@@ -7,7 +7,7 @@ from typing import Any
 
 from conftest import DATA
 
-from exporters.spans import PHASE_EVENTS, SpanJoiner, phase_durations, trace_file_timings
+from tritonwatch.exporters.spans import PHASE_EVENTS, SpanJoiner, phase_durations, trace_file_timings
 from tritonwatch.otlp import Span, decode_request
 
 

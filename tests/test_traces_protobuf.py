@@ -23,9 +23,9 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporters.traces import LatencyPart, OtlpReceiver
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
+from tritonwatch.exporters.traces import LatencyPart, OtlpReceiver
 from tritonwatch.otlp import OtlpError, decode, decode_body, decode_protobuf
 
 DOCS: list[Any] = json.loads((DATA / "otlp_sleeper.json").read_text())

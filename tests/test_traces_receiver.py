@@ -17,13 +17,13 @@ import pytest
 from conftest import DATA
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporters.sidecar import Sidecar
-from exporters.traces import LatencyPart, OtlpReceiver, TraceFileReader
-from exporters.triton import TritonMetrics
-from exporters.window import CounterWindow
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
-from tritonwatch.procs import free_port, wait_until
+from tritonwatch.exporters.sidecar import Sidecar
+from tritonwatch.exporters.traces import LatencyPart, OtlpReceiver, TraceFileReader
+from tritonwatch.exporters.triton import TritonMetrics
+from tritonwatch.exporters.window import CounterWindow
+from tritonwatch.local.procs import free_port, wait_until
 
 RAW = (DATA / "otlp_sleeper.json").read_text()
 BODY = json.dumps(json.loads(RAW)[0]).encode()  # one real export: all 48 spans of the recording
@@ -182,7 +182,7 @@ def test_summaries_fill_in_where_no_trace_covers_the_model_and_phase() -> None:
     # The request summary is NaN (response cache on): absent, not NaN.
     assert not any(dict(k)["phase"] == "request" and dict(k)["model"] == "fraud_detector" for k in q)
     # Once traces cover fraud_detector's compute_infer, that key switches to source=trace only.
-    from exporters.spans import RequestTiming
+    from tritonwatch.exporters.spans import RequestTiming
 
     part.record([RequestTiming("fraud_detector", "1", "t1", "", {"compute_infer": 0.002})])
     q = families(part)[catalog.LATENCY_QUANTILE]

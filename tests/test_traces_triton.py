@@ -24,14 +24,14 @@ from typing import Any
 import pytest
 import requests
 from conftest import MODEL_REPOSITORY, TEST_MODELS, need_pytriton
+from support.otlp_capture import OtlpCapture
 from support.sleeper import drive_sleeper, nearest_rank
 from support.triton_guard import must_survive
 
-from exporters.sidecar import Sidecar
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
-from tritonwatch.otlp_capture import OtlpCapture
-from tritonwatch.procs import free_port, wait_until
+from tritonwatch.exporters.sidecar import Sidecar
+from tritonwatch.local.procs import free_port, wait_until
 
 pytestmark = pytest.mark.triton
 
@@ -100,7 +100,7 @@ def L(**labels: str) -> frozenset[tuple[str, str]]:
 @pytest.fixture(scope="module")
 def traced() -> Iterator[Traced]:
     need_pytriton()
-    from tritonwatch.local_triton import LocalTriton
+    from tritonwatch.local.triton import LocalTriton
 
     capture = OtlpCapture().start()
     otlp = f"127.0.0.1:{free_port()}"
@@ -183,7 +183,7 @@ def test_otel_traces_give_the_exact_quantiles_of_the_traced_requests(
         window=10.0,
         set_trace_rate=5,
     )
-    caplog.set_level(logging.INFO, logger="exporters.traces")
+    caplog.set_level(logging.INFO, logger="tritonwatch.exporters.traces")
     with must_survive(traced.triton, "while its trace rate was 5"):
         other.start()
         try:

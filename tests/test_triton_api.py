@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from support.fake_triton import FakeTriton, fake_triton
 
-from exporters.config import resolve
-from exporters.sidecar import Sidecar
-from exporters.triton import BatchStat, TritonApi
 from tritonwatch.cli import build_parser
+from tritonwatch.exporters.config import resolve
+from tritonwatch.exporters.sidecar import Sidecar
+from tritonwatch.exporters.triton import BatchStat, TritonApi
 
 DATA = Path(__file__).resolve().parent / "data"
 INDEX = "/v2/repository/index"

@@ -9,14 +9,14 @@ import pytest
 from conftest import TEST_MODELS, need_pytriton
 from support.triton_guard import must_survive, restart_if_dead
 
-from tritonwatch.procs import wait_until
+from tritonwatch.local.procs import wait_until
 
 pytestmark = pytest.mark.triton
 
 
 def test_a_crash_fails_with_the_exit_and_the_log_tail_and_is_restarted() -> None:
     need_pytriton()
-    from tritonwatch.local_triton import LocalTriton
+    from tritonwatch.local.triton import LocalTriton
 
     with LocalTriton([TEST_MODELS]) as triton:
         with pytest.raises(pytest.fail.Exception) as failed:

@@ -356,6 +356,15 @@ DEFAULT_BUCKETS: tuple[float, ...] = (
 )  # fmt: skip
 
 
+def le_matcher(threshold: float) -> str:
+    """Bucket ``le`` values as the Python (``0.05``, ``1.0``) and Go (``1``) clients print them.
+
+    One matcher for the SLO's rules and the report's query of the share of requests under a threshold.
+    """
+    forms = dict.fromkeys([repr(float(threshold)), f"{threshold:g}"])
+    return 'le=~"' + "|".join(f.replace(".", "\\\\.") for f in forms) + '"'
+
+
 # --- latency distribution across replicas (from the sidecar's trace histogram) --------------------
 def bucket_rate_promql(phase: str = "request", window: str = "5m", by: str = "le", selector: str = "") -> str:
     """Per-bucket rate of the trace histogram, summed ``by`` the given labels (``le`` must be among them)."""
@@ -394,6 +403,84 @@ GPU_XID_ALERT = "TritonGPUXidError"
 SIDECAR_DOWN_ALERT = "TritonwatchSidecarDown"
 SIDECAR_STALE_ALERT = "TritonwatchSidecarStale"
 WATCHDOG_ALERT = "Watchdog"
+
+
+@dataclass(frozen=True)
+class OperationalObjective:
+    """A per-model operational objective on one signal, and everything that follows from it.
+
+    The SLO file sets it as ``<key>: {<bound>: ratio}``; the rule generator writes the alert
+    ``<record> <op> <limit>`` held for ``hold`` with these texts (placeholders as in alerts/rules.py);
+    the promtool cases test that alert; the capacity report flags the model past the SLO file's limit,
+    or past ``report_default`` when the file sets none.
+    """
+
+    key: str  # SLO file field
+    bound: str  # "max" or "min"
+    signal: str  # the exported signal it bounds
+    record: str  # the recording rule the alert compares
+    alert: str
+    hold: str  # the alert's `for`
+    report_default: float
+    summary: str
+    description: str
+
+    @property
+    def op(self) -> str:
+        return ">" if self.bound == "max" else "<"
+
+    @property
+    def field(self) -> str:
+        """The SLO model's attribute: ``queue_time_ratio_max``."""
+        return f"{self.key}_{self.bound}"
+
+
+OPERATIONAL_OBJECTIVES: tuple[OperationalObjective, ...] = (
+    OperationalObjective(
+        key="queue_time_ratio",
+        bound="max",
+        signal=QUEUE_TIME_RATIO,
+        record=signal(QUEUE_TIME_RATIO).record,
+        alert=QUEUE_TIME_HIGH_ALERT,
+        hold="15m",
+        report_default=0.3,
+        summary="{model} version {version} spends {value_pct} of request time queued",
+        description="Requests to {model} version {version} spent {value_pct} of their time waiting in the "
+        "queue over 5m for {hold} (objective: at most {limit}).",
+    ),
+    OperationalObjective(
+        key="batch_efficiency",
+        bound="min",
+        signal=BATCH_EFFICIENCY,
+        record=BATCH_EFFICIENCY_RECORD,
+        alert=BATCH_EFFICIENCY_LOW_ALERT,
+        hold="30m",
+        report_default=0.5,
+        summary="{model} version {version} batch efficiency is {value_pct}",
+        description="Executed batches of {model} version {version} filled {value_pct} of max_batch_size over "
+        "5m for {hold} (objective: at least {limit}).",
+    ),
+    OperationalObjective(
+        key="cache_hit_ratio",
+        bound="min",
+        signal=CACHE_HIT_RATIO,
+        record=signal(CACHE_HIT_RATIO).record,
+        alert=CACHE_HIT_RATIO_LOW_ALERT,
+        hold="30m",
+        report_default=0.2,
+        summary="{model} version {version} cache hit ratio is {value_pct}",
+        description="The response cache of {model} version {version} answered {value_pct} of lookups over 5m "
+        "for {hold} (objective: at least {limit}).",
+    ),
+)
+
+
+def operational_objective(key: str) -> OperationalObjective:
+    """Look an operational objective up by its SLO file key or its alert name."""
+    for o in OPERATIONAL_OBJECTIVES:
+        if key in (o.key, o.alert):
+            return o
+    raise KeyError(f"no operational objective {key}")
 
 
 def slo_sli_error_record(window: str) -> str:

@@ -11,21 +11,21 @@ import argparse
 import importlib
 import logging
 import math
-import os
 import sys
 from collections.abc import Sequence
 
 from tritonwatch.errors import TritonwatchError, UsageError
+from tritonwatch.flags import env_defaults
 
 COMMANDS: dict[str, str] = {
-    "sidecar": "exporters.sidecar",
-    "local-triton": "tritonwatch.local_triton",
-    "load": "tritonwatch.load",
-    "demo": "tritonwatch.demo",
-    "rules": "alerts.generate",
-    "alerts": "alerts.amclient",
-    "dashboards": "dashboards.generate",
-    "report": "reports.report",
+    "sidecar": "tritonwatch.exporters.sidecar",
+    "local-triton": "tritonwatch.local.triton",
+    "load": "tritonwatch.local.load",
+    "demo": "tritonwatch.local.demo",
+    "rules": "tritonwatch.alerts.generate",
+    "alerts": "tritonwatch.alerts.amclient",
+    "dashboards": "tritonwatch.dashboards.generate",
+    "report": "tritonwatch.reports.report",
 }
 
 
@@ -34,28 +34,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}")
-
-
-def env_defaults(parser: argparse.ArgumentParser, prefix: str = "TRITONWATCH_") -> None:
-    """Mirror every long flag by an environment variable: ``--otlp-listen`` <- ``TRITONWATCH_OTLP_LISTEN``."""
-    for action in parser._actions:
-        if not action.option_strings or action.dest in ("help",):
-            continue
-        env = prefix + action.dest.upper()
-        if env in os.environ:
-            raw = os.environ[env]
-            if action.nargs == 0:  # store_true flags
-                action.default = raw.lower() in ("1", "true", "yes", "on")
-            elif callable(action.type):
-                try:
-                    action.default = action.type(raw)
-                except (TypeError, ValueError):
-                    flag = max(action.option_strings, key=len)
-                    raise UsageError(f"{env} (for {flag}): {raw!r} is not a valid value") from None
-            else:
-                action.default = raw
-        if action.help and action.help is not argparse.SUPPRESS:
-            action.help += f" [env {env}]"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from otlp_receiver import Receiver, start_receiver  # noqa: E402
 
-from tritonwatch.local_triton import LocalTriton  # noqa: E402
+from tritonwatch.local.triton import LocalTriton  # noqa: E402
 
 SLEEPER_DELAYS_MS = (1, 1, 1, 1, 1, 1, 1, 1, 20, 20, 50)
 

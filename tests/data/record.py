@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 from otlp_receiver import Receiver, start_receiver  # noqa: E402
 
-from tritonwatch.load import LoadDriver  # noqa: E402
-from tritonwatch.local_triton import LocalTriton  # noqa: E402
+from tritonwatch.local.load import LoadDriver  # noqa: E402
+from tritonwatch.local.triton import LocalTriton  # noqa: E402
 
 
 def save_json(name: str, payload: object) -> None:

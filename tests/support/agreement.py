@@ -31,10 +31,10 @@ from pathlib import Path
 
 import yaml
 
-from exporters.triton import TritonMetrics
-from exporters.window import CounterWindow, ModelKey
 from tritonwatch import catalog
 from tritonwatch.expfmt import LabelSet, Samples, parse
+from tritonwatch.exporters.triton import TritonMetrics
+from tritonwatch.exporters.window import CounterWindow, ModelKey
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 RULES = ROOT / "alerts" / "generated" / "catalog.rules.yml"

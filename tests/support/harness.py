@@ -9,10 +9,10 @@ from contextlib import contextmanager
 
 import requests
 
-from exporters.config import SidecarConfig, resolve
-from exporters.sidecar import Sidecar
 from tritonwatch.cli import build_parser
 from tritonwatch.expfmt import Samples, parse
+from tritonwatch.exporters.config import SidecarConfig, resolve
+from tritonwatch.exporters.sidecar import Sidecar
 
 ANSWER_WITHIN = 2.0  # the sidecar's /metrics must answer within this, whatever its targets do
 

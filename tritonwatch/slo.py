@@ -101,6 +101,7 @@ class SLO:
     model: str
     availability: Availability | None = None
     latency: Latency | None = None
+    # the operational objectives, one attribute per catalog.OPERATIONAL_OBJECTIVES entry (``field``)
     queue_time_ratio_max: float | None = None
     batch_efficiency_min: float | None = None
     cache_hit_ratio_min: float | None = None
@@ -114,6 +115,11 @@ class SLO:
     def latency_for(self, kind: str) -> Latency | None:
         """The latency-shaped objective of ``kind`` (latency, time_to_first_token, inter_token_latency)."""
         return getattr(self, kind) if kind in LATENCY_KINDS else None
+
+    def limit(self, objective: catalog.OperationalObjective) -> float | None:
+        """This model's limit for an operational objective, None when the file sets none."""
+        value: float | None = getattr(self, objective.field)
+        return value
 
 
 # Objectives that are a share of requests under a threshold of a latency histogram.
@@ -316,15 +322,11 @@ def _parse_slo(raw: object, where: str) -> SLO:
         model=model,
         availability=availability,
         latency=latency,
-        queue_time_ratio_max=_one(f.raw["queue_time_ratio"], f.at("queue_time_ratio"), "max", _ratio)
-        if f.has("queue_time_ratio")
-        else None,
-        batch_efficiency_min=_one(f.raw["batch_efficiency"], f.at("batch_efficiency"), "min", _ratio)
-        if f.has("batch_efficiency")
-        else None,
-        cache_hit_ratio_min=_one(f.raw["cache_hit_ratio"], f.at("cache_hit_ratio"), "min", _ratio)
-        if f.has("cache_hit_ratio")
-        else None,
+        **{
+            o.field: _one(f.raw[o.key], f.at(o.key), o.bound, _ratio)
+            for o in catalog.OPERATIONAL_OBJECTIVES
+            if f.has(o.key)
+        },
         capacity=capacity,
         time_to_first_token=_parse_latency(f.raw["time_to_first_token"], f.at("time_to_first_token"))
         if f.has("time_to_first_token")

@@ -1,12 +1,12 @@
 """Render the flag reference of docs/configuration.md from the CLI's own parsers.
 
-    python -m tritonwatch.configdoc docs/configuration.md           (``make generate`` runs it)
-    python -m tritonwatch.configdoc --check docs/configuration.md   (exit 1 when stale)
+    python docs/configdoc.py docs/configuration.md           (``make generate`` runs it)
+    python docs/configdoc.py --check docs/configuration.md   (exit 1 when stale)
 
 Rewrites only the part of the file between ``<!-- BEGIN GENERATED: flags -->`` and
 ``<!-- END GENERATED: flags -->``: per subcommand a table of every long flag, the environment variable
-that mirrors it (``tritonwatch.cli.env_defaults``), its default and its help; for ``sidecar`` also the
-config file field (``exporters.config.SidecarConfig``), whose defaults are the real ones (the sidecar's
+that mirrors it (``tritonwatch.flags.env_defaults``), its default and its help; for ``sidecar`` also the
+config file field (``tritonwatch.exporters.config.SidecarConfig``), whose defaults are the real ones (the sidecar's
 flags default to "not given" so that a config file value is not shadowed).
 """
 
@@ -64,7 +64,7 @@ def _flag(action: argparse.Action) -> str:
 
 
 def _sidecar_table(parser: argparse.ArgumentParser) -> list[str]:
-    from exporters.config import SidecarConfig
+    from tritonwatch.exporters.config import SidecarConfig
 
     defaults = SidecarConfig()
     known = {f.name for f in fields(SidecarConfig)}
@@ -127,9 +127,7 @@ def update(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tritonwatch.configdoc", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog="python docs/configdoc.py", description=__doc__.splitlines()[0])
     parser.add_argument("path", type=Path, help="the Markdown file to update (docs/configuration.md)")
     parser.add_argument("--check", action="store_true", help="only check: exit 1 when the file is stale")
     args = parser.parse_args(argv)
@@ -144,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.check:
         if fresh != text:
-            print(f"{args.path} is stale: run python -m tritonwatch.configdoc {args.path}", file=sys.stderr)
+            print(f"{args.path} is stale: run python docs/configdoc.py {args.path}", file=sys.stderr)
             return 1
         return 0
     if fresh != text:

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from tritonwatch.errors import TritonwatchError
-from tritonwatch.procs import Managed, free_port, http_ok, wait_until
+from tritonwatch.local.procs import Managed, free_port, http_ok, wait_until
 
 PROMETHEUS_BIN = "prometheus"
 ALERTMANAGER_BIN = "prometheus-alertmanager"

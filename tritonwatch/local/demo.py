@@ -24,12 +24,11 @@ from types import FrameType
 from typing import Any
 
 from tritonwatch import catalog
-from tritonwatch.errors import TritonwatchError, UsageError
+from tritonwatch.errors import UsageError
 
-log = logging.getLogger("tritonwatch.demo")
+log = logging.getLogger("tritonwatch.local.demo")
 
 HELP = "run Triton, the sidecar, Prometheus and Alertmanager locally under load, and show the signals"
-ROOT = Path(__file__).resolve().parent.parent
 TRACE_RATE = 20  # OTel at rate 1 crashed Triton 2.51 under load (issue #7795); 20 keeps p99 meaningful
 
 
@@ -38,10 +37,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--duration", type=float, default=0.0, metavar="S", help="stop after S seconds (0: until Ctrl-C)"
     )
     p.add_argument(
-        "--model-repository", default=str(ROOT / "model_repository"), metavar="DIR", help="models to serve"
+        "--model-repository",
+        default=None,
+        metavar="DIR",
+        help="models to serve (default: the bundled demo repository, fraud_detector)",
     )
     p.add_argument(
-        "--slo", default=str(ROOT / "alerts" / "slo.yaml"), metavar="FILE", help="SLO file for the rules"
+        "--slo",
+        default=None,
+        metavar="FILE",
+        help="SLO file for the rules (default: the bundled alerts/slo.yaml)",
     )
     p.add_argument(
         "--workdir", default="", metavar="DIR", help="keep logs and data here (default: a temp dir)"
@@ -195,15 +200,14 @@ class Stack:
         self.gpu_sidecar_port = 0
 
     def start(self) -> None:
-        from exporters.sidecar import Sidecar
-        from tritonwatch.cli import main as cli_main
-        from tritonwatch.local_triton import LocalTriton
-        from tritonwatch.procs import free_port
-        from tritonwatch.promstack import Alertmanager, Prometheus, ScrapeTarget, prometheus_config
+        from tritonwatch.alerts.generate import render, write
+        from tritonwatch.exporters.sidecar import Sidecar
+        from tritonwatch.local.procs import free_port
+        from tritonwatch.local.promstack import Alertmanager, Prometheus, ScrapeTarget, prometheus_config
+        from tritonwatch.local.triton import LocalTriton
 
         rules_dir = self.workdir / "rules"
-        if cli_main(["rules", "--slo", str(self.slo), "--out", str(rules_dir)]) != 0:
-            raise TritonwatchError(f"--slo {self.slo}: rule generation failed (see above)")
+        write(render(str(self.slo)), rules_dir)  # what `tritonwatch rules` writes; a bad file fails by field
         otlp_port = free_port()
         log.info("starting Triton on %s", self.repo)
         self.triton = LocalTriton(
@@ -248,9 +252,9 @@ class Stack:
         The sidecar re-exports only the GPUs its own Triton uses, so the replayed node's GPUs come
         through the replayed Triton's sidecar, as they would from a real GPU host's sidecar.
         """
-        from exporters.sidecar import Sidecar
-        from tritonwatch import gpureplay
-        from tritonwatch.promstack import ScrapeTarget
+        from tritonwatch.exporters.sidecar import Sidecar
+        from tritonwatch.local import gpureplay
+        from tritonwatch.local.promstack import ScrapeTarget
 
         replay = gpureplay.start_replay()
         self._stops.append(replay.stop)
@@ -295,7 +299,7 @@ class LoadPattern:
         self._thread = threading.Thread(target=self._run, name="demo-load", daemon=True)
 
     def _switch(self, phase: Phase) -> None:
-        from tritonwatch.load import LoadDriver
+        from tritonwatch.local.load import LoadDriver
 
         for d in self._drivers:
             d.stop()
@@ -335,7 +339,11 @@ class LoadPattern:
 def run(args: argparse.Namespace) -> int:
     if args.duration < 0:
         raise UsageError(f"--duration: must be >= 0 (got {args.duration})")
-    repo = Path(args.model_repository)
+    from tritonwatch.alerts.generate import default_slo
+    from tritonwatch.local.bundled import model_repository
+
+    repo = Path(args.model_repository) if args.model_repository else model_repository()
+    args.slo = args.slo or str(default_slo())
     if not repo.is_dir():
         raise UsageError(f"--model-repository: {repo} is not a directory")
     if not Path(args.slo).is_file():

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import FrameType
 
 from tritonwatch.errors import TritonwatchError, UsageError
-from tritonwatch.procs import Managed, free_port, http_ok, port_is_free, wait_until
+from tritonwatch.local.procs import Managed, free_port, http_ok, port_is_free, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +205,7 @@ class LocalTriton:
         return self._proc.pid if self._proc else None
 
     def _prepare(self) -> None:
-        from tritonwatch.modelrepo import prepare_copy
+        from tritonwatch.local.modelrepo import prepare_copy
 
         backends = self.workdir / "backends" / "python"
         backends.mkdir(parents=True, exist_ok=True)

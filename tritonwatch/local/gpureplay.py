@@ -5,7 +5,7 @@ advanced from it at the rate the two snapshots show (``# replay-interval-seconds
 scraper sees a live-looking node whose rates are exactly the recorded ones. Gauges stay as recorded.
 Every payload starts with a ``# replay: ...`` comment: whatever shows it is labelled a replay.
 
-    with GpuReplay() as node:          # tests/data/{dcgm,triton_gpu}_node2gpu_{1,2}.txt
+    with GpuReplay() as node:          # replay/{dcgm,triton_gpu}_node2gpu_{1,2}.txt (package data)
         node.dcgm_url                  # http://127.0.0.1:<port>/metrics  (dcgm-exporter)
         node.triton_metrics_url        # http://127.0.0.1:<port>/metrics  (Triton with GPUs)
         node.triton_url                # http://127.0.0.1:<port>  (its HTTP API: index, config, stats)
@@ -13,7 +13,7 @@ Every payload starts with a ``# replay: ...`` comment: whatever shows it is labe
 
 The HTTP API is worked out of the replayed metrics (every model READY, with the reason "replay:
 ..."; statistics summed over gpu_uuid), so a sidecar on the replayed node has every target up.
-``python -m tritonwatch.gpureplay`` serves the node until interrupted and prints the URLs.
+``python -m tritonwatch.local.gpureplay`` serves the node until interrupted and prints the URLs.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError
 from tritonwatch.expfmt import Samples, family_of, parse
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "tests" / "data"
 REPLAY_MARK = "# replay: recorded dcgm-exporter format, not a live GPU"
 TRITON_REPLAY_MARK = "# replay: recorded Triton GPU metrics format, not a live GPU"
 _INTERVAL = re.compile(r"^#\s*replay-interval-seconds\s+([0-9.]+)\s*$")
@@ -300,10 +299,14 @@ class GpuReplay:
     def __init__(
         self,
         scenario: str = "node2gpu",
-        data_dir: Path = DATA_DIR,
+        data_dir: Path | None = None,
         triton_gpu_metrics: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if data_dir is None:
+            from tritonwatch.local.bundled import replay_dir
+
+            data_dir = replay_dir()
         dcgm = Recording.load(
             data_dir / f"dcgm_{scenario}_1.txt", data_dir / f"dcgm_{scenario}_2.txt", REPLAY_MARK
         )

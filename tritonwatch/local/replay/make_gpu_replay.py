@@ -1,9 +1,11 @@
-"""Writes the reconstructed GPU replay payloads into tests/data (values chosen by hand; not captured from a GPU).
+"""Writes the reconstructed GPU replay payloads beside itself (values chosen by hand; not captured from a GPU).
 
-Rerun: python tests/data/make_gpu_replay.py
+Rerun: python tritonwatch/local/replay/make_gpu_replay.py (tests/data links to these files)
 """
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 OUT = Path(__file__).resolve().parent
 DT = 15.0
@@ -107,11 +109,11 @@ DCGM_FIELDS = [
 ]
 
 
-def f6(v):
+def f6(v: float) -> str:
     return f"{v:.6f}"
 
 
-def dcgm(n):
+def dcgm(n: int) -> str:
     k = n - 1
     lines = [HEADER_DCGM.format(n=n, dt=DT).rstrip("\n")]
     for name, kind, help_ in DCGM_FIELDS:
@@ -176,7 +178,7 @@ HEADER_TRITON = """# replay: recorded Triton GPU metrics format, not a live GPU
 """
 
 
-def lab(model, version, gpu, extra=""):
+def lab(model: str, version: str, gpu: str | None, extra: str = "") -> str:
     parts = []
     if gpu:
         parts.append(f'gpu_uuid="{gpu}"')
@@ -187,20 +189,20 @@ def lab(model, version, gpu, extra=""):
     return "{" + ",".join(parts) + "}"
 
 
-def counter_value(i, per_second, n):
+def counter_value(i: int, per_second: float, n: int) -> int:
     t = HIST[i] + (DT * NOISE[i] if n == 2 else 0.0)
     return round(per_second * t)
 
 
-def triton(n):
+def triton(n: int) -> str:
     out = [HEADER_TRITON.format(n=n, dt=DT).rstrip("\n")]
 
-    def fam(name, kind, help_, rows):
+    def fam(name: str, kind: str, help_: str, rows: list[str]) -> None:
         out.append(f"# HELP {name} {help_}")
         out.append(f"# TYPE {name} {kind}")
         out.extend(rows)
 
-    def rows(fn):
+    def rows(fn: Callable[[int, Any], object]) -> list[str]:
         return [f"{fam_name}{lab(m, v, g)} {fn(i, s)}" for i, s in enumerate(SERIES) for (m, v, g) in [s[:3]]]
 
     fam_name = "nv_inference_request_success"
@@ -268,7 +270,7 @@ def triton(n):
         ),
     ):
         fam_name = f"nv_inference_compute_{ph}_duration_us"
-        fam(fam_name, "counter", help_, rows(lambda i, s, col=col: counter_value(i, s[4] * s[col], n)))
+        fam(fam_name, "counter", help_, rows(lambda i, s, col=col: counter_value(i, s[4] * s[col], n)))  # type: ignore[misc]
     fam(
         "nv_inference_pending_request_count",
         "gauge",
@@ -361,7 +363,7 @@ MIG_HEADER = """# replay: recorded dcgm-exporter format, not a live GPU
 """
 
 
-def mig():
+def mig() -> str:
     uuid = "GPU-06c1a8d2-5e4b-47f0-b9a3-d2c8e17f5a94"
     out = [MIG_HEADER.rstrip("\n")]
     inst = [

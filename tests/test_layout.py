@@ -1,0 +1,166 @@
+"""The package's layout holds: imports run from the leaves to the core, never back (issue 15).
+
+Every module under ``tritonwatch/`` (the four subpackages through their links included) is read with
+``ast``; its imports, those inside functions too, and the dotted module names it imports by string
+(``importlib.import_module(name)``: the CLI's commands, the sidecar's parts) are checked against the
+layers below. A new module must be placed in a layer here, consciously.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "tritonwatch"
+SUBPACKAGES = ("exporters", "alerts", "dashboards", "reports")
+
+# What the others stand on. It imports nothing of tritonwatch but itself.
+CORE = {
+    "tritonwatch",
+    "tritonwatch.catalog",
+    "tritonwatch.errors",
+    "tritonwatch.expfmt",
+    "tritonwatch.flags",
+    "tritonwatch.inputs",
+    "tritonwatch.otlp",
+    "tritonwatch.slo",
+}
+# Leaves at the top: the entry point and the generators of committed docs and manifests.
+TOP = {
+    "tritonwatch.__main__",
+    "tritonwatch.cli",
+    "tritonwatch.configdoc",
+    "tritonwatch.k8s",
+    "tritonwatch.signals_doc",
+}
+# subpackage -> the other subpackages it may import (besides the core and itself)
+MAY_IMPORT: dict[str, set[str]] = {
+    "tritonwatch.exporters": set(),
+    "tritonwatch.alerts": set(),
+    "tritonwatch.dashboards": set(),
+    "tritonwatch.reports": set(),
+    # the demo runs the sidecar and writes the rules, as `tritonwatch sidecar` and `rules` would
+    "tritonwatch.local": {"tritonwatch.exporters", "tritonwatch.alerts"},
+}
+
+
+def modules() -> dict[str, Path]:
+    """Module name -> file, walking the subpackages' links; folders without __init__.py are data."""
+    found: dict[str, Path] = {}
+    for dirpath, dirnames, filenames in os.walk(PACKAGE, followlinks=True):
+        here = Path(dirpath)
+        if not (here / "__init__.py").exists():
+            dirnames[:] = []
+            continue
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        parts = here.relative_to(ROOT).parts
+        for name in filenames:
+            if name.endswith(".py"):
+                mod = ".".join(parts if name == "__init__.py" else (*parts, name[:-3]))
+                found[mod] = here / name
+    return found
+
+
+def imported(path: Path, known: set[str]) -> set[str]:
+    """tritonwatch modules a file imports: import statements anywhere, and known module names as strings."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in known)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in known:
+            out.add(node.value)
+    return {m for m in out if m == "tritonwatch" or m.startswith("tritonwatch.")}
+
+
+def layer(module: str) -> str:
+    if module in CORE or module in TOP:
+        return module
+    for sub in MAY_IMPORT:
+        if module == sub or module.startswith(sub + "."):
+            return sub
+    raise AssertionError(f"{module}: not placed in a layer (tests/test_layout.py: CORE, TOP or MAY_IMPORT)")
+
+
+def test_every_module_is_placed_in_a_layer() -> None:
+    mods = modules()
+    assert "tritonwatch.exporters.sidecar" in mods and "tritonwatch.local.demo" in mods
+    for mod in mods:
+        layer(mod)
+
+
+def test_imports_run_from_the_leaves_to_the_core() -> None:
+    mods = modules()
+    known = set(mods)
+    wrong = []
+    for mod, path in sorted(mods.items()):
+        if mod in TOP:
+            continue
+        mine = layer(mod)
+        allowed = CORE | {mine} | MAY_IMPORT.get(mine, set())
+        for target in sorted(imported(path, known)):
+            if layer(target) not in allowed:
+                wrong.append(f"{mod} imports {target}")
+    assert wrong == []
+
+
+def test_the_directions_the_issue_names() -> None:
+    """The four imports that ran the wrong way are gone (a guard even if the layers above are loosened)."""
+    mods = modules()
+    known = set(mods)
+
+    def imports_of(prefix: str) -> set[str]:
+        return {t for m, p in mods.items() if m.startswith(prefix) for t in imported(p, known)}
+
+    assert not {t for t in imports_of("tritonwatch.exporters.probe") if t.startswith("tritonwatch.local")}
+    assert not {t for t in imports_of("tritonwatch.reports") if t.startswith("tritonwatch.alerts")}
+    assert "tritonwatch.cli" not in imports_of("tritonwatch.alerts.amclient")
+    assert not {t for t in imports_of("tritonwatch.exporters") if t.startswith("tritonwatch.local")}
+
+
+def test_no_bare_subpackage_name_anywhere_in_code() -> None:
+    """``"exporters.llm"`` as a string would import a second copy from a checkout and fail from the wheel."""
+    bare = []
+    files = [*modules().values(), *(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").rglob("*.py")]
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                head = node.value.split(".")[0]
+                if head in SUBPACKAGES and "." in node.value and node.value.split(".")[1].isidentifier():
+                    if (ROOT / head / (node.value.split(".")[1] + ".py")).exists():
+                        bare.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    assert bare == []
+
+
+def test_ruff_bans_bare_subpackage_imports(tmp_path: Path) -> None:
+    """The lint rule (pyproject: flake8-tidy-imports banned-api) fires on every bare form, not on ours."""
+    ruff = Path(sys.executable).parent / "ruff"
+    if not ruff.exists():
+        pytest.skip("ruff not installed (pip install -e '.[dev]')")
+    sample = tmp_path / "sample.py"
+    bad = [
+        "import exporters",
+        "import exporters.sidecar",
+        "from exporters.sidecar import Sidecar",
+        "from alerts import rules",
+        "import reports.report as report",
+        "from dashboards.panels import Panel",
+    ]
+    good = ["from tritonwatch.exporters.sidecar import Sidecar", "from tritonwatch import alerts"]
+    sample.write_text("\n".join(bad + good) + "\n")
+    result = subprocess.run(
+        [str(ruff), "check", "--no-cache", "--config", str(ROOT / "pyproject.toml"), "--select", "TID251",
+         "--output-format", "concise", str(sample)],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    flagged = sorted(int(line.split(":")[1]) for line in result.stdout.splitlines() if "TID251" in line)
+    assert flagged == list(range(1, len(bad) + 1)), result.stdout + result.stderr

@@ -1,0 +1,34 @@
+"""Every long flag mirrored by an environment variable (``--otlp-listen`` <- ``TRITONWATCH_OTLP_LISTEN``).
+
+Core, so that a subcommand that builds nested parsers of its own (``tritonwatch alerts status``) mirrors
+its flags the same way without importing the CLI that imports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from tritonwatch.errors import UsageError
+
+
+def env_defaults(parser: argparse.ArgumentParser, prefix: str = "TRITONWATCH_") -> None:
+    """Mirror every long flag by an environment variable: ``--otlp-listen`` <- ``TRITONWATCH_OTLP_LISTEN``."""
+    for action in parser._actions:
+        if not action.option_strings or action.dest in ("help",):
+            continue
+        env = prefix + action.dest.upper()
+        if env in os.environ:
+            raw = os.environ[env]
+            if action.nargs == 0:  # store_true flags
+                action.default = raw.lower() in ("1", "true", "yes", "on")
+            elif callable(action.type):
+                try:
+                    action.default = action.type(raw)
+                except (TypeError, ValueError):
+                    flag = max(action.option_strings, key=len)
+                    raise UsageError(f"{env} (for {flag}): {raw!r} is not a valid value") from None
+            else:
+                action.default = raw
+        if action.help and action.help is not argparse.SUPPRESS:
+            action.help += f" [env {env}]"
