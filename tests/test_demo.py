@@ -53,6 +53,8 @@ def test_demo_runs_fires_an_alert_and_cleans_up(tmp_path: Path) -> None:
     row = next(line for line in summary.splitlines() if line.startswith("fraud_detector"))
     cells = row.split()
     assert float(cells[1]) > 0, row  # request rate
+    # p99 from the sampled traces (Triton's summaries are off for a model with the cache on).
+    assert cells[3] in ("ms", "us") and float(cells[2]) > 0, row
     assert cells[-1].endswith("%") and 60 <= float(cells[-1].rstrip("%")) <= 90, (
         row
     )  # cache hit, 3 of 4 repeat

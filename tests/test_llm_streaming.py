@@ -60,13 +60,16 @@ class Client(threading.Thread):
                 tokens, ttft = next(self.plan)
                 body = {"tokens": tokens, "ttft_ms": ttft, "gap_ms": GAP_MS}
                 got = 0
+                other: list[bytes] = []  # what was not a token: Triton's error event, say
                 with session.post(self.url, json=body, stream=True, timeout=30) as r:
                     for line in r.iter_lines():
-                        if line.startswith(b"data: "):
+                        if line.startswith(b"data: ") and b'"error"' not in line:
                             self.arrivals.append(time.time())
                             got += 1
+                        elif line:
+                            other.append(line[:300])
                 if got != tokens:
-                    self.errors.append(f"asked {tokens} tokens, got {got}")
+                    self.errors.append(f"asked {tokens} tokens, got {got} (HTTP {r.status_code}; {other})")
                 self.asked_ttft.append(ttft / 1000)
 
 
