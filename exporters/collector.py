@@ -26,7 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from exporters.source import Health
-from exporters.triton import TritonApi, TritonMetrics
+from exporters.triton import ApiState, TritonApi, TritonMetrics
 from exporters.window import CounterWindow
 from tritonwatch import catalog
 
@@ -68,6 +68,10 @@ class SidecarCollector(Collector):
         self.parts = list(parts)
         self.sources = [metrics] + ([api] if api else [])
         self._derived_cache: tuple[int, list[GaugeMetricFamily], dict[tuple[str, str], float]] | None = None
+        # Families rebuilt only when their input changes (the same objects are yielded again until
+        # then, and the exposition keeps their text by identity).
+        self._api_cache: tuple[object, list[Metric]] | None = None
+        self._efficiency_cache: tuple[tuple[int, object], Metric] | None = None
 
     def add_part(self, part: Part) -> None:
         self.parts.append(part)
@@ -96,7 +100,13 @@ class SidecarCollector(Collector):
     def _api_families(self) -> Iterator[Metric]:
         if self.api is None:
             return
-        st = self.api.state
+        st = self.api.state  # replaced whole by each API scrape: its identity is its version
+        cached = self._api_cache
+        if cached is None or cached[0] is not st:
+            cached = self._api_cache = (st, list(self._build_api_families(st)))
+        yield from cached[1]
+
+    def _build_api_families(self, st: ApiState) -> Iterator[Metric]:
         labels = list(catalog.MODEL_KEY)
         ready = GaugeMetricFamily(catalog.MODEL_READY, catalog.MODEL_READY_HELP, labels=labels)
         mbs = GaugeMetricFamily(catalog.MAX_BATCH_SIZE, catalog.MAX_BATCH_SIZE_HELP, labels=labels)
@@ -130,9 +140,13 @@ class SidecarCollector(Collector):
             if cached is None or cached[0] != window.generation:
                 # Built once per Triton scrape, whatever the number of Prometheus scrapes.
                 cached = self._derived_cache = (window.generation, *self._evaluate(window))
-            families, sizes = cached[1], cached[2]
+            generation, families, sizes = cached
         yield from families
-        yield from self._efficiency(sizes)
+        state = self.api.state if self.api else None
+        eff = self._efficiency_cache
+        if eff is None or eff[0][0] != generation or eff[0][1] is not state:
+            eff = self._efficiency_cache = ((generation, state), self._efficiency(sizes))
+        yield eff[1]
 
     def _evaluate(
         self, window: CounterWindow
@@ -156,7 +170,7 @@ class SidecarCollector(Collector):
                     sizes[key] = value
         return list(families.values()), sizes
 
-    def _efficiency(self, sizes: dict[tuple[str, str], float]) -> Iterator[Metric]:
+    def _efficiency(self, sizes: dict[tuple[str, str], float]) -> Metric:
         eff = GaugeMetricFamily(
             catalog.BATCH_EFFICIENCY, catalog.BATCH_EFFICIENCY_HELP, labels=list(catalog.MODEL_KEY)
         )
@@ -165,4 +179,4 @@ class SidecarCollector(Collector):
             limit = mbs.get(model)
             if limit:
                 eff.add_metric([model, version], size / limit)
-        yield eff
+        return eff

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 from exporters import memory
 from exporters.collector import SidecarCollector
 from exporters.config import SidecarConfig, resolve, validate
+from exporters.exposition import CachedExposition
 from exporters.server import MetricsServer
 from exporters.source import Source
 from exporters.triton import TritonApi, TritonMetrics
@@ -110,10 +111,18 @@ class Sidecar:
                 if source is not None:
                     self.sources.append(source)
         self.registry.register(self.collector)
+        # /metrics is rendered once per update of anything it shows, not once per request.
+        self.exposition = CachedExposition(self.registry)
+        for source in self.sources:
+            source.on_update.append(self.exposition.changed)
+        for part in self.collector.parts:
+            hooks = getattr(part, "on_update", None)
+            if isinstance(hooks, list) and not isinstance(part, Source):
+                hooks.append(self.exposition.changed)
         host, port = cfg.listen_host_port
         authorize, wrap = _web_security(cfg)
         try:
-            self.server = MetricsServer(host, port, self.registry, authorize, wrap)
+            self.server = MetricsServer(host, port, self.exposition, authorize, wrap)
         except OSError as exc:
             raise TritonwatchError(f"--listen {cfg.listen}: cannot bind ({exc.strerror})") from None
 

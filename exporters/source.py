@@ -53,6 +53,8 @@ class Source:
         self.interval = interval
         self.clock = clock
         self.health = Health(self.target)
+        # Called after every step, good or failed (the sidecar renders its /metrics again).
+        self.on_update: list[Callable[[], None]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -76,12 +78,18 @@ class Source:
                 log.exception("%s scrape crashed", self.target)
         else:
             self.health.success(time.monotonic() - start)
+            self.updated()
             return True
         # Drop what would be served stale *before* saying so: a reader that sees up 0 must never
         # also see the values of the last good scrape.
         self.on_failure()
         self.health.failure(reason, message, time.monotonic() - start)
+        self.updated()
         return False
+
+    def updated(self) -> None:
+        for hook in self.on_update:
+            hook()
 
     def describe(self) -> str:
         return self.target

@@ -46,7 +46,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from exporters.config import SidecarConfig, parse_listen
 from exporters.http import Fetcher, ScrapeError
-from exporters.latency import Histograms, SampleStore
+from exporters.latency import Histograms, SampleStore, quantiles_of
 from exporters.source import Source
 from exporters.spans import RequestTiming, SpanJoiner, TraceFileError, trace_file_timings
 from tritonwatch import catalog
@@ -108,6 +108,9 @@ class LatencyPart:
         # One request lands in the store and the histograms together: a scrape never sees it in one only.
         self._lock = threading.Lock()
         self._summary_cache: tuple[int, dict[tuple[str, str, str], dict[str, float]]] | None = None
+        self._recorded = 0  # batches recorded: with the Triton scrape and the time slice, the cache key
+        self._families: tuple[tuple[object, ...], list[Metric]] | None = None
+        self.on_update: list[Callable[[], None]] = []  # called after each recorded batch
 
     def record(self, timings: Iterable[RequestTiming], now: float | None = None) -> int:
         now = self.clock() if now is None else now
@@ -120,20 +123,38 @@ class LatencyPart:
                     self.store.add(key, seconds, now)
                     if phase in catalog.HISTOGRAM_PHASES:
                         self.histograms.observe(key, seconds)
+            if n:
+                self._recorded += 1
+        if n:
+            for hook in self.on_update:
+                hook()
         return n
 
     def collect(self) -> Iterator[Metric]:
+        """The families, built again only when traces, Triton's summaries or the time slice moved."""
         now = self.clock()
+        metrics = self.metrics
+        key = (
+            self._recorded,
+            None if metrics is None else (metrics.window.generation, metrics.fresh),
+            self.store.slice_of(now),
+        )
+        cached = self._families
+        if cached is None or cached[0] != key:
+            cached = self._families = (key, self._build(now))
+        yield from cached[1]
+
+    def _build(self, now: float) -> list[Metric]:
         key_labels = [*catalog.MODEL_KEY, catalog.PHASE]
         hist = HistogramMetricFamily(
             catalog.REQUEST_DURATION,
             "Per-request latency by phase from sampled Triton traces (cumulative since sidecar start).",
             labels=key_labels,
         )
-        with self._lock:
+        with self._lock:  # copies only: the receiver waits on this lock
             snapshot = self.histograms.snapshot()
-            keys = self.store.keys(now)
-            found = {k: self.store.quantiles(k, now, catalog.QUANTILES) for k in keys}
+            held = {k: self.store.held(k, now) for k in self.store.keys(now)}
+        found = {k: quantiles_of(h, catalog.QUANTILES) for k, h in held.items()}
         for key, buckets, total, _n in snapshot:
             hist.add_metric(list(key), buckets, total)
         quant = GaugeMetricFamily(
@@ -160,9 +181,7 @@ class LatencyPart:
                 continue  # one source per model and phase: traces win
             for label, value in values.items():
                 quant.add_metric([*key, label, SOURCE_SUMMARY], value)
-        yield hist
-        yield quant
-        yield samples
+        return [hist, quant, samples]
 
     def _summaries(self) -> dict[tuple[str, str, str], dict[str, float]]:
         """Triton's ``*_summary_us`` quantiles (seconds) per (model, version, phase), NaNs left out."""
@@ -365,6 +384,12 @@ class OtlpReceiver(Source):
                 self.wfile.write(body)
 
             def do_POST(self) -> None:
+                try:
+                    self._post()
+                finally:
+                    receiver.updated()  # its counters moved: /metrics is rendered again
+
+            def _post(self) -> None:
                 if self.path.split("?", 1)[0] != TRACES_PATH:
                     self._answer(404, json.dumps({"message": f"POST {TRACES_PATH}"}).encode())
                     return
