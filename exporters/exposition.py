@@ -19,9 +19,11 @@ import gzip
 import logging
 import math
 import threading
+from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
+from prometheus_client.samples import Sample
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +48,86 @@ def _label_value(v: str) -> str:
     return v
 
 
-def family_text(metric: Metric) -> str:
-    """One family's HELP, TYPE and sample lines."""
+# Label text per sample name and label values, kept across builds: the sidecar's large families
+# carry the same models every update, so a sample's line costs a lookup and a value format.
+_PREFIXES: dict[tuple[str, tuple[str, ...]], dict[tuple[str, ...], str]] = {}
+_MAX_PREFIXES = 500_000  # per family: label churn starts the family's text cache afresh
+
+
+class TextFamily(Metric):
+    """A gauge or counter family that writes its exposition lines as samples are added.
+
+    For the sidecar's large families (thousands of models): ``family_text`` joins the lines it wrote,
+    and the ``Sample`` objects other readers (tests, ``generate_latest``) see are made only if asked for.
+    """
+
+    def __init__(self, name: str, documentation: str, labels: Sequence[str], typ: str = "gauge") -> None:
+        if typ not in ("gauge", "counter"):
+            raise ValueError(f"TextFamily {name}: gauge or counter, not {typ}")
+        self._built: list[Sample] | None = []
+        super().__init__(name, documentation, typ)
+        self._labelnames = tuple(labels)
+        self._sample_name = name + "_total" if typ == "counter" else name
+        key = (self._sample_name, self._labelnames)
+        prefixes = _PREFIXES.get(key)
+        if prefixes is None or len(prefixes) > _MAX_PREFIXES:
+            prefixes = _PREFIXES[key] = {}
+        self._prefixes = prefixes
+        self._rows: list[tuple[tuple[str, ...], float]] = []
+        self.lines: list[str] = []
+
+    @property  # type: ignore[override]
+    def samples(self) -> list[Sample]:
+        if self._built is None:
+            names = self._labelnames
+            self._built = [
+                Sample(self._sample_name, dict(zip(names, values, strict=True)), value, None, None)
+                for values, value in self._rows
+            ]
+        return self._built
+
+    @samples.setter
+    def samples(self, value: list[Sample]) -> None:
+        if value:  # Metric.__init__ sets it empty; samples are added by add_metric only
+            raise TypeError("TextFamily samples are added with add_metric")
+
+    def add_metric(self, labels: Sequence[str], value: float) -> None:
+        key = tuple(labels)
+        prefix = self._prefixes.get(key)
+        if prefix is None:
+            prefix = self._prefix(key)
+        self._rows.append((key, value))
+        self.lines.append(f"{prefix}{_value(value)}\n")
+        self._built = None
+
+    def add_many(self, labels: Sequence[tuple[str, ...]], values: Sequence[float]) -> None:
+        """``add_metric`` for many samples at once, the per-sample work done in C where it can be."""
+        if len(labels) != len(values):
+            raise ValueError(f"{self.name}: {len(labels)} label sets for {len(values)} values")
+        if not labels:
+            return
+        floats = list(map(float, values))
+        prefixes = self._prefixes
+        known = list(map(prefixes.get, labels))
+        if None in known:
+            for i, prefix in enumerate(known):
+                if prefix is None:
+                    known[i] = self._prefix(labels[i])
+        texts = list(map(repr, floats))  # what _value gives for every finite float
+        joined = "\n".join(texts)
+        if "n" in joined:  # nan, inf: written as prometheus_client writes them
+            texts = list(map(_value, floats))
+        self._rows.extend(zip(labels, floats, strict=True))
+        self.lines.append("\n".join(map(str.__add__, known, texts)) + "\n")  # type: ignore[arg-type]
+        self._built = None
+
+    def _prefix(self, key: tuple[str, ...]) -> str:
+        body = ",".join([f'{k}="{_label_value(v)}"' for k, v in zip(self._labelnames, key, strict=True)])
+        prefix = self._prefixes[key] = f"{self._sample_name}{{{body}}} " if body else f"{self._sample_name} "
+        return prefix
+
+
+def _header(metric: Metric) -> str:
     mtype = metric.type
     name = metric.name
     if mtype == "counter":
@@ -56,7 +136,14 @@ def family_text(metric: Metric) -> str:
         name += "_info"
         mtype = "gauge"
     help_text = metric.documentation.replace("\\", "\\\\").replace("\n", "\\n")
-    out = [f"# HELP {name} {help_text}\n# TYPE {name} {_TYPES.get(mtype, 'untyped')}\n"]
+    return f"# HELP {name} {help_text}\n# TYPE {name} {_TYPES.get(mtype, 'untyped')}\n"
+
+
+def family_text(metric: Metric) -> str:
+    """One family's HELP, TYPE and sample lines."""
+    if isinstance(metric, TextFamily):
+        return _header(metric) + "".join(metric.lines)
+    out = [_header(metric)]
     append = out.append
     for s in metric.samples:
         if s.name.endswith("_created"):
@@ -96,10 +183,9 @@ def accepts_gzip(accept_encoding: str | None) -> bool:
 
 
 class _Body:
-    """One rendered version: the text, and its gzip made at most once."""
+    """One rendered text, and its gzip made at most once."""
 
-    def __init__(self, version: int, text: bytes) -> None:
-        self.version = version
+    def __init__(self, text: bytes) -> None:
         self.text = text
         self._gzip: bytes | None = None
         self._lock = threading.Lock()
@@ -113,18 +199,26 @@ class _Body:
 
 
 class CachedExposition:
-    """The registry's exposition, rendered once per ``changed()`` and served as cached bytes.
+    """The registry's exposition, rendered once per update and served as cached bytes.
 
-    ``body()`` never serves a version older than the last ``changed()`` before it: a request that
-    arrives before the background render finishes waits for that render (it does not start another).
+    Sources say when an update ``begin()``s and ``end()``s. ``body()`` serves the cached bytes when no
+    update ended since they were rendered and none is under way; otherwise it renders (so a reader
+    never sees less than what the sidecar's state showed when its request came). What makes a render
+    costly, the derived families of thousands of models, is built apart by the ``prepare`` callables,
+    which the background thread runs after each update: a request's render reuses what they built
+    (at most one update behind while they run) and costs a join of cached texts.
     """
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, prepare: Sequence[Callable[[], bool]] = ()) -> None:
         self.registry = registry
+        self.prepare = list(prepare)
         self._version = 0
-        self._version_lock = threading.Lock()
+        self._busy = 0  # updates under way
+        self._state_lock = threading.Lock()
         self._render_lock = threading.Lock()
         self._body: _Body | None = None
+        self._body_version = -1
+        self._last: tuple[list[str], _Body | None] = ([], None)  # the last render: its texts, its body
         self._texts: dict[int, tuple[Metric, str]] = {}  # id(family) -> (family, its text)
         self._gzip_wanted = False
         self._wake = threading.Event()
@@ -132,15 +226,27 @@ class CachedExposition:
         self._thread: threading.Thread | None = None
         self.renders = 0
 
-    def changed(self) -> None:
-        """Something the collector reads has changed: render again (in the background)."""
-        with self._version_lock:
+    def begin(self) -> None:
+        with self._state_lock:
+            self._busy += 1
+
+    def end(self) -> None:
+        with self._state_lock:
+            self._busy -= 1
             self._version += 1
         self._wake.set()
 
+    def changed(self) -> None:
+        """Something the collector reads has changed."""
+        self.begin()
+        self.end()
+
+    def _current(self, body: _Body) -> bool:
+        return self._body_version == self._version and not self._busy
+
     def body(self, gzipped: bool = False) -> bytes:
         body = self._body
-        if body is None or body.version != self._version:
+        if body is None or not self._current(body):
             body = self._render()
         if gzipped:
             self._gzip_wanted = True
@@ -149,9 +255,10 @@ class CachedExposition:
 
     def _render(self) -> _Body:
         with self._render_lock:
-            version = self._version
+            with self._state_lock:
+                version, busy = self._version, self._busy
             body = self._body
-            if body is not None and body.version == version:
+            if body is not None and self._body_version == version and not busy:
                 return body  # rendered while this thread waited
             texts: dict[int, tuple[Metric, str]] = {}
             parts: list[str] = []
@@ -161,7 +268,14 @@ class CachedExposition:
                 texts[id(metric)] = (metric, text)
                 parts.append(text)
             self._texts = texts
-            body = self._body = _Body(version, "".join(parts).encode())
+            # Most renders (another source's step, an update under way) change nothing: the same
+            # texts, mostly the very same objects, are the same bytes and the same gzip.
+            last_parts, body = self._last
+            if body is None or parts != last_parts:
+                body = _Body("".join(parts).encode())
+                self._last = (parts, body)
+            if not busy:  # under way, the render is this request's alone
+                self._body, self._body_version = body, version
             self.renders += 1
         return body
 
@@ -172,6 +286,9 @@ class CachedExposition:
             if self._stop.is_set():
                 return
             try:
+                built = [prepare() for prepare in self.prepare]
+                if any(built):
+                    self.changed()  # what a request rendered meanwhile lacks these
                 self.body(gzipped=self._gzip_wanted)
             except Exception:  # a collector bug must not end rendering for good
                 log.exception("rendering /metrics failed")

@@ -111,14 +111,19 @@ class Sidecar:
                 if source is not None:
                     self.sources.append(source)
         self.registry.register(self.collector)
-        # /metrics is rendered once per update of anything it shows, not once per request.
-        self.exposition = CachedExposition(self.registry)
+        # /metrics is rendered once per update of anything it shows, not once per request; the
+        # costly families are prepared by its render thread, never on a request's time.
+        self.exposition = CachedExposition(self.registry, [self.collector.prepare])
+        self.collector.serve_prepared = True
         for source in self.sources:
-            source.on_update.append(self.exposition.changed)
+            source.updates.append(self.exposition)
         for part in self.collector.parts:
-            hooks = getattr(part, "on_update", None)
-            if isinstance(hooks, list) and not isinstance(part, Source):
-                hooks.append(self.exposition.changed)
+            # A part with costly families of its own (traces' LatencyPart) is prepared the same way
+            # and says when its data changes outside a source's step (spans arriving).
+            if hasattr(part, "prepare") and hasattr(part, "serve_prepared") and hasattr(part, "updates"):
+                part.updates.append(self.exposition)
+                part.serve_prepared = True
+                self.exposition.prepare.append(part.prepare)
         host, port = cfg.listen_host_port
         authorize, wrap = _web_security(cfg)
         try:

@@ -11,11 +11,20 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from exporters.http import ScrapeError
 from tritonwatch.expfmt import ExpositionError
 
 log = logging.getLogger(__name__)
+
+
+class Updates(Protocol):
+    """Told when a change to what /metrics shows begins and when it ends (``CachedExposition``)."""
+
+    def begin(self) -> None: ...
+
+    def end(self) -> None: ...
 
 
 class Health:
@@ -53,8 +62,8 @@ class Source:
         self.interval = interval
         self.clock = clock
         self.health = Health(self.target)
-        # Called after every step, good or failed (the sidecar renders its /metrics again).
-        self.on_update: list[Callable[[], None]] = []
+        # Told when each step begins and ends, good or failed (the sidecar renders /metrics again).
+        self.updates: list[Updates] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -65,6 +74,15 @@ class Source:
         """Called after a failed scrape: drop what would otherwise be served stale."""
 
     def step(self) -> bool:
+        for u in self.updates:
+            u.begin()
+        try:
+            return self._step()
+        finally:
+            for u in self.updates:
+                u.end()
+
+    def _step(self) -> bool:
         start = time.monotonic()
         try:
             self.scrape()
@@ -78,18 +96,12 @@ class Source:
                 log.exception("%s scrape crashed", self.target)
         else:
             self.health.success(time.monotonic() - start)
-            self.updated()
             return True
         # Drop what would be served stale *before* saying so: a reader that sees up 0 must never
         # also see the values of the last good scrape.
         self.on_failure()
         self.health.failure(reason, message, time.monotonic() - start)
-        self.updated()
         return False
-
-    def updated(self) -> None:
-        for hook in self.on_update:
-            hook()
 
     def describe(self) -> str:
         return self.target

@@ -45,9 +45,10 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from exporters.config import SidecarConfig, parse_listen
+from exporters.exposition import TextFamily
 from exporters.http import Fetcher, ScrapeError
 from exporters.latency import Histograms, SampleStore, quantiles_of
-from exporters.source import Source
+from exporters.source import Source, Updates
 from exporters.spans import RequestTiming, SpanJoiner, TraceFileError, trace_file_timings
 from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError
@@ -110,38 +111,55 @@ class LatencyPart:
         self._summary_cache: tuple[int, dict[tuple[str, str, str], dict[str, float]]] | None = None
         self._recorded = 0  # batches recorded: with the Triton scrape and the time slice, the cache key
         self._families: tuple[tuple[object, ...], list[Metric]] | None = None
-        self.on_update: list[Callable[[], None]] = []  # called after each recorded batch
+        self.updates: list[Updates] = []  # told before and after each recorded batch
+        self.serve_prepared = False  # as SidecarCollector.serve_prepared
 
     def record(self, timings: Iterable[RequestTiming], now: float | None = None) -> int:
         now = self.clock() if now is None else now
         n = 0
-        with self._lock:
-            for t in timings:
-                n += 1
-                for phase, seconds in t.phases.items():
-                    key = (t.model, t.version, phase)
-                    self.store.add(key, seconds, now)
-                    if phase in catalog.HISTOGRAM_PHASES:
-                        self.histograms.observe(key, seconds)
-            if n:
-                self._recorded += 1
-        if n:
-            for hook in self.on_update:
-                hook()
+        for u in self.updates:
+            u.begin()
+        try:
+            with self._lock:
+                for t in timings:
+                    n += 1
+                    for phase, seconds in t.phases.items():
+                        key = (t.model, t.version, phase)
+                        self.store.add(key, seconds, now)
+                        if phase in catalog.HISTOGRAM_PHASES:
+                            self.histograms.observe(key, seconds)
+                if n:
+                    self._recorded += 1
+        finally:
+            for u in self.updates:
+                u.end()
         return n
 
-    def collect(self) -> Iterator[Metric]:
-        """The families, built again only when traces, Triton's summaries or the time slice moved."""
-        now = self.clock()
+    def _key(self, now: float) -> tuple[object, ...]:
         metrics = self.metrics
-        key = (
+        return (
             self._recorded,
             None if metrics is None else (metrics.window.generation, metrics.fresh),
             self.store.slice_of(now),
         )
+
+    def prepare(self) -> bool:
+        """Build the families if traces, Triton's summaries or the time slice moved; True if it did."""
+        now = self.clock()
+        key = self._key(now)
+        if self._families is not None and self._families[0] == key:
+            return False
+        self._families = (key, self._build(now))
+        return True
+
+    def collect(self) -> Iterator[Metric]:
+        """The families, built again only when traces, Triton's summaries or the time slice moved
+        (with ``serve_prepared``: as last prepared)."""
         cached = self._families
-        if cached is None or cached[0] != key:
-            cached = self._families = (key, self._build(now))
+        if cached is None or not self.serve_prepared:
+            self.prepare()
+            cached = self._families
+        assert cached is not None
         yield from cached[1]
 
     def _build(self, now: float) -> list[Metric]:
@@ -157,16 +175,16 @@ class LatencyPart:
         found = {k: quantiles_of(h, catalog.QUANTILES) for k, h in held.items()}
         for key, buckets, total, _n in snapshot:
             hist.add_metric(list(key), buckets, total)
-        quant = GaugeMetricFamily(
+        quant = TextFamily(
             catalog.LATENCY_QUANTILE,
             "Latency quantile by phase: exact over sampled traces in the quantile window (source=trace), "
             "else Triton's own 60 s summary (source=summary).",
-            labels=[*key_labels, catalog.QUANTILE, catalog.SOURCE],
+            [*key_labels, catalog.QUANTILE, catalog.SOURCE],
         )
-        samples = GaugeMetricFamily(
+        samples = TextFamily(
             catalog.LATENCY_SAMPLES,
             "Traced requests behind the source=trace latency quantiles (in the quantile window).",
-            labels=key_labels,
+            key_labels,
         )
         traced: set[tuple[str, str, str]] = set()
         for key, q in found.items():
@@ -176,11 +194,15 @@ class LatencyPart:
             for label, value in q.values.items():
                 quant.add_metric([*key, label, SOURCE_TRACE], value)
             samples.add_metric(list(key), float(q.count))
+        labels: list[tuple[str, ...]] = []
+        found_values: list[float] = []
         for key, values in sorted(self._summaries().items()):
             if key in traced:
                 continue  # one source per model and phase: traces win
             for label, value in values.items():
-                quant.add_metric([*key, label, SOURCE_SUMMARY], value)
+                labels.append((*key, label, SOURCE_SUMMARY))
+                found_values.append(value)
+        quant.add_many(labels, found_values)
         return [hist, quant, samples]
 
     def _summaries(self) -> dict[tuple[str, str, str], dict[str, float]]:
@@ -384,10 +406,13 @@ class OtlpReceiver(Source):
                 self.wfile.write(body)
 
             def do_POST(self) -> None:
+                for u in receiver.updates:  # its counters move: /metrics is rendered again
+                    u.begin()
                 try:
                     self._post()
                 finally:
-                    receiver.updated()  # its counters moved: /metrics is rendered again
+                    for u in receiver.updates:
+                        u.end()
 
             def _post(self) -> None:
                 if self.path.split("?", 1)[0] != TRACES_PATH:

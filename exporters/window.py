@@ -15,7 +15,7 @@ from array import array
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from operator import itemgetter, mul, sub
+from operator import add, itemgetter, mul, or_, sub
 from typing import Generic, TypeVar
 
 from tritonwatch import catalog
@@ -133,7 +133,18 @@ class CounterWindow:
         self._epoch = 0
         self._prev_time: float | None = None
         self._entries: deque[_Entry] = deque()
-        self._slot_of: dict[tuple[Term, ModelKey], int] = {}
+        # Slots by (term number, model): a Term (a frozen dataclass) hashes slowly, an int does not.
+        self._term_ids: dict[Term, int] = {}
+        for s in self.signals:
+            for t in s.numerator + s.denominator + s.subtract:
+                self._term_ids.setdefault(t, len(self._term_ids))
+        self._signal_terms: dict[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {
+            id(s): self._ids(s) for s in self.signals
+        }
+        self._slot_of: dict[tuple[int, ModelKey], int] = {}
+        self._slot_version = 0  # changes when a slot is added or slots are renumbered
+        # evaluate_many's slot columns: (slot version, models) -> term number -> slot per model
+        self._columns: tuple[tuple[int, tuple[ModelKey, ...]], dict[int, list[int]]] | None = None
         self._totals: list[float] = []
         self._refs: list[int] = []  # entries in the window that moved each slot
         self._live: set[int] = set()  # slots fed by a series of the last scrape
@@ -143,10 +154,20 @@ class CounterWindow:
         # Called after each ingest with the same scrape (e.g. the GPU part's per-gpu_uuid window).
         self.observers: list[Callable[[float, Samples], None]] = []
 
+    def _ids(self, sig: Signal) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        tid = self._term_ids
+        return (
+            tuple(tid.get(t, -1) for t in sig.numerator),
+            tuple(tid.get(t, -1) for t in sig.denominator),
+            tuple(tid.get(t, -1) for t in sig.subtract),
+        )
+
     def _slot(self, term: Term, key: ModelKey) -> int:
-        slot = self._slot_of.get((term, key))
+        tk = (self._term_ids[term], key)
+        slot = self._slot_of.get(tk)
         if slot is None:
-            slot = self._slot_of[(term, key)] = len(self._totals)
+            self._slot_version += 1
+            slot = self._slot_of[tk] = len(self._totals)
             self._totals.append(0.0)
             self._refs.append(0)
         return slot
@@ -310,6 +331,7 @@ class CounterWindow:
             self._fast = None  # it holds slot numbers
         keep = {k: s for k, s in self._slot_of.items() if self._refs[s] or k[1] in self.models}
         renumber = {old: new for new, old in enumerate(sorted(keep.values()))}
+        self._slot_version += 1
         self._slot_of = {k: renumber[s] for k, s in keep.items()}
         self._totals = [self._totals[old] for old in sorted(renumber)]
         self._refs = [self._refs[old] for old in sorted(renumber)]
@@ -332,19 +354,78 @@ class CounterWindow:
         return self._entries[-1].end - self._entries[0].start
 
     def increase(self, term: Term, key: ModelKey) -> float:
-        slot = self._slot_of.get((term, key))
+        slot = self._slot_of.get((self._term_ids.get(term, -1), key))
         return 0.0 if slot is None else self._totals[slot]
 
     def has(self, terms: Iterable[Term], key: ModelKey) -> bool:
         """Whether any of ``terms`` has a series for the model: in the last scrape or moved in the window."""
-        for t in terms:
-            slot = self._slot_of.get((t, key))
+        return self._has(tuple(self._term_ids.get(t, -1) for t in terms), key)
+
+    def _has(self, ids: tuple[int, ...], key: ModelKey) -> bool:
+        for i in ids:
+            slot = self._slot_of.get((i, key))
             if slot is not None and (slot in self._live or self._refs[slot]):
                 return True
         return False
 
-    def _sum(self, terms: Iterable[Term], key: ModelKey) -> float:
-        return sum(self.increase(t, key) for t in terms)
+    def _sum(self, ids: tuple[int, ...], key: ModelKey) -> float:
+        slot_of, totals = self._slot_of, self._totals
+        total = 0.0
+        for i in ids:
+            slot = slot_of.get((i, key))
+            if slot is not None:
+                total += totals[slot]
+        return total
+
+    def _column(self, term_id: int, keys: tuple[ModelKey, ...]) -> list[int]:
+        """Each model's slot for one term (``len(self._totals)`` where it has none), cached."""
+        ident = (self._slot_version, keys)
+        if self._columns is None or self._columns[0] != ident:
+            self._columns = (ident, {})
+        columns = self._columns[1]
+        column = columns.get(term_id)
+        if column is None:
+            missing, slot_of = len(self._totals), self._slot_of
+            column = columns[term_id] = [slot_of.get((term_id, k), missing) for k in keys]
+        return column
+
+    def evaluate_many(self, sig: Signal, keys: Sequence[ModelKey]) -> list[float | None]:
+        """``[evaluate(sig, k) for k in keys]``, the same values, with the per-model work in C where
+        it can be (the collector evaluates every signal for every model once per update)."""
+        if sig.kind == "gauge":
+            family, gauges = sig.numerator[0].family, self._gauges
+            return [gauges.get((family, k)) for k in keys]
+        span = self.span()
+        if span <= 0:
+            return [None] * len(keys)
+        ids = self._signal_terms.get(id(sig)) or self._ids(sig)
+        num_ids, den_ids, sub_ids = ids
+        frozen = tuple(keys)
+        missing = len(self._totals)
+        extended = [*self._totals, 0.0]  # a missing slot reads 0.0
+        live, refs = self._live, self._refs
+
+        def total(term_ids: tuple[int, ...]) -> list[float]:
+            acc: list[float] | None = None
+            for i in term_ids:
+                values = list(map(extended.__getitem__, self._column(i, frozen)))
+                acc = values if acc is None else list(map(add, acc, values))
+            return acc if acc is not None else [0.0] * len(frozen)
+
+        present = [False] * len(frozen)
+        for i in num_ids:
+            column = self._column(i, frozen)
+            here = [s != missing and (s in live or refs[s] > 0) for s in column]
+            present = list(map(or_, present, here))
+        num = total(num_ids)
+        if sig.kind == "rate":
+            return [n / span if p else None for n, p in zip(num, present, strict=True)]
+        den = total(den_ids)
+        if sub_ids:
+            den = list(map(sub, den, total(sub_ids)))
+        return [
+            max(n, 0.0) / d if p and not d <= 0 else None for n, d, p in zip(num, den, present, strict=True)
+        ]
 
     def evaluate(self, sig: Signal, key: ModelKey) -> float | None:
         """The signal's value for one model over the window; None when undefined: no traffic, or
@@ -353,12 +434,16 @@ class CounterWindow:
         if sig.kind == "gauge":
             return self._gauges.get((sig.numerator[0].family, key))
         span = self.span()
-        if span <= 0 or not self.has(sig.numerator, key):
+        ids = self._signal_terms.get(id(sig))
+        if ids is None:
+            ids = self._ids(sig)
+        num_ids, den_ids, sub_ids = ids
+        if span <= 0 or not self._has(num_ids, key):
             return None
-        num = self._sum(sig.numerator, key)
+        num = self._sum(num_ids, key)
         if sig.kind == "rate":
             return num / span
-        den = self._sum(sig.denominator, key) - self._sum(sig.subtract, key)
+        den = self._sum(den_ids, key) - self._sum(sub_ids, key)
         if den <= 0:
             return None
         return max(num, 0.0) / den

@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporters.exposition import CachedExposition, accepts_gzip, exposition
+from exporters.exposition import CachedExposition, TextFamily, accepts_gzip, exposition
 from tritonwatch.procs import wait_until
 
 
@@ -31,6 +31,14 @@ class Families:
         h.add_metric(["request"], [("0.005", 1), ("0.01", 3), ("+Inf", 4)], 0.03)
         yield h
         yield GaugeMetricFamily("tw_plain", "no labels", value=-2.5)
+        t = TextFamily("tw_text", "written as added", ["model", "q"])
+        t.add_metric(["a", "x"], 1.5)
+        t.add_many([("b", 'q"uote'), ("c", "new\nline"), ("d", "x")], [float("nan"), 3, 1e-7])
+        t.add_many([("e", "x"), ("f", "x")], [float("-inf"), 123456789012345678.0])
+        yield t
+        tc = TextFamily("tw_text_things", "a counter written as added", ["reason"], "counter")
+        tc.add_many([("x",), ("y",)], [2.0, 0.25])
+        yield tc
 
 
 def samples(text: str) -> list[tuple[str, tuple[tuple[str, str], ...], str]]:

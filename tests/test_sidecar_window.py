@@ -275,7 +275,10 @@ def test_an_unchanged_layout_ingested_in_bulk_gives_exactly_the_general_path() -
         used_bulk += before is not None and bulk._fast is before
         general.ingest(i * 1.0, dict(parsed))  # a plain dict: no layout, the general path
         assert bulk.models == general.models
-        for key in sorted(general.models):
-            for sig in catalog.SIGNALS:
-                assert bulk.evaluate(sig, key) == general.evaluate(sig, key), (i, key, sig.name)
+        keys = sorted(general.models)
+        for sig in catalog.SIGNALS:
+            want = [general.evaluate(sig, key) for key in keys]
+            assert [bulk.evaluate(sig, key) for key in keys] == want, (i, sig.name)
+            # and the collector's once-per-update pass over every model gives the same values
+            assert bulk.evaluate_many(sig, keys) == want == general.evaluate_many(sig, keys)
     assert used_bulk >= 6  # the steady stretches did take the bulk path
