@@ -3,6 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DURATION ?= 0
+BENCH_SECONDS ?= 600
 DEBS := prometheus prometheus-alertmanager chromium
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
@@ -50,7 +51,7 @@ generate: venv
 	$(BIN)/python model_repository/make_fraud_detector.py
 
 bench: venv debs
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.run --seconds $(BENCH_SECONDS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
