@@ -76,6 +76,7 @@ class SidecarCollector(Collector):
         # collect() then serves the derived families last prepared, at most one update behind,
         # instead of building them on a request's time.
         self.serve_prepared = False
+        self._label_sets: dict[tuple[str, ...], dict[tuple[str, str], tuple[str, ...]]] = {}
         self._efficiency_cache: tuple[tuple[int, object], Metric] | None = None
 
     def add_part(self, part: Part) -> None:
@@ -178,16 +179,24 @@ class SidecarCollector(Collector):
                 const = [k for k, _ in sig.labels]
                 fam = families[sig.name] = TextFamily(sig.name, sig.help, list(catalog.MODEL_KEY) + const)
             extra = tuple(v for _, v in sig.labels)
+            # The same label tuples every update (a new tuple per sample and update is garbage for
+            # the collector to walk); forgotten with the models they name.
+            known = self._label_sets.setdefault(extra, {})
             labels: list[tuple[str, ...]] = []
             values: list[float] = []
             for key, value in zip(models, window.evaluate_many(sig, models), strict=True):
                 if value is None or math.isnan(value) or value < 0:
                     continue
-                labels.append(key + extra)
+                label_set = known.get(key)
+                if label_set is None:
+                    label_set = known[key] = key + extra
+                labels.append(label_set)
                 values.append(value)
                 if sig.name == catalog.BATCH_SIZE_MEAN:
                     sizes[key] = value
             fam.add_many(labels, values)
+        if sum(map(len, self._label_sets.values())) > 2 * len(self._label_sets) * max(len(models), 1):
+            self._label_sets = {}  # model churn
         return list(families.values()), sizes
 
     def _efficiency(self, sizes: dict[tuple[str, str], float]) -> Metric:

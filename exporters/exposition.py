@@ -73,7 +73,10 @@ class TextFamily(Metric):
         if prefixes is None or len(prefixes) > _MAX_PREFIXES:
             prefixes = _PREFIXES[key] = {}
         self._prefixes = prefixes
-        self._rows: list[tuple[tuple[str, ...], float]] = []
+        # Label sets and values side by side, not as (labels, value) pairs: tens of thousands of
+        # pairs a build would be as many objects for the garbage collector to walk.
+        self._labels: list[tuple[str, ...]] = []
+        self._values: list[float] = []
         self.lines: list[str] = []
 
     @property  # type: ignore[override]
@@ -81,8 +84,8 @@ class TextFamily(Metric):
         if self._built is None:
             names = self._labelnames
             self._built = [
-                Sample(self._sample_name, dict(zip(names, values, strict=True)), value, None, None)
-                for values, value in self._rows
+                Sample(self._sample_name, dict(zip(names, labels, strict=True)), value, None, None)
+                for labels, value in zip(self._labels, self._values, strict=True)
             ]
         return self._built
 
@@ -96,7 +99,8 @@ class TextFamily(Metric):
         prefix = self._prefixes.get(key)
         if prefix is None:
             prefix = self._prefix(key)
-        self._rows.append((key, value))
+        self._labels.append(key)
+        self._values.append(value)
         self.lines.append(f"{prefix}{_value(value)}\n")
         self._built = None
 
@@ -117,7 +121,8 @@ class TextFamily(Metric):
         joined = "\n".join(texts)
         if "n" in joined:  # nan, inf: written as prometheus_client writes them
             texts = list(map(_value, floats))
-        self._rows.extend(zip(labels, floats, strict=True))
+        self._labels.extend(labels)
+        self._values.extend(floats)
         self.lines.append("\n".join(map(str.__add__, known, texts)) + "\n")  # type: ignore[arg-type]
         self._built = None
 

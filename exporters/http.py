@@ -111,7 +111,7 @@ class Fetcher:
             raise ScrapeError("too_large", f"{url}: payload of {declared} bytes over {self.max_bytes}")
         chunks = []
         size = 0
-        for chunk in resp.iter_content(chunk_size=1 << 16):
+        for chunk in resp.iter_content(chunk_size=1 << 20):
             size += len(chunk)
             if size > self.max_bytes:
                 raise ScrapeError("too_large", f"{url}: payload over {self.max_bytes} bytes")
