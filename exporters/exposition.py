@@ -223,8 +223,8 @@ class CachedExposition:
         self._render_lock = threading.Lock()
         self._body: _Body | None = None
         self._body_version = -1
-        self._last: tuple[list[str], _Body | None] = ([], None)  # the last render: its texts, its body
-        self._texts: dict[int, tuple[Metric, str]] = {}  # id(family) -> (family, its text)
+        self._last: tuple[list[bytes], _Body | None] = ([], None)  # the last render: its texts, its body
+        self._texts: dict[int, tuple[Metric, bytes]] = {}  # id(family) -> (family, its text)
         self._gzip_wanted = False
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -265,11 +265,14 @@ class CachedExposition:
             body = self._body
             if body is not None and self._body_version == version and not busy:
                 return body  # rendered while this thread waited
-            texts: dict[int, tuple[Metric, str]] = {}
-            parts: list[str] = []
+            texts: dict[int, tuple[Metric, bytes]] = {}
+            parts: list[bytes] = []
             for metric in self.registry.collect():
                 known = self._texts.get(id(metric))
-                text = known[1] if known is not None and known[0] is metric else family_text(metric)
+                if known is not None and known[0] is metric:
+                    text = known[1]
+                else:
+                    text = family_text(metric).encode()
                 texts[id(metric)] = (metric, text)
                 parts.append(text)
             self._texts = texts
@@ -277,7 +280,7 @@ class CachedExposition:
             # texts, mostly the very same objects, are the same bytes and the same gzip.
             last_parts, body = self._last
             if body is None or parts != last_parts:
-                body = _Body("".join(parts).encode())
+                body = _Body(b"".join(parts))
                 self._last = (parts, body)
             if not busy:  # under way, the render is this request's alone
                 self._body, self._body_version = body, version
