@@ -156,7 +156,9 @@ class LatencyPart:
         """The families, built again only when traces, Triton's summaries or the time slice moved
         (with ``serve_prepared``: as last prepared)."""
         cached = self._families
-        if cached is None or not self.serve_prepared:
+        # Spans recorded since are built now: a reader who sent them must see them. A new Triton
+        # scrape or time slice may wait for the render thread (at most one update behind).
+        if cached is None or not self.serve_prepared or cached[0][0] != self._recorded:
             self.prepare()
             cached = self._families
         assert cached is not None

@@ -163,3 +163,19 @@ def test_the_endpoint_serves_the_cached_body_as_the_client_accepts() -> None:
         assert source.calls == 1
     finally:
         server.stop()
+
+
+def test_a_request_during_an_update_sees_what_the_state_shows() -> None:
+    # A source changes what /metrics shows between begin() and end(): a request in between must not be
+    # served the bytes from before (a test that polls the state and then scrapes would see stale data).
+    cache, source, _reg = cached()
+    cache.body()
+    cache.begin()
+    source.value = 5.0
+    assert b"tw_small 5.0" in cache.body()
+    source.value = 6.0
+    assert b"tw_small 6.0" in cache.body()
+    cache.end()
+    calls = source.calls
+    assert b"tw_small 6.0" in cache.body()
+    assert cache.body() is cache.body() and source.calls == calls + 1  # cached again once it ended
