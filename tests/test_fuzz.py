@@ -217,6 +217,15 @@ def test_reused_parser_refuses_a_value_a_fresh_parse_refuses(bad: str) -> None:
     assert reused.parse("# TYPE foo gauge\nfoo 3\n") == {"foo": {(): 3.0}}
 
 
+def test_reused_parser_takes_a_value_a_fresh_parse_takes() -> None:
+    # Found by hypothesis: trailing blanks after a value are the format ("foo 1\t" is 1); a remembered
+    # head must not make the line stricter than a fresh parse either.
+    reused = Parser()
+    reused.parse("# TYPE foo gauge\nfoo 1\n")
+    for text in ("# TYPE foo gauge\nfoo 0.0\t\n", "# TYPE foo gauge\nfoo 2 \t \n"):
+        assert reused.parse(text) == Parser().parse(text) == {"foo": {(): float(text.split()[5])}}
+
+
 RECORDED = (DATA / "triton_metrics_load_1.txt").read_text()
 NOT_THE_FORMAT = [
     "this line is not the exposition format",

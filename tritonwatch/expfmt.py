@@ -234,6 +234,10 @@ class Parser:
                 continue
             head_text, _, value_text = line.rpartition(" ")
             head = heads.get(head_text)
+            if head is not None and _VALUE.fullmatch(value_text) is None:
+                # A remembered head vouches for the head only: the whole line decides, as in a fresh
+                # parse ("foo 1\r" is refused, "foo 1\t" is 1), whatever came before.
+                head = None
             if head is None:
                 if line.isspace():
                     continue
@@ -242,10 +246,6 @@ class Parser:
                     heads[head_text] = head
                 else:
                     layout_ok = False
-            elif _VALUE.fullmatch(value_text) is None:
-                # A remembered head vouches for the head only: "foo 1\r" is refused as a fresh parse
-                # refuses it, whatever came before.
-                raise ExpositionError(f"line {lineno}: bad value {value_text[:40]!r}")
             name = head[0]
             is_kept = kept_of.get(name)
             if is_kept is None:
