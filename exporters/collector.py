@@ -1,4 +1,5 @@
-"""The sidecar's Collector: builds every family at scrape time from the sources' latest state.
+"""The sidecar's Collector: builds every family from the sources' latest state, the derived ones once
+per Triton scrape (``prepare``, from the sidecar's render thread).
 
 It never calls Triton on Prometheus's request path. Emits (labels ``model``, ``version`` unless noted):
 

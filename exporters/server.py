@@ -1,7 +1,8 @@
 """The sidecar's HTTP endpoint: ``/metrics`` from a private registry, ``/-/healthy``, a landing page.
 
 ``/metrics`` serves the bytes ``CachedExposition`` rendered at the last update (gzip when the client's
-Accept-Encoding admits it): a request does no rendering of its own.
+Accept-Encoding admits it): a request is a lookup, or during an update a render of the cheap families
+beside the costly ones the render thread prepared.
 
 TLS and basic auth (exporter-toolkit web config) are applied here when ``--web-config`` is given. The
 TLS handshake runs in each connection's own thread with a deadline, never in the accept loop: a client
