@@ -6,11 +6,11 @@ from our own collector (names from the catalog, label names fixed), so this writ
 values and HELP text, and formats values as prometheus_client does. A test holds its output to
 ``generate_latest``'s, sample for sample.
 
-``CachedExposition`` renders once per sidecar update, not once per request: sources call ``changed()``
-after each scrape, a background thread renders the body (and its gzip, once a client has asked for
-gzip), and a request is a lookup of the bytes of the current version. A family object the collector
-yields again unchanged (its derived families, built once per Triton scrape) is not written again:
-its text is kept by identity.
+``CachedExposition`` renders once per sidecar update, not once per request: sources say when an
+update begins and ends, a background thread prepares the costly families and renders the body, the
+first request that asks for gzip compresses it once, and a request is a lookup of those bytes. A
+family object the collector yields again unchanged (its derived families, built once per Triton
+scrape) is not written again: its text is kept by identity.
 """
 
 from __future__ import annotations
@@ -211,7 +211,8 @@ class CachedExposition:
     never sees less than what the sidecar's state showed when its request came). What makes a render
     costly, the derived families of thousands of models, is built apart by the ``prepare`` callables,
     which the background thread runs after each update: a request's render reuses what they built
-    (at most one update behind while they run) and costs a join of cached texts.
+    (at most one update behind while they run) and costs a join of cached texts. A body is compressed
+    for gzip once, by the first request that asks for it.
     """
 
     def __init__(self, registry: CollectorRegistry, prepare: Sequence[Callable[[], bool]] = ()) -> None:
@@ -225,7 +226,6 @@ class CachedExposition:
         self._body_version = -1
         self._last: tuple[list[bytes], _Body | None] = ([], None)  # the last render: its texts, its body
         self._texts: dict[int, tuple[Metric, bytes]] = {}  # id(family) -> (family, its text)
-        self._gzip_wanted = False
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -254,7 +254,6 @@ class CachedExposition:
         if body is None or not self._current(body):
             body = self._render()
         if gzipped:
-            self._gzip_wanted = True
             return body.gzipped()
         return body.text
 
@@ -297,7 +296,7 @@ class CachedExposition:
                 built = [prepare() for prepare in self.prepare]
                 if any(built):
                     self.changed()  # what a request rendered meanwhile lacks these
-                self.body(gzipped=self._gzip_wanted)
+                self.body()  # gzip on the first request that asks: many bodies are never asked for it
             except Exception:  # a collector bug must not end rendering for good
                 log.exception("rendering /metrics failed")
 
