@@ -3,6 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DURATION ?= 0
+BENCH_SECONDS ?= 600
 DEBS := prometheus prometheus-alertmanager chromium kubectl
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
@@ -52,7 +53,7 @@ generate: venv
 	$(BIN)/python tritonwatch/local/replay/make_gpu_replay.py
 
 bench: venv debs
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.run --seconds $(BENCH_SECONDS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -8,7 +8,9 @@ with ``--metrics-config summary_latencies=true``, five summaries with quantiles 
 
 from __future__ import annotations
 
+import argparse
 import random
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -72,7 +74,7 @@ def sample_count(models: int) -> int:
 class PayloadServer:
     """Serves ``payload(models, tick)`` on 127.0.0.1, the tick advancing every second (built ahead)."""
 
-    def __init__(self, models: int) -> None:
+    def __init__(self, models: int, port: int = 0) -> None:
         self.models = models
         self._tick = 1
         self._body = payload(models, 1)
@@ -93,7 +95,7 @@ class PayloadServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.port = int(self.httpd.server_address[1])
         self.url = f"http://127.0.0.1:{self.port}/metrics"
@@ -116,3 +118,23 @@ class PayloadServer:
         self._stop.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve the payload of ``--models`` models on 127.0.0.1:``--port`` until killed (a process of its
+    own in ``bench.scrape``: building each second's payload is CPU the measured clients must not share
+    a GIL with)."""
+    ap = argparse.ArgumentParser(prog="python -m bench.payloads")
+    ap.add_argument("--models", type=int, required=True)
+    ap.add_argument("--port", type=int, required=True)
+    args = ap.parse_args(argv)
+    server = PayloadServer(args.models, args.port).start()
+    try:
+        threading.Event().wait()
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,7 +1,9 @@
-"""``make bench``: every benchmark, one after the other (about 6 minutes on 2 cores).
+"""``make bench``: every benchmark, one after the other (about 17 minutes on 2 cores).
 
 * ``bench.scrape``: the scrape path at 50, 500 and 2,000 models, side by side with a real Prometheus
-  scraping the same payload and with prometheus_client's parser (writes bench/results/scrape.json);
+  scraping the same payload and with prometheus_client's parser, while 4 clients scrape the sidecar;
+  the largest size for ``--seconds`` (default 600: memory must stay flat over 10 minutes; ``make bench
+  BENCH_SECONDS=60`` for a quick look) (writes bench/results/scrape.json);
 * ``bench.trace_accuracy``: trace quantile accuracy at trace rates 1, 10 and 100 and the CPU cost per
   1,000 spans (writes bench/results/traces.json).
 
@@ -10,13 +12,17 @@ Benchmarks are not tests: they measure and report ratios, they do not pass or fa
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from bench import scrape, trace_accuracy
 
 
-def main() -> int:
-    return scrape.main([]) or trace_accuracy.main([])
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=600.0, help="measured seconds at 2,000 models")
+    args = ap.parse_args(argv)
+    return scrape.main(["--seconds", f"{args.seconds:g}"]) or trace_accuracy.main([])
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The sidecar's Collector: builds every family at scrape time from the sources' latest state.
+"""The sidecar's Collector: builds every family from the sources' latest state, the derived ones once
+per Triton scrape (``prepare``, from the sidecar's render thread).
 
 It never calls Triton on Prometheus's request path. Emits (labels ``model``, ``version`` unless noted):
 
@@ -26,8 +27,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from tritonwatch import catalog
+from tritonwatch.exporters.exposition import TextFamily
 from tritonwatch.exporters.source import Health
-from tritonwatch.exporters.triton import TritonApi, TritonMetrics
+from tritonwatch.exporters.triton import ApiState, TritonApi, TritonMetrics
 from tritonwatch.exporters.window import CounterWindow
 
 
@@ -67,7 +69,16 @@ class SidecarCollector(Collector):
         self.api = api
         self.parts = list(parts)
         self.sources = [metrics] + ([api] if api else [])
-        self._derived_cache: tuple[int, list[GaugeMetricFamily], dict[tuple[str, str], float]] | None = None
+        self._derived_cache: tuple[int, list[Metric], dict[tuple[str, str], float]] | None = None
+        # Families rebuilt only when their input changes (the same objects are yielded again until
+        # then, and the exposition keeps their text by identity).
+        self._api_cache: tuple[object, list[Metric]] | None = None
+        # True where something calls prepare() after each update (the sidecar's render thread): a
+        # collect() then serves the derived families last prepared, at most one update behind,
+        # instead of building them on a request's time.
+        self.serve_prepared = False
+        self._label_sets: dict[tuple[str, ...], dict[tuple[str, str], tuple[str, ...]]] = {}
+        self._efficiency_cache: tuple[tuple[int, object], Metric] | None = None
 
     def add_part(self, part: Part) -> None:
         self.parts.append(part)
@@ -96,29 +107,50 @@ class SidecarCollector(Collector):
     def _api_families(self) -> Iterator[Metric]:
         if self.api is None:
             return
-        st = self.api.state
+        st = self.api.state  # replaced whole by each API scrape: its identity is its version
+        cached = self._api_cache
+        if cached is None or cached[0] is not st:
+            cached = self._api_cache = (st, list(self._build_api_families(st)))
+        yield from cached[1]
+
+    def _build_api_families(self, st: ApiState) -> Iterator[Metric]:
         labels = list(catalog.MODEL_KEY)
-        ready = GaugeMetricFamily(catalog.MODEL_READY, catalog.MODEL_READY_HELP, labels=labels)
-        mbs = GaugeMetricFamily(catalog.MAX_BATCH_SIZE, catalog.MAX_BATCH_SIZE_HELP, labels=labels)
+        ready = TextFamily(catalog.MODEL_READY, catalog.MODEL_READY_HELP, labels)
+        mbs = TextFamily(catalog.MAX_BATCH_SIZE, catalog.MAX_BATCH_SIZE_HELP, labels)
         for (model, version), ok in sorted(st.ready.items()):
             ready.add_metric([model, version], 1.0 if ok else 0.0)
             if ok and model in st.max_batch_size:
                 mbs.add_metric([model, version], float(st.max_batch_size[model]))
-        execs = CounterMetricFamily(
+        execs = TextFamily(
             catalog.BATCH_EXECUTIONS.removesuffix("_total"),
             "Executions by batch size, from the statistics API's batch_stats (resets with Triton).",
-            labels=labels + [catalog.BATCH_SIZE],
+            labels + [catalog.BATCH_SIZE],
+            "counter",
         )
-        compute = CounterMetricFamily(
+        compute = TextFamily(
             catalog.BATCH_COMPUTE.removesuffix("_total"),
             "Compute time (input + infer + output) of executions by batch size, from batch_stats.",
-            labels=labels + [catalog.BATCH_SIZE],
+            labels + [catalog.BATCH_SIZE],
+            "counter",
         )
         for (model, version), per in sorted(st.batch_stats.items()):
             for size, stat in sorted(per.items()):
                 execs.add_metric([model, version, str(size)], stat.executions)
                 compute.add_metric([model, version, str(size)], stat.compute_seconds)
         yield from (ready, mbs, execs, compute)
+
+    def prepare(self) -> bool:
+        """Build the derived families of the latest Triton scrape if not yet built; True if it did.
+
+        The sidecar calls it from its render thread after each update, so that with
+        ``serve_prepared`` a request never waits for this (the costly part at thousands of models)."""
+        with self.metrics.lock:
+            window = self.metrics.window
+            cached = self._derived_cache
+            if cached is not None and cached[0] == window.generation:
+                return False
+            self._derived_cache = (window.generation, *self._evaluate(window))
+            return True
 
     def _derived_families(self) -> Iterator[Metric]:
         with self.metrics.lock:
@@ -127,42 +159,52 @@ class SidecarCollector(Collector):
                 return
             window = self.metrics.window
             cached = self._derived_cache
-            if cached is None or cached[0] != window.generation:
+            if cached is None or (cached[0] != window.generation and not self.serve_prepared):
                 # Built once per Triton scrape, whatever the number of Prometheus scrapes.
                 cached = self._derived_cache = (window.generation, *self._evaluate(window))
-            families, sizes = cached[1], cached[2]
+            generation, families, sizes = cached
         yield from families
-        yield from self._efficiency(sizes)
+        state = self.api.state if self.api else None
+        eff = self._efficiency_cache
+        if eff is None or eff[0][0] != generation or eff[0][1] is not state:
+            eff = self._efficiency_cache = ((generation, state), self._efficiency(sizes))
+        yield eff[1]
 
-    def _evaluate(
-        self, window: CounterWindow
-    ) -> tuple[list[GaugeMetricFamily], dict[tuple[str, str], float]]:
+    def _evaluate(self, window: CounterWindow) -> tuple[list[Metric], dict[tuple[str, str], float]]:
         models = sorted(window.models)
-        families: dict[str, GaugeMetricFamily] = {}
+        families: dict[str, TextFamily] = {}
         sizes: dict[tuple[str, str], float] = {}
         for sig in window.signals:
-            const = [k for k, _ in sig.labels]
             fam = families.get(sig.name)
             if fam is None:
-                fam = families[sig.name] = GaugeMetricFamily(
-                    sig.name, sig.help, labels=list(catalog.MODEL_KEY) + const
-                )
-            for key in models:
-                value = window.evaluate(sig, key)
+                const = [k for k, _ in sig.labels]
+                fam = families[sig.name] = TextFamily(sig.name, sig.help, list(catalog.MODEL_KEY) + const)
+            extra = tuple(v for _, v in sig.labels)
+            # The same label tuples every update (a new tuple per sample and update is garbage for
+            # the collector to walk); forgotten with the models they name.
+            known = self._label_sets.setdefault(extra, {})
+            labels: list[tuple[str, ...]] = []
+            values: list[float] = []
+            for key, value in zip(models, window.evaluate_many(sig, models), strict=True):
                 if value is None or math.isnan(value) or value < 0:
                     continue
-                fam.add_metric([*key, *(v for _, v in sig.labels)], value)
+                label_set = known.get(key)
+                if label_set is None:
+                    label_set = known[key] = key + extra
+                labels.append(label_set)
+                values.append(value)
                 if sig.name == catalog.BATCH_SIZE_MEAN:
                     sizes[key] = value
+            fam.add_many(labels, values)
+        if sum(map(len, self._label_sets.values())) > 2 * len(self._label_sets) * max(len(models), 1):
+            self._label_sets = {}  # model churn
         return list(families.values()), sizes
 
-    def _efficiency(self, sizes: dict[tuple[str, str], float]) -> Iterator[Metric]:
-        eff = GaugeMetricFamily(
-            catalog.BATCH_EFFICIENCY, catalog.BATCH_EFFICIENCY_HELP, labels=list(catalog.MODEL_KEY)
-        )
+    def _efficiency(self, sizes: dict[tuple[str, str], float]) -> Metric:
+        eff = TextFamily(catalog.BATCH_EFFICIENCY, catalog.BATCH_EFFICIENCY_HELP, list(catalog.MODEL_KEY))
         mbs = self.api.state.max_batch_size if self.api else {}
         for (model, version), size in sorted(sizes.items()):
             limit = mbs.get(model)
             if limit:
                 eff.add_metric([model, version], size / limit)
-        yield eff
+        return eff

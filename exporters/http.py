@@ -7,6 +7,8 @@ whole answer not in time), ``connection`` (refused, reset, gone), ``http_status`
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import socket
 import threading
@@ -28,6 +30,57 @@ def _cut(resp: requests.Response) -> None:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+
+class _Watchdog:
+    """One thread for every fetch in the process: cuts a response's connection at its deadline.
+
+    Socket timeouts bound each read, not the body: a target that trickles its payload must still not
+    hold the scrape loop past its deadline. (A timer thread per request cost a thread start per scrape.)
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int]] = []
+        self._watched: dict[int, requests.Response] = {}
+        self._tokens = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, deadline: float, resp: requests.Response) -> int:
+        with self._cond:
+            if self._thread is None or not self._thread.is_alive():  # (none yet, or forked)
+                self._thread = threading.Thread(target=self._run, name="fetch-watchdog", daemon=True)
+                self._thread.start()
+            token = next(self._tokens)
+            self._watched[token] = resp
+            heapq.heappush(self._heap, (deadline, token))
+            self._cond.notify()
+            return token
+
+    def cancel(self, token: int) -> None:
+        with self._cond:
+            self._watched.pop(token, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    while self._heap and self._heap[0][1] not in self._watched:
+                        heapq.heappop(self._heap)  # finished in time
+                    if not self._heap:
+                        self._cond.wait()
+                        continue
+                    deadline, token = self._heap[0]
+                    wait = deadline - time.monotonic()
+                    if wait <= 0:
+                        heapq.heappop(self._heap)
+                        resp = self._watched.pop(token)
+                        break
+                    self._cond.wait(wait)
+            _cut(resp)
+
+
+_WATCHDOG = _Watchdog()
 
 
 class ScrapeError(Exception):
@@ -58,7 +111,7 @@ class Fetcher:
             raise ScrapeError("too_large", f"{url}: payload of {declared} bytes over {self.max_bytes}")
         chunks = []
         size = 0
-        for chunk in resp.iter_content(chunk_size=1 << 16):
+        for chunk in resp.iter_content(chunk_size=1 << 20):
             size += len(chunk)
             if size > self.max_bytes:
                 raise ScrapeError("too_large", f"{url}: payload over {self.max_bytes} bytes")
@@ -73,15 +126,13 @@ class Fetcher:
             with self.session.request(
                 method, url, json=body, timeout=self.timeout, stream=True, headers={"Accept-Encoding": "gzip"}
             ) as resp:
-                # Socket timeouts bound each read, not the body: a watchdog cuts the connection at
+                # Socket timeouts bound each read, not the body: the watchdog cuts the connection at
                 # the deadline so that a trickling target cannot hold the scrape loop.
-                watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), _cut, (resp,))
-                watchdog.daemon = True
-                watchdog.start()
+                token = _WATCHDOG.watch(deadline, resp)
                 try:
                     payload = self._read(resp, url, deadline)
                 finally:
-                    watchdog.cancel()
+                    _WATCHDOG.cancel(token)
                 if time.monotonic() > deadline:
                     raise ScrapeError("timeout", f"{url}: payload not complete within {self.timeout:g}s")
                 return payload

@@ -58,6 +58,19 @@ class Quantiles:
     values: dict[str, float]  # quantile label ("0.99") -> seconds
 
 
+def quantiles_of(held: Sequence[tuple[array[float], float, int]], qs: Iterable[str]) -> Quantiles | None:
+    """Weighted nearest-rank quantiles of ``SampleStore.held`` slices; None when they hold nothing."""
+    pairs: list[tuple[float, float]] = []
+    count = 0
+    for values, weight, seen in held:
+        count += seen
+        pairs.extend((v, weight) for v in values)
+    if not pairs:
+        return None
+    pairs.sort()
+    return Quantiles(count, {q: weighted_quantile(pairs, float(q)) for q in qs})
+
+
 class SampleStore:
     def __init__(
         self,
@@ -81,6 +94,10 @@ class SampleStore:
 
     def _index(self, now: float) -> int:
         return int(now // self.slice_len)
+
+    def slice_of(self, now: float) -> int:
+        """The time slice ``now`` falls in: what the window holds changes when it does."""
+        return self._index(now)
 
     def add(self, key: Key, value: float, now: float) -> bool:
         idx = self._index(now)
@@ -124,20 +141,20 @@ class SampleStore:
 
     def quantiles(self, key: Key, now: float, qs: Iterable[str]) -> Quantiles | None:
         """Quantiles of the key's latencies in the window; None when it has none."""
+        return quantiles_of(self.held(key, now), qs)
+
+    def held(self, key: Key, now: float) -> list[tuple[array[float], float, int]]:
+        """The key's slices in the window, copied: (values, weight of each, requests seen).
+
+        A copy is cheap (C-level) where sorting is not: callers sort outside the store's lock and
+        whatever lock makes a request land in the store and the histograms together."""
         oldest = self._index(now) - self.slices
-        pairs: list[tuple[float, float]] = []
-        count = 0
         with self._lock:
-            for s in self._data.get(key, []):
-                if s.index < oldest or not s.values:
-                    continue
-                weight = s.seen / len(s.values)
-                count += s.seen
-                pairs.extend((v, weight) for v in s.values)
-        if not pairs:
-            return None
-        pairs.sort()
-        return Quantiles(count, {q: weighted_quantile(pairs, float(q)) for q in qs})
+            return [
+                (array("d", s.values), s.seen / len(s.values), s.seen)
+                for s in self._data.get(key, [])
+                if s.index >= oldest and s.values
+            ]
 
     def kept(self) -> int:
         """Values held now (for tests of the memory bound)."""

@@ -1,5 +1,9 @@
 """The sidecar's HTTP endpoint: ``/metrics`` from a private registry, ``/-/healthy``, a landing page.
 
+``/metrics`` serves the bytes ``CachedExposition`` rendered at the last update (gzip when the client's
+Accept-Encoding admits it): a request is a lookup, or during an update a render of the cheap families
+beside the costly ones the render thread prepared.
+
 TLS and basic auth (exporter-toolkit web config) are applied here when ``--web-config`` is given. The
 TLS handshake runs in each connection's own thread with a deadline, never in the accept loop: a client
 that connects and never speaks must not stall the endpoint Prometheus scrapes.
@@ -7,7 +11,6 @@ that connects and never speaks must not stall the endpoint Prometheus scrapes.
 
 from __future__ import annotations
 
-import gzip
 import logging
 import socket
 import ssl
@@ -16,10 +19,9 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from tritonwatch.exporters.exposition import exposition
+from tritonwatch.exporters.exposition import CachedExposition, accepts_gzip
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,7 @@ Authorizer = Callable[[str | None], bool]
 
 
 def make_handler(
-    registry: CollectorRegistry, authorize: Authorizer | None = None
+    metrics: CachedExposition, authorize: Authorizer | None = None
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "tritonwatch"
@@ -64,11 +66,12 @@ def make_handler(
                 return
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
-                body = exposition(registry)
-                headers = {}
-                if "gzip" in (self.headers.get("Accept-Encoding") or ""):
-                    body = gzip.compress(body, compresslevel=1)
+                headers = {"Vary": "Accept-Encoding"}
+                if accepts_gzip(self.headers.get("Accept-Encoding")):
+                    body = metrics.body(gzipped=True)
                     headers["Content-Encoding"] = "gzip"
+                else:
+                    body = metrics.body()
                 self._send(200, body, CONTENT_TYPE_LATEST, headers)
             elif path in ("/-/healthy", "/-/ready"):
                 self._send(200, b"OK\n", "text/plain")
@@ -130,20 +133,23 @@ class MetricsServer:
         self,
         host: str,
         port: int,
-        registry: CollectorRegistry,
+        metrics: CachedExposition,
         authorize: Authorizer | None = None,
         wrap: Callable[[MetricsHTTPServer], None] | None = None,
     ) -> None:
         cls = _IPv6Server if ":" in host else MetricsHTTPServer
-        self.httpd = cls((host, port), make_handler(registry, authorize))
+        self.metrics = metrics
+        self.httpd = cls((host, port), make_handler(metrics, authorize))
         if wrap:
             wrap(self.httpd)  # e.g. TLS
         self.port = int(self.httpd.server_address[1])
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="metrics-http", daemon=True)
 
     def start(self) -> None:
+        self.metrics.start()
         self._thread.start()
 
     def stop(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+        self.metrics.stop()

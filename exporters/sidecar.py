@@ -16,6 +16,7 @@ from tritonwatch.errors import TritonwatchError
 from tritonwatch.exporters import memory
 from tritonwatch.exporters.collector import SidecarCollector
 from tritonwatch.exporters.config import SidecarConfig, resolve, validate
+from tritonwatch.exporters.exposition import CachedExposition
 from tritonwatch.exporters.server import MetricsServer
 from tritonwatch.exporters.source import Source
 from tritonwatch.exporters.triton import TritonApi, TritonMetrics
@@ -142,10 +143,23 @@ class Sidecar:
                 if source is not None:
                     self.sources.append(source)
         self.registry.register(self.collector)
+        # /metrics is rendered once per update of anything it shows, not once per request; the
+        # costly families are prepared by its render thread, never on a request's time.
+        self.exposition = CachedExposition(self.registry, [self.collector.prepare])
+        self.collector.serve_prepared = True
+        for source in self.sources:
+            source.updates.append(self.exposition)
+        for part in self.collector.parts:
+            # A part with costly families of its own (traces' LatencyPart) is prepared the same way
+            # and says when its data changes outside a source's step (spans arriving).
+            if hasattr(part, "prepare") and hasattr(part, "serve_prepared") and hasattr(part, "updates"):
+                part.updates.append(self.exposition)
+                part.serve_prepared = True
+                self.exposition.prepare.append(part.prepare)
         host, port = cfg.listen_host_port
         authorize, wrap = _web_security(cfg)
         try:
-            self.server = MetricsServer(host, port, self.registry, authorize, wrap)
+            self.server = MetricsServer(host, port, self.exposition, authorize, wrap)
         except OSError as exc:
             raise TritonwatchError(f"--listen {cfg.listen}: cannot bind ({exc.strerror})") from None
 

@@ -12,11 +12,20 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from tritonwatch.expfmt import ExpositionError
 from tritonwatch.exporters.http import ScrapeError
 
 log = logging.getLogger(__name__)
+
+
+class Updates(Protocol):
+    """Told when a change to what /metrics shows begins and when it ends (``CachedExposition``)."""
+
+    def begin(self) -> None: ...
+
+    def end(self) -> None: ...
 
 
 class Health:
@@ -79,6 +88,8 @@ class Source:
         self.interval = interval
         self.clock = clock
         self.health = Health(self.target)
+        # Told when each step begins and ends, good or failed (the sidecar renders /metrics again).
+        self.updates: list[Updates] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -90,6 +101,15 @@ class Source:
         """Called after a failed scrape: drop what would otherwise be served stale."""
 
     def step(self) -> bool:
+        for u in self.updates:
+            u.begin()
+        try:
+            return self._step()
+        finally:
+            for u in self.updates:
+                u.end()
+
+    def _step(self) -> bool:
         start = time.monotonic()
         try:
             partial = self.scrape()

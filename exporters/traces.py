@@ -49,9 +49,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError
 from tritonwatch.exporters.config import SidecarConfig, parse_listen
+from tritonwatch.exporters.exposition import TextFamily
 from tritonwatch.exporters.http import Fetcher, ScrapeError
-from tritonwatch.exporters.latency import Histograms, SampleStore
-from tritonwatch.exporters.source import Source
+from tritonwatch.exporters.latency import Histograms, SampleStore, quantiles_of
+from tritonwatch.exporters.source import Source, Updates
 from tritonwatch.exporters.spans import RequestTiming, SpanJoiner, TraceFileError, trace_file_timings
 from tritonwatch.otlp import CONTENT_TYPES, JSON, PROTOBUF, OtlpError, Span, decode_body
 
@@ -112,6 +113,10 @@ class LatencyPart:
         self._summary_cache: tuple[int, dict[tuple[str, str, str], dict[str, float]]] | None = None
         # Called with every batch of recorded timings (the LLM part reads streaming responses).
         self.listeners: list[Callable[[list[RequestTiming], float], None]] = []
+        self._recorded = 0  # batches recorded: with the Triton scrape and the time slice, the cache key
+        self._families: tuple[tuple[object, ...], list[Metric]] | None = None
+        self.updates: list[Updates] = []  # told before and after each recorded batch
+        self.serve_prepared = False  # as SidecarCollector.serve_prepared
 
     def record(self, timings: Iterable[RequestTiming], now: float | None = None) -> int:
         now = self.clock() if now is None else now
@@ -119,40 +124,76 @@ class LatencyPart:
         for listener in self.listeners:
             listener(timings, now)
         n = 0
-        with self._lock:
-            for t in timings:
-                n += 1
-                for phase, seconds in t.phases.items():
-                    key = (t.model, t.version, phase)
-                    self.store.add(key, seconds, now)
-                    if phase in catalog.HISTOGRAM_PHASES:
-                        self.histograms.observe(key, seconds)
+        for u in self.updates:
+            u.begin()
+        try:
+            with self._lock:
+                for t in timings:
+                    n += 1
+                    for phase, seconds in t.phases.items():
+                        key = (t.model, t.version, phase)
+                        self.store.add(key, seconds, now)
+                        if phase in catalog.HISTOGRAM_PHASES:
+                            self.histograms.observe(key, seconds)
+                if n:
+                    self._recorded += 1
+        finally:
+            for u in self.updates:
+                u.end()
         return n
 
-    def collect(self) -> Iterator[Metric]:
+    def _key(self, now: float) -> tuple[object, ...]:
+        metrics = self.metrics
+        return (
+            self._recorded,
+            None if metrics is None else (metrics.window.generation, metrics.fresh),
+            self.store.slice_of(now),
+        )
+
+    def prepare(self) -> bool:
+        """Build the families if traces, Triton's summaries or the time slice moved; True if it did."""
         now = self.clock()
+        key = self._key(now)
+        if self._families is not None and self._families[0] == key:
+            return False
+        self._families = (key, self._build(now))
+        return True
+
+    def collect(self) -> Iterator[Metric]:
+        """The families, built again only when traces, Triton's summaries or the time slice moved
+        (with ``serve_prepared``: as last prepared)."""
+        cached = self._families
+        # Spans recorded since are built now: a reader who sent them must see them. A new Triton
+        # scrape or time slice may wait for the render thread (at most one update behind).
+        if cached is None or not self.serve_prepared or cached[0][0] != self._recorded:
+            self.prepare()
+            cached = self._families
+        assert cached is not None
+        yield from cached[1]
+
+    def _build(self, now: float) -> list[Metric]:
         key_labels = [*catalog.MODEL_KEY, catalog.PHASE]
         hist = HistogramMetricFamily(
             catalog.REQUEST_DURATION,
             "Per-request latency by phase from sampled Triton traces (cumulative since sidecar start).",
             labels=key_labels,
         )
-        with self._lock:
+        with self._lock:  # copies only: the receiver waits on this lock
             snapshot = self.histograms.snapshot()
-            keys = self.store.keys(now)
-            found = {k: self.store.quantiles(k, now, catalog.QUANTILES) for k in keys}
+            held = {k: self.store.held(k, now) for k in self.store.keys(now)}
+        found = {k: quantiles_of(h, catalog.QUANTILES) for k, h in held.items()}
         for key, buckets, total, _n in snapshot:
             hist.add_metric(list(key), buckets, total)
-        quant = GaugeMetricFamily(
+        quant = TextFamily(
             catalog.LATENCY_QUANTILE,
             "Latency quantile by phase: exact over sampled traces in the quantile window (source=trace), "
             "else Triton's own 60 s summary (source=summary).",
-            labels=[*key_labels, catalog.QUANTILE, catalog.SOURCE],
+            [*key_labels, catalog.QUANTILE, catalog.SOURCE],
         )
-        samples = GaugeMetricFamily(
+        samples = TextFamily(
             catalog.LATENCY_SAMPLES,
             "Traced requests behind the source=trace latency quantiles (in the quantile window).",
-            labels=key_labels,
+            key_labels,
         )
         traced: set[tuple[str, str, str]] = set()
         for key, q in found.items():
@@ -162,14 +203,16 @@ class LatencyPart:
             for label, value in q.values.items():
                 quant.add_metric([*key, label, SOURCE_TRACE], value)
             samples.add_metric(list(key), float(q.count))
-        for key, values in sorted(self._summaries().items()):
+        labels: list[tuple[str, ...]] = []
+        found_values: list[float] = []
+        for key, values in self._summaries().items():  # in Triton's order: no sort of 10,000 keys
             if key in traced:
                 continue  # one source per model and phase: traces win
             for label, value in values.items():
-                quant.add_metric([*key, label, SOURCE_SUMMARY], value)
-        yield hist
-        yield quant
-        yield samples
+                labels.append((*key, label, SOURCE_SUMMARY))
+                found_values.append(value)
+        quant.add_many(labels, found_values)
+        return [hist, quant, samples]
 
     def _summaries(self) -> dict[tuple[str, str, str], dict[str, float]]:
         """Triton's ``*_summary_us`` quantiles (seconds) per (model, version, phase), NaNs left out.
@@ -424,6 +467,15 @@ class OtlpReceiver(Source):
                     self._answer(status, json.dumps({"message": message}).encode())
 
             def do_POST(self) -> None:
+                for u in receiver.updates:  # its counters move: /metrics is rendered again
+                    u.begin()
+                try:
+                    self._post()
+                finally:
+                    for u in receiver.updates:
+                        u.end()
+
+            def _post(self) -> None:
                 if self.path.split("?", 1)[0] != TRACES_PATH:
                     self._answer(404, json.dumps({"message": f"POST {TRACES_PATH}"}).encode())
                     return

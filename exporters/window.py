@@ -13,13 +13,14 @@ from __future__ import annotations
 import math
 from array import array
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import add, itemgetter, mul, or_, sub
 from typing import Generic, TypeVar
 
 from tritonwatch import catalog
 from tritonwatch.catalog import Signal, Term
-from tritonwatch.expfmt import LabelSet, Samples
+from tritonwatch.expfmt import LabelSet, Layout, Samples
 
 ModelKey = tuple[str, str]  # (model, version)
 
@@ -51,7 +52,7 @@ def _terms_by_family(signals: Iterable[Signal]) -> dict[str, tuple[Term, ...]]:
 
 
 class _Series:
-    """One counter series: its model, the slots it feeds, its last value."""
+    """One counter series: its model, the slots it feeds, its last good value."""
 
     __slots__ = ("key", "slots", "prev", "epoch")
 
@@ -70,11 +71,57 @@ class _Entry:
     deltas: array[float]  # ... and by how much
 
 
+def _pick(indices: Sequence[int]) -> Callable[[Sequence[float]], tuple[float, ...]]:
+    """``lambda seq: tuple(seq[i] for i in indices)`` in C (itemgetter), for any number of indices."""
+    if not indices:
+        return lambda _seq: ()
+    if len(indices) == 1:
+        only = indices[0]
+        return lambda seq: (seq[only],)
+    return itemgetter(*indices)
+
+
+class _Fast:
+    """What ``CounterWindow`` derived from one parser layout: which flat values are tracked counters
+    (``infos``, and their last values ``prev``), where each one's increase goes, and the gauges.
+
+    While payloads keep that layout, a scrape is ingested as one difference of two value lists."""
+
+    def __init__(self, layout: Layout, infos: list[_Series], positions: list[int]) -> None:
+        self.layout = layout
+        self.infos = infos
+        self.pick = _pick(positions)
+        self.prev: Sequence[float] = [i.prev for i in infos]
+        # (series index, slot, scale) in the order the slow path adds them, so sums are bit-equal.
+        pairs = [(n, slot, scale) for n, info in enumerate(infos) for slot, scale in info.slots]
+        self.pick_pairs = _pick([n for n, _, _ in pairs])
+        self.scales = [scale for _, _, scale in pairs]
+        first: dict[int, int] = {}
+        self.extra: list[tuple[int, int]] = []  # (pair index, slot) adding into a slot already fed
+        for p, (_n, slot, _s) in enumerate(pairs):
+            if slot in first:
+                self.extra.append((p, slot))
+            else:
+                first[slot] = p
+        self.first_slots = list(first)
+        self.pick_first = _pick(list(first.values()))
+        self.gauge_pick: Callable[[Sequence[float]], tuple[float, ...]] = _pick([])
+        self.gauge_keys: list[tuple[str, ModelKey]] = []
+        self.models: frozenset[ModelKey] = frozenset()
+
+    def write_back(self) -> None:
+        """Hand the last values back to the series objects (the slow path reads them there)."""
+        for info, value in zip(self.infos, self.prev, strict=True):
+            info.prev = value
+
+
 class CounterWindow:
     """Keeps per-model counter increases for the scrapes of the last ``window`` seconds.
 
     Increases live in slots, one per (term, model); the window keeps a running total per slot, so
     evaluating a signal is O(1) and memory is one (slot, delta) pair per moved counter per scrape.
+    Given ``Parsed`` samples whose layout it has seen, it reads the tracked counters' values in bulk
+    (``_Fast``); a NaN or a reset takes the general path, which gives the same result.
     """
 
     def __init__(self, window: float, signals: Iterable[Signal] = catalog.SIGNALS) -> None:
@@ -86,18 +133,41 @@ class CounterWindow:
         self._epoch = 0
         self._prev_time: float | None = None
         self._entries: deque[_Entry] = deque()
-        self._slot_of: dict[tuple[Term, ModelKey], int] = {}
+        # Slots by (term number, model): a Term (a frozen dataclass) hashes slowly, an int does not.
+        self._term_ids: dict[Term, int] = {}
+        for s in self.signals:
+            for t in s.numerator + s.denominator + s.subtract:
+                self._term_ids.setdefault(t, len(self._term_ids))
+        self._signal_terms: dict[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {
+            id(s): self._ids(s) for s in self.signals
+        }
+        self._slot_of: dict[tuple[int, ModelKey], int] = {}
+        self._slot_version = 0  # changes when a slot is added or slots are renumbered
+        # evaluate_many's slot columns: (slot version, models) -> term number -> slot per model
+        self._columns: tuple[tuple[int, tuple[ModelKey, ...]], dict[int, list[int]]] | None = None
         self._totals: list[float] = []
         self._refs: list[int] = []  # entries in the window that moved each slot
+        self._live: set[int] = set()  # slots fed by a series of the last scrape
         self._gauges: dict[tuple[str, ModelKey], float] = {}
+        self._fast: _Fast | None = None
         self.models: frozenset[ModelKey] = frozenset()
         # Called after each ingest with the same scrape (e.g. the GPU part's per-gpu_uuid window).
         self.observers: list[Callable[[float, Samples], None]] = []
 
+    def _ids(self, sig: Signal) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        tid = self._term_ids
+        return (
+            tuple(tid.get(t, -1) for t in sig.numerator),
+            tuple(tid.get(t, -1) for t in sig.denominator),
+            tuple(tid.get(t, -1) for t in sig.subtract),
+        )
+
     def _slot(self, term: Term, key: ModelKey) -> int:
-        slot = self._slot_of.get((term, key))
+        tk = (self._term_ids[term], key)
+        slot = self._slot_of.get(tk)
         if slot is None:
-            slot = self._slot_of[(term, key)] = len(self._totals)
+            self._slot_version += 1
+            slot = self._slot_of[tk] = len(self._totals)
             self._totals.append(0.0)
             self._refs.append(0)
         return slot
@@ -112,12 +182,37 @@ class CounterWindow:
 
     def ingest(self, now: float, samples: Samples) -> None:
         """Add one successful scrape taken at ``now`` (seconds)."""
+        self._epoch += 1
+        layout = getattr(samples, "layout", None)
+        fast = self._fast
+        moved = None
+        if fast is not None and layout is fast.layout:
+            moved = self._ingest_fast(fast, getattr(samples, "flat", ()))
+        if moved is None:
+            if fast is not None:
+                fast.write_back()
+                self._fast = None
+            moved = self._ingest_slow(samples)
+            if isinstance(layout, Layout):
+                self._fast = self._derive_fast(layout, samples)
+        if self._prev_time is not None:
+            self._entries.append(_Entry(self._prev_time, now, array("q", moved), array("d", moved.values())))
+            totals, refs = self._totals, self._refs
+            for slot, delta in moved.items():
+                totals[slot] += delta
+                refs[slot] += 1
+        self._prev_time = now
+        self._expire(now)
+        for observe in self.observers:
+            observe(now, samples)
+
+    def _ingest_slow(self, samples: Samples) -> dict[int, float]:
         moved: dict[int, float] = {}
         models: set[ModelKey] = set()
         known = self._series
-        self._epoch += 1
         epoch = self._epoch
         seen = 0
+        grew = False
         for family, terms in self._counter_terms.items():
             series = samples.get(family)
             if not series:
@@ -130,14 +225,16 @@ class CounterWindow:
                     if info is None:
                         continue
                     known[skey] = info
-                    info.prev = math.nan
-                if value != value:  # NaN: skip, keep the last good value
-                    continue
+                    grew = True
                 seen += 1
+                info.epoch = epoch
+                if value != value:
+                    # NaN: the series is still there; its last good value stays, so the next good
+                    # one is compared with it (not taken as first sight, losing an interval).
+                    continue
                 models.add(info.key)
                 before = info.prev
                 info.prev = value
-                info.epoch = epoch
                 if before != before:
                     continue  # first sight: nothing to compare with, as Prometheus's increase()
                 delta = counter_increase(before, value)
@@ -147,6 +244,9 @@ class CounterWindow:
                     moved[slot] = moved.get(slot, 0.0) + delta * scale
         if seen != len(known):  # series gone from the payload are forgotten (unloaded models)
             self._series = {k: v for k, v in known.items() if v.epoch == epoch}
+            grew = True
+        if grew:
+            self._live = {slot for info in self._series.values() for slot, _ in info.slots}
         gauges: dict[tuple[str, ModelKey], float] = {}
         for family in self._gauge_families:
             for labels, value in samples.get(family, {}).items():
@@ -156,19 +256,62 @@ class CounterWindow:
                 models.add(key)
                 gk = (family, key)
                 gauges[gk] = gauges.get(gk, 0.0) + value  # summed over gpu_uuid splits
-        if self._prev_time is not None:
-            entry = _Entry(self._prev_time, now, array("q", moved.keys()), array("d", moved.values()))
-            self._entries.append(entry)
-            totals, refs = self._totals, self._refs
-            for slot, delta in moved.items():
-                totals[slot] += delta
-                refs[slot] += 1
-        self._prev_time = now
         self._gauges = gauges
         self.models = frozenset(models)
-        self._expire(now)
-        for observe in self.observers:
-            observe(now, samples)
+        return moved
+
+    def _derive_fast(self, layout: Layout, samples: Samples) -> _Fast | None:
+        """Map a layout's flat values to the series the slow path just ingested (same walk order)."""
+        where = {name: (labelsets, start) for name, labelsets, start, _end in layout.series}
+        infos: list[_Series] = []
+        positions: list[int] = []
+        for family, terms in self._counter_terms.items():
+            if family not in where:
+                continue
+            labelsets, start = where[family]
+            if any(t.scale <= 0 for t in terms):
+                return None  # the fast path's sums assume increases only grow
+            for k, labels in enumerate(labelsets):
+                info = self._series.get((family, labels))
+                if info is not None:
+                    infos.append(info)
+                    positions.append(start + k)
+        fast = _Fast(layout, infos, positions)
+        gauge_positions: list[int] = []
+        for family in self._gauge_families:
+            if family not in where:
+                continue
+            labelsets, start = where[family]
+            for k, labels in enumerate(labelsets):
+                key = model_key(labels)
+                if key is not None:
+                    gauge_positions.append(start + k)
+                    fast.gauge_keys.append((family, key))
+        fast.gauge_pick = _pick(gauge_positions)
+        fast.models = self.models
+        return fast
+
+    def _ingest_fast(self, fast: _Fast, flat: Sequence[float]) -> dict[int, float] | None:
+        """The same increases as ``_ingest_slow`` for an unchanged layout, or None for the slow path
+        (a NaN, a reset: rare, and handled there)."""
+        current = fast.pick(flat)
+        deltas = list(map(sub, current, fast.prev))
+        if deltas and (min(deltas) < 0.0 or any(map(math.isnan, deltas))):
+            return None  # (min() of a list with a NaN can miss it: both are checked)
+        gauge_values = fast.gauge_pick(flat)
+        if any(map(math.isnan, gauge_values)):
+            return None
+        gauges: dict[tuple[str, ModelKey], float] = {}
+        for gk, value in zip(fast.gauge_keys, gauge_values, strict=True):
+            gauges[gk] = gauges.get(gk, 0.0) + value
+        contributions = list(map(mul, fast.pick_pairs(deltas), fast.scales))
+        moved = dict(zip(fast.first_slots, fast.pick_first(contributions), strict=True))
+        for p, slot in fast.extra:
+            moved[slot] += contributions[p]
+        fast.prev = current
+        self._gauges = gauges
+        self.models = fast.models
+        return {slot: delta for slot, delta in moved.items() if delta}
 
     def _expire(self, now: float) -> None:
         totals, refs = self._totals, self._refs
@@ -183,8 +326,12 @@ class CounterWindow:
 
     def _compact(self) -> None:
         """Forget slots of models that left the window (model churn), renumbering the rest."""
+        if self._fast is not None:
+            self._fast.write_back()
+            self._fast = None  # it holds slot numbers
         keep = {k: s for k, s in self._slot_of.items() if self._refs[s] or k[1] in self.models}
         renumber = {old: new for new, old in enumerate(sorted(keep.values()))}
+        self._slot_version += 1
         self._slot_of = {k: renumber[s] for k, s in keep.items()}
         self._totals = [self._totals[old] for old in sorted(renumber)]
         self._refs = [self._refs[old] for old in sorted(renumber)]
@@ -194,6 +341,7 @@ class CounterWindow:
         )
         for info in self._series.values():  # every known series belongs to a current model: kept
             info.slots = tuple((renumber[s], scale) for s, scale in info.slots)
+        self._live = {slot for info in self._series.values() for slot, _ in info.slots}
 
     @property
     def generation(self) -> int:
@@ -206,23 +354,96 @@ class CounterWindow:
         return self._entries[-1].end - self._entries[0].start
 
     def increase(self, term: Term, key: ModelKey) -> float:
-        slot = self._slot_of.get((term, key))
+        slot = self._slot_of.get((self._term_ids.get(term, -1), key))
         return 0.0 if slot is None else self._totals[slot]
 
-    def _sum(self, terms: Iterable[Term], key: ModelKey) -> float:
-        return sum(self.increase(t, key) for t in terms)
+    def has(self, terms: Iterable[Term], key: ModelKey) -> bool:
+        """Whether any of ``terms`` has a series for the model: in the last scrape or moved in the window."""
+        return self._has(tuple(self._term_ids.get(t, -1) for t in terms), key)
+
+    def _has(self, ids: tuple[int, ...], key: ModelKey) -> bool:
+        for i in ids:
+            slot = self._slot_of.get((i, key))
+            if slot is not None and (slot in self._live or self._refs[slot]):
+                return True
+        return False
+
+    def _sum(self, ids: tuple[int, ...], key: ModelKey) -> float:
+        slot_of, totals = self._slot_of, self._totals
+        total = 0.0
+        for i in ids:
+            slot = slot_of.get((i, key))
+            if slot is not None:
+                total += totals[slot]
+        return total
+
+    def _column(self, term_id: int, keys: tuple[ModelKey, ...]) -> list[int]:
+        """Each model's slot for one term (``len(self._totals)`` where it has none), cached."""
+        ident = (self._slot_version, keys)
+        if self._columns is None or self._columns[0] != ident:
+            self._columns = (ident, {})
+        columns = self._columns[1]
+        column = columns.get(term_id)
+        if column is None:
+            missing, slot_of = len(self._totals), self._slot_of
+            column = columns[term_id] = [slot_of.get((term_id, k), missing) for k in keys]
+        return column
+
+    def evaluate_many(self, sig: Signal, keys: Sequence[ModelKey]) -> list[float | None]:
+        """``[evaluate(sig, k) for k in keys]``, the same values, with the per-model work in C where
+        it can be (the collector evaluates every signal for every model once per update)."""
+        if sig.kind == "gauge":
+            family, gauges = sig.numerator[0].family, self._gauges
+            return [gauges.get((family, k)) for k in keys]
+        span = self.span()
+        if span <= 0:
+            return [None] * len(keys)
+        ids = self._signal_terms.get(id(sig)) or self._ids(sig)
+        num_ids, den_ids, sub_ids = ids
+        frozen = tuple(keys)
+        missing = len(self._totals)
+        extended = [*self._totals, 0.0]  # a missing slot reads 0.0
+        live, refs = self._live, self._refs
+
+        def total(term_ids: tuple[int, ...]) -> list[float]:
+            acc: list[float] | None = None
+            for i in term_ids:
+                values = list(map(extended.__getitem__, self._column(i, frozen)))
+                acc = values if acc is None else list(map(add, acc, values))
+            return acc if acc is not None else [0.0] * len(frozen)
+
+        present = [False] * len(frozen)
+        for i in num_ids:
+            column = self._column(i, frozen)
+            here = [s != missing and (s in live or refs[s] > 0) for s in column]
+            present = list(map(or_, present, here))
+        num = total(num_ids)
+        if sig.kind == "rate":
+            return [n / span if p else None for n, p in zip(num, present, strict=True)]
+        den = total(den_ids)
+        if sub_ids:
+            den = list(map(sub, den, total(sub_ids)))
+        return [
+            max(n, 0.0) / d if p and not d <= 0 else None for n, d, p in zip(num, den, present, strict=True)
+        ]
 
     def evaluate(self, sig: Signal, key: ModelKey) -> float | None:
-        """The signal's value for one model over the window; None when undefined (no traffic)."""
+        """The signal's value for one model over the window; None when undefined: no traffic, or
+        an input family absent (Triton with ``counter_latencies=false`` has no duration counters:
+        its latencies are unknown, not 0)."""
         if sig.kind == "gauge":
             return self._gauges.get((sig.numerator[0].family, key))
         span = self.span()
-        if span <= 0:
+        ids = self._signal_terms.get(id(sig))
+        if ids is None:
+            ids = self._ids(sig)
+        num_ids, den_ids, sub_ids = ids
+        if span <= 0 or not self._has(num_ids, key):
             return None
-        num = self._sum(sig.numerator, key)
+        num = self._sum(num_ids, key)
         if sig.kind == "rate":
             return num / span
-        den = self._sum(sig.denominator, key) - self._sum(sig.subtract, key)
+        den = self._sum(den_ids, key) - self._sum(sub_ids, key)
         if den <= 0:
             return None
         return max(num, 0.0) / den
@@ -258,6 +479,9 @@ class IncreaseWindow(Generic[K]):
         current: dict[Hashable, float] = {}
         for series, key, value in rows:
             if math.isnan(value):
+                # Still there: keep its last good value, or the next good one reads as first sight.
+                if series in self._prev:
+                    current[series] = self._prev[series]
                 continue
             current[series] = value
             before = self._prev.get(series)

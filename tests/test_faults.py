@@ -8,6 +8,7 @@ clears the derived values come back exactly as the recorded payloads dictate.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -328,3 +329,29 @@ def node_gpus(node: Any) -> set[str]:
         for ls in samples.get(catalog.TRITON_INFERENCE_COUNT, {})
         if catalog.GPU_UUID in dict(ls)
     }
+
+
+def test_fetches_start_no_thread_of_their_own(
+    fake: FakeTriton, healthy: Samples, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A timer thread per fetch (the deadline watchdog) was a thread start per scrape of every target;
+    # one watchdog thread serves every fetch of the process.
+    from tritonwatch.exporters.http import Fetcher
+
+    started: list[str] = []
+    start = threading.Thread.start
+    me = threading.current_thread()
+
+    def counting(self: threading.Thread) -> None:
+        if threading.current_thread() is me:  # not the fake server's own request threads
+            started.append(self.name)
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", counting)
+    fetcher = Fetcher(2.0)
+    try:
+        for _ in range(5):
+            assert fetcher.get(fake.metrics_url)
+    finally:
+        fetcher.close()
+    assert started in ([], ["fetch-watchdog"])

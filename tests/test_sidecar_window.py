@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 
 from tritonwatch import catalog
-from tritonwatch.expfmt import parse
-from tritonwatch.exporters.window import CounterWindow
+from tritonwatch.expfmt import Parser, parse
+from tritonwatch.exporters.window import CounterWindow, IncreaseWindow
 
 KEY = ("fraud_detector", "1")
+DATA = Path(__file__).resolve().parent / "data"
 
 
 def payload(
@@ -169,3 +172,113 @@ def test_nan_values_are_ignored() -> None:
     )
     v = value(w, catalog.REQUEST_RATE)
     assert v is not None and not math.isnan(v)
+
+
+def test_a_nan_sample_keeps_the_series_and_its_last_good_value() -> None:
+    # Issue 13, case 5: 10 req/s with one NaN reading in between. Forgetting the series at the NaN
+    # took the next good value as first sight: 50 requests over 15 s, 3.33 req/s.
+    w = CounterWindow(60)
+    nan = payload(0).replace(
+        'nv_inference_request_success{model="fraud_detector",version="1"} 0',
+        'nv_inference_request_success{model="fraud_detector",version="1"} NaN',
+    )
+    assert "NaN" in nan
+    for t, text in ((0.0, payload(0)), (5.0, payload(50)), (10.0, nan), (15.0, payload(150))):
+        w.ingest(t, parse(text, catalog.TRITON_FAMILIES))
+    assert value(w, catalog.REQUEST_RATE) == 10.0
+
+
+def test_a_nan_sample_keeps_the_keyed_window_series() -> None:
+    w: IncreaseWindow[str] = IncreaseWindow(60)
+    for t, v in ((0.0, 0.0), (5.0, 50.0), (10.0, math.nan), (15.0, 150.0)):
+        w.ingest(t, [("energy", "GPU-a", v)])
+    assert w.increases() == {"GPU-a": 150.0}
+    assert w.span() == 15.0
+
+
+# Triton started with --metrics-config counter_latencies=false has no nv_inference_*_duration_us
+# families. No such recording is at hand: these payloads are the recorded ones
+# (tests/data/triton_metrics_load_{1,2}.txt) with those five families' lines dropped.
+_DURATION_FAMILY = re.compile(r"^(# (HELP|TYPE) )?nv_inference_\w+_duration_us\b")
+
+
+def without_duration_counters(name: str) -> str:
+    text = (DATA / name).read_text()
+    kept = [ln for ln in text.splitlines() if not _DURATION_FAMILY.match(ln)]
+    assert len(kept) < len(text.splitlines())
+    return "\n".join(kept) + "\n"
+
+
+def test_latency_is_absent_not_zero_without_duration_counters() -> None:
+    # Issue 13, case 1: the latencies read 0.0 and a latency SLO always looked met.
+    w = CounterWindow(60)
+    parser = Parser(catalog.TRITON_FAMILIES, exact=True)
+    for t, name in ((1000.0, "triton_metrics_load_1.txt"), (1005.0, "triton_metrics_load_2.txt")):
+        w.ingest(t, parser.parse(without_duration_counters(name)))
+    for phase in catalog.PHASES:
+        assert value(w, catalog.LATENCY, phase=phase) is None
+    assert value(w, catalog.QUEUE_TIME_RATIO) is None
+    # What the payload has is still derived, exactly (the recordings, 5 s apart).
+    assert value(w, catalog.REQUEST_RATE) == (34586 - 17485) / 5.0
+    assert value(w, catalog.BATCH_SIZE_MEAN) == (8419 - 4250) / (6504 - 3303)
+    assert value(w, catalog.CACHE_HIT_RATIO) == (26167 - 13235) / ((26167 - 13235) + (8726 - 4414))
+
+
+def test_latency_with_duration_counters_of_no_traffic_is_zero_not_absent() -> None:
+    # The counters are there and did not move while requests were served: a true 0.
+    w = CounterWindow(60)
+    feed(w, payload(10), payload(20))
+    assert value(w, catalog.LATENCY, phase="request") == 0.0
+    assert value(w, catalog.LATENCY, phase="compute_input") is None  # not in this payload
+
+
+def fleet(models: int, tick: int) -> str:
+    """Every family the window reads, for ``models`` models (two of them split by gpu_uuid)."""
+    lines = []
+    for family in sorted(catalog.TRITON_FAMILIES):
+        lines.append(f"# TYPE {family} counter")
+        for i in range(models):
+            m = f'model="m{i}",version="1"'
+            value = (i + 1) * tick * 10 + len(family)
+            if family == catalog.TRITON_FAILURE:
+                lines += [
+                    f'{family}{{{m},reason="{r}"}} {value // 3}' for r in ("BACKEND", "CANCELED", "OTHER")
+                ]
+            elif i < 2:
+                lines += [f'{family}{{{m},gpu_uuid="GPU-{g}"}} {value + g}' for g in (0, 1)]
+            else:
+                lines.append(f"{family}{{{m}}} {value}")
+    return "\n".join(lines) + "\n"
+
+
+def _steps(models: int) -> list[str]:
+    """Steady payloads, then a NaN, a reset (Triton restart) and a layout change, then steady again."""
+    texts = [fleet(models, tick) for tick in range(1, 5)]
+    nan = re.sub(
+        rf'^({catalog.TRITON_SUCCESS}{{model="m3",version="1"}}) \d+$', r"\1 NaN", texts[-1], flags=re.M
+    )
+    assert nan != texts[-1]
+    texts += [nan, fleet(models, 6), fleet(models, 1), fleet(models + 1, 2)]
+    texts += [fleet(models + 1, tick) for tick in range(3, 7)]
+    return texts
+
+
+def test_an_unchanged_layout_ingested_in_bulk_gives_exactly_the_general_path() -> None:
+    parser = Parser(catalog.TRITON_FAMILIES, exact=True)
+    bulk, general = CounterWindow(4), CounterWindow(4)
+    used_bulk = 0
+    for i, text in enumerate(_steps(30)):
+        parsed = parser.parse(text)
+        assert parsed.layout is not None
+        before = bulk._fast
+        bulk.ingest(i * 1.0, parsed)
+        used_bulk += before is not None and bulk._fast is before
+        general.ingest(i * 1.0, dict(parsed))  # a plain dict: no layout, the general path
+        assert bulk.models == general.models
+        keys = sorted(general.models)
+        for sig in catalog.SIGNALS:
+            want = [general.evaluate(sig, key) for key in keys]
+            assert [bulk.evaluate(sig, key) for key in keys] == want, (i, sig.name)
+            # and the collector's once-per-update pass over every model gives the same values
+            assert bulk.evaluate_many(sig, keys) == want == general.evaluate_many(sig, keys)
+    assert used_bulk >= 6  # the steady stretches did take the bulk path

@@ -10,9 +10,10 @@ Errors raise ``ExpositionError`` with the line number.
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from operator import itemgetter
 
 LabelSet = tuple[tuple[str, str], ...]
 Samples = dict[str, dict[LabelSet, float]]
@@ -48,23 +49,6 @@ def _unescape(value: str) -> str:
 _VALUE = re.compile(
     r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?|[nN][aA][nN])"
 )
-_VALUES = re.compile(rf"(?:{_VALUE.pattern})(?:\n(?:{_VALUE.pattern}))*")
-
-
-def parse_value(text: str) -> float:
-    if _VALUE.fullmatch(text) is None:
-        raise ValueError(text)
-    try:
-        return float(text)
-    except ValueError:
-        low = text.lower()
-        if low in ("+inf", "inf"):
-            return math.inf
-        if low == "-inf":
-            return -math.inf
-        if low == "nan":
-            return math.nan
-        raise
 
 
 def _labels(raw: str, lineno: int) -> LabelSet:
@@ -106,14 +90,56 @@ def _decode(payload: bytes | str) -> str:
         raise ExpositionError(f"payload is not UTF-8 text (byte {exc.start})") from None
 
 
-# What a sample line's head (everything before the value) means, once validated:
-# (sample name, labels, kept?). Triton's label sets rarely change between scrapes, so a scraper keeps
-# these across payloads and most lines cost one dict lookup and one float().
-_Head = tuple[str, LabelSet, bool]
+# What a sample line's head (everything before the value) means, once validated: (sample name,
+# labels). Triton's label sets rarely change between scrapes, so a scraper keeps these across
+# payloads and most lines cost one dict lookup and one float().
+_Head = tuple[str, LabelSet]
+
+# A value is the last space-separated token of its line: splitting a payload at " <token>\n" gives
+# every line head and every value token in one pass in C (the fast path for an unchanged layout).
+_TAIL = re.compile(r" ([^ \n]*)\n")
+# Every character a value can hold (_VALUE). Tokens made only of these that float() takes are
+# exactly the tokens _VALUE takes: float() alone also takes "1_000", " 1", "1\r" and non-ASCII digits.
+_NOT_VALUE_CHAR = re.compile(r"[^0-9.eE+\-iInNfFtTyYaA\n]")
+
+
+def _picker(indices: list[int]) -> Callable[[Sequence[str]], tuple[str, ...]]:
+    """``lambda seq: tuple(seq[i] for i in indices)``, in C (itemgetter) for any number of indices."""
+    if not indices:
+        return lambda _seq: ()
+    if len(indices) == 1:
+        only = indices[0]
+        return lambda seq: (seq[only],)
+    return itemgetter(*indices)
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """Where each kept sample of a payload sits in ``Parsed.flat``: per sample name, its label sets
+    and the ``[start, end)`` slice of its values. The same object for as long as payloads keep the
+    same layout (same lines but the values), so a consumer can key work it derived from it on identity.
+    """
+
+    series: tuple[tuple[str, tuple[LabelSet, ...], int, int], ...]
+
+
+class Parsed(dict[str, dict[LabelSet, float]]):
+    """``Samples`` that also carry the kept values as one flat list, ``flat``, in ``layout`` order.
+
+    ``layout`` is None when the payload has none to give (a timestamp, a series twice, no final
+    newline). A consumer that remembers what it derived from a layout (``CounterWindow``) reads an
+    unchanged layout's values in bulk instead of walking the dicts.
+    """
+
+    layout: Layout | None = None
+    flat: Sequence[float] = ()  # not ``values``: that is dict.values()
 
 
 class Parser:
     """A parser that remembers validated line heads across payloads (one per scrape target).
+
+    Whatever it remembers, it accepts and returns exactly what a fresh parse of the same payload does
+    (a property test holds it to that); it returns ``Parsed`` samples.
 
     The cache holds at most ``max_cache`` heads (by default 4x the largest payload's line count).
     """
@@ -124,63 +150,71 @@ class Parser:
         self.exact = exact
         self.max_cache = max_cache
         self._heads: dict[str, _Head] = {}
-        # The previous payload's line heads and where its kept values sit: when a payload has the
-        # same heads (same series in the same order, the usual case), values are read in bulk.
+        self._layout: Layout | None = None
+        # The previous payload's pieces between value tokens (``_TAIL.split``): when a payload has the
+        # same pieces, only the value tokens differ and they are read in bulk.
         self._layout_heads: list[str] | None = None
-        self._kept_idx: list[int] = []
-        self._other_idx: list[int] = []  # sample lines outside the kept families (values still checked)
-        # Comment and blank lines, whole: a head alone does not tell "# TYPE x counter" from
-        # "# TYPE x nonsense", nor a blank line from " 0".
-        self._fixed_idx: list[int] = []
-        self._fixed_lines: list[str] = []
-        self._layout: list[tuple[str, tuple[LabelSet, ...], int, int]] = []
+        # Tokens that are not sample values (the last word of a comment, the empty token of a blank
+        # line) are compared whole: "# TYPE x counter" and "# TYPE x nonsense" share a head.
+        self._pick_fixed: Callable[[Sequence[str]], tuple[str, ...]] = _picker([])
+        self._fixed: tuple[str, ...] = ()
+        # Value tokens: the kept samples' first (in ``layout`` order), then the others (checked only).
+        self._pick_values: Callable[[Sequence[str]], tuple[str, ...]] = _picker([])
+        self._kept_count = 0
 
-    def _slow_head(self, line: str, lineno: int, types: dict[str, str]) -> tuple[_Head, str, bool]:
+    def _kept(self, name: str, types: dict[str, str]) -> bool:
+        wanted = self.wanted
+        return wanted is None or name in wanted or (not self.exact and family_of(name, types) in wanted)
+
+    def _slow_head(self, line: str, lineno: int) -> tuple[_Head, str, bool]:
         """Validate a whole sample line; returns its head meaning, its value text and whether the
         head is cacheable (a line with a timestamp has the value inside what would be the key)."""
         m = _SAMPLE.match(line)
         if m is None:
             raise ExpositionError(f"line {lineno}: not a sample: {line[:80]!r}")
-        name = m.group(1)
         labels = _labels(m.group(2), lineno) if m.group(2) else ()
         if _VALUE.fullmatch(m.group(3)) is None:
             raise ExpositionError(f"line {lineno}: bad value {m.group(3)[:40]!r}")
-        wanted = self.wanted
-        kept = wanted is None or name in wanted or (not self.exact and family_of(name, types) in wanted)
-        return (name, labels, kept), m.group(3), m.group(4) is None
+        return (m.group(1), labels), m.group(3), m.group(4) is None
 
-    def parse(self, payload: bytes | str) -> Samples:
-        lines = _decode(payload).split("\n")
-        parts = [line.rpartition(" ") for line in lines]
-        heads = [p[0] for p in parts]
-        if heads == self._layout_heads and [lines[i] for i in self._fixed_idx] == self._fixed_lines:
-            out = self._same_layout(parts)
+    def parse(self, payload: bytes | str) -> Parsed:
+        text = _decode(payload)
+        pieces = _TAIL.split(text)
+        heads = pieces[0::2]
+        if heads == self._layout_heads:
+            out = self._same_layout(pieces[1::2])
             if out is not None:
                 return out
-        return self._full(lines, parts, heads)
+        return self._full(text, pieces)
 
-    def _same_layout(self, parts: list[tuple[str, str, str]]) -> Samples | None:
-        """Every line head is as in the previous payload: only the values need reading."""
-        if self._other_idx and _VALUES.fullmatch("\n".join([parts[i][2] for i in self._other_idx])) is None:
-            return None  # a value outside the kept families is not a number: the full path says where
-        if not self._kept_idx:
-            return {}
-        values = [parts[i][2] for i in self._kept_idx]
-        if "_" in "".join(values):
-            return None  # let the full path report the line
+    def _same_layout(self, tokens: list[str]) -> Parsed | None:
+        """Every line is as in the previous payload but its value token: only the values need reading.
+
+        Returns None (the full path then decides, and says where) unless every value token is one
+        a fresh parse accepts."""
+        if self._pick_fixed(tokens) != self._fixed:
+            return None
+        values = self._pick_values(tokens)
+        if _NOT_VALUE_CHAR.search("\n".join(values)) is not None:
+            return None
         try:
             floats = list(map(float, values))
         except ValueError:
             return None
-        return {
-            name: dict(zip(labelsets, floats[a:b], strict=True)) for name, labelsets, a, b in self._layout
-        }
+        del floats[self._kept_count :]
+        layout = self._layout
+        assert layout is not None
+        out = Parsed((name, dict(zip(ls, floats[a:b], strict=True))) for name, ls, a, b in layout.series)
+        out.layout, out.flat = layout, floats
+        return out
 
-    def _full(self, lines: list[str], parts: list[tuple[str, str, str]], line_heads: list[str]) -> Samples:
+    def _full(self, text: str, pieces: list[str]) -> Parsed:
+        lines = text.split("\n")
         heads = self._heads
         types: dict[str, str] = {}
-        out: Samples = {}
-        kept: dict[str, list[tuple[int, LabelSet]]] = {}
+        kept_of: dict[str, bool] = {}  # per sample name, valid until the next TYPE line
+        out = Parsed()
+        kept: dict[str, list[tuple[int, LabelSet, float]]] = {}
         other: list[int] = []
         layout_ok = True
         for index, line in enumerate(lines):
@@ -196,64 +230,98 @@ class Parser:
                     if kind not in _TYPES:
                         raise ExpositionError(f"line {lineno}: unknown metric type {kind!r}")
                     types[meta.group(2)] = kind
+                    kept_of.clear()
                 continue
-            head_text, _, value_text = parts[index]
+            head_text, _, value_text = line.rpartition(" ")
             head = heads.get(head_text)
+            if head is not None and _VALUE.fullmatch(value_text) is None:
+                # A remembered head vouches for the head only: the whole line decides, as in a fresh
+                # parse ("foo 1\r" is refused, "foo 1\t" is 1), whatever came before.
+                head = None
             if head is None:
                 if line.isspace():
                     continue
-                head, value_text, cacheable = self._slow_head(line, lineno, types)
+                head, value_text, cacheable = self._slow_head(line, lineno)
                 if cacheable and value_text == line[len(head_text) + 1 :]:
                     heads[head_text] = head
                 else:
                     layout_ok = False
-            if not head[2]:
-                if _VALUE.fullmatch(value_text) is None:
-                    raise ExpositionError(f"line {lineno}: bad value {value_text[:40]!r}")
+            name = head[0]
+            is_kept = kept_of.get(name)
+            if is_kept is None:
+                is_kept = kept_of[name] = self._kept(name, types)
+            if not is_kept:
                 other.append(index)
                 continue
-            try:
-                if "_" in value_text:  # Python's float() takes 1_000; the format does not
-                    raise ValueError(value_text)
-                value = float(value_text)
-            except ValueError:
-                try:
-                    value = parse_value(value_text)
-                except ValueError:
-                    raise ExpositionError(f"line {lineno}: bad value {value_text[:40]!r}") from None
-            series = out.get(head[0])
+            value = float(value_text)  # _VALUE holds: float() reads it as Go's ParseFloat does
+            series = out.get(name)
             if series is None:
-                series = out[head[0]] = {}
-                kept[head[0]] = []
+                series = out[name] = {}
+                kept[name] = []
             series[head[1]] = value
-            kept[head[0]].append((index, head[1]))
-        self._remember_layout(line_heads if layout_ok else None, kept, other, lines)
+            kept[name].append((index, head[1], value))
+        if layout_ok:
+            self._remember_layout(pieces, kept, other, out)
+        else:
+            self._forget_layout()
+        if self._layout_heads is not None:
+            out.layout, out.flat = self._layout, [v for e in kept.values() for _i, _ls, v in e]
         limit = self.max_cache or 4 * len(lines)
         if len(heads) > limit:
             heads.clear()  # label churn: start afresh rather than grow without bound
         return out
 
+    def _forget_layout(self) -> None:
+        self._layout_heads = None
+        self._layout = None
+
     def _remember_layout(
         self,
-        line_heads: list[str] | None,
-        kept: dict[str, list[tuple[int, LabelSet]]],
+        pieces: list[str],
+        kept: dict[str, list[tuple[int, LabelSet, float]]],
         other: list[int],
-        lines: list[str],
+        out: Parsed,
     ) -> None:
-        self._layout_heads = line_heads
-        self._other_idx = other if line_heads is not None else []
-        self._fixed_idx = [i for i, h in enumerate(line_heads or ()) if not h or h[0] == "#"]
-        self._fixed_lines = [lines[i] for i in self._fixed_idx]
-        self._kept_idx = []
-        self._layout = []
-        if line_heads is None:
+        if sum(map(len, out.values())) != sum(map(len, kept.values())):
+            self._forget_layout()  # a series twice: its flat values would not be its samples
             return
+        # The line each value token ends: piece 2j is what lies between token j-1's newline and token j.
+        token_of_line: dict[int, int] = {}
+        line = -1
+        for j, piece in enumerate(pieces[0:-1:2]):
+            line += 1 + piece.count("\n")
+            token_of_line[line] = j
+        value_tokens: list[int] = []
+        series: list[tuple[str, tuple[LabelSet, ...], int, int]] = []
         for name, entries in kept.items():
-            start = len(self._kept_idx)
-            self._kept_idx.extend(i for i, _ in entries)
-            self._layout.append((name, tuple(ls for _, ls in entries), start, len(self._kept_idx)))
+            start = len(value_tokens)
+            for index, _ls, _v in entries:
+                token = token_of_line.get(index)
+                if token is None:  # the last line, without a newline: its value is not a token
+                    self._forget_layout()
+                    return
+                value_tokens.append(token)
+            series.append((name, tuple(ls for _, ls, _ in entries), start, len(value_tokens)))
+        kept_count = len(value_tokens)
+        for index in other:
+            token = token_of_line.get(index)
+            if token is None:
+                self._forget_layout()
+                return
+            value_tokens.append(token)
+        value_set = set(value_tokens)
+        tokens = pieces[1::2]
+        fixed = [j for j in range(len(tokens)) if j not in value_set]
+        self._layout_heads = pieces[0::2]
+        self._pick_fixed = _picker(fixed)
+        self._fixed = self._pick_fixed(tokens)
+        self._pick_values = _picker(value_tokens)
+        self._kept_count = kept_count
+        new = tuple(series)
+        if self._layout is None or self._layout.series != new:
+            self._layout = Layout(new)
 
 
-def parse(payload: bytes | str, keep: Iterable[str] | None = None) -> Samples:
+def parse(payload: bytes | str, keep: Iterable[str] | None = None) -> Parsed:
     """Parse exposition text; decode only families in ``keep`` (all when None)."""
     return Parser(keep).parse(payload)
