@@ -15,12 +15,12 @@ from array import array
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from operator import add, itemgetter, mul, or_, sub
+from operator import add, mul, or_, sub
 from typing import Generic, TypeVar
 
 from tritonwatch import catalog
 from tritonwatch.catalog import Signal, Term
-from tritonwatch.expfmt import LabelSet, Layout, Samples
+from tritonwatch.expfmt import LabelSet, Layout, Samples, picker
 
 ModelKey = tuple[str, str]  # (model, version)
 
@@ -71,16 +71,6 @@ class _Entry:
     deltas: array[float]  # ... and by how much
 
 
-def _pick(indices: Sequence[int]) -> Callable[[Sequence[float]], tuple[float, ...]]:
-    """``lambda seq: tuple(seq[i] for i in indices)`` in C (itemgetter), for any number of indices."""
-    if not indices:
-        return lambda _seq: ()
-    if len(indices) == 1:
-        only = indices[0]
-        return lambda seq: (seq[only],)
-    return itemgetter(*indices)
-
-
 class _Fast:
     """What ``CounterWindow`` derived from one parser layout: which flat values are tracked counters
     (``infos``, and their last values ``prev``), where each one's increase goes, and the gauges.
@@ -90,11 +80,11 @@ class _Fast:
     def __init__(self, layout: Layout, infos: list[_Series], positions: list[int]) -> None:
         self.layout = layout
         self.infos = infos
-        self.pick = _pick(positions)
+        self.pick = picker(positions)
         self.prev: Sequence[float] = [i.prev for i in infos]
         # (series index, slot, scale) in the order the slow path adds them, so sums are bit-equal.
         pairs = [(n, slot, scale) for n, info in enumerate(infos) for slot, scale in info.slots]
-        self.pick_pairs = _pick([n for n, _, _ in pairs])
+        self.pick_pairs = picker([n for n, _, _ in pairs])
         self.scales = [scale for _, _, scale in pairs]
         first: dict[int, int] = {}
         self.extra: list[tuple[int, int]] = []  # (pair index, slot) adding into a slot already fed
@@ -104,8 +94,8 @@ class _Fast:
             else:
                 first[slot] = p
         self.first_slots = list(first)
-        self.pick_first = _pick(list(first.values()))
-        self.gauge_pick: Callable[[Sequence[float]], tuple[float, ...]] = _pick([])
+        self.pick_first = picker(list(first.values()))
+        self.gauge_pick: Callable[[Sequence[float]], tuple[float, ...]] = picker([])
         self.gauge_keys: list[tuple[str, ModelKey]] = []
         self.models: frozenset[ModelKey] = frozenset()
 
@@ -287,7 +277,7 @@ class CounterWindow:
                 if key is not None:
                     gauge_positions.append(start + k)
                     fast.gauge_keys.append((family, key))
-        fast.gauge_pick = _pick(gauge_positions)
+        fast.gauge_pick = picker(gauge_positions)
         fast.models = self.models
         return fast
 

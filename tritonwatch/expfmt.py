@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import TypeVar
 
 LabelSet = tuple[tuple[str, str], ...]
 Samples = dict[str, dict[LabelSet, float]]
@@ -103,14 +104,20 @@ _TAIL = re.compile(r" ([^ \n]*)\n")
 _NOT_VALUE_CHAR = re.compile(r"[^0-9.eE+\-iInNfFtTyYaA\n]")
 
 
-def _picker(indices: list[int]) -> Callable[[Sequence[str]], tuple[str, ...]]:
-    """``lambda seq: tuple(seq[i] for i in indices)``, in C (itemgetter) for any number of indices."""
+T = TypeVar("T")
+
+
+def picker(indices: Sequence[int]) -> Callable[[Sequence[T]], tuple[T, ...]]:
+    """``lambda seq: tuple(seq[i] for i in indices)``, in C (itemgetter) for any number of indices.
+
+    The parser picks value tokens with it, the window the values it needs from the flat list.
+    """
     if not indices:
         return lambda _seq: ()
     if len(indices) == 1:
         only = indices[0]
         return lambda seq: (seq[only],)
-    return itemgetter(*indices)
+    return itemgetter(*indices)  # type: ignore[return-value]  # itemgetter is untyped in C
 
 
 @dataclass(frozen=True, eq=False)
@@ -156,10 +163,10 @@ class Parser:
         self._layout_heads: list[str] | None = None
         # Tokens that are not sample values (the last word of a comment, the empty token of a blank
         # line) are compared whole: "# TYPE x counter" and "# TYPE x nonsense" share a head.
-        self._pick_fixed: Callable[[Sequence[str]], tuple[str, ...]] = _picker([])
+        self._pick_fixed: Callable[[Sequence[str]], tuple[str, ...]] = picker([])
         self._fixed: tuple[str, ...] = ()
         # Value tokens: the kept samples' first (in ``layout`` order), then the others (checked only).
-        self._pick_values: Callable[[Sequence[str]], tuple[str, ...]] = _picker([])
+        self._pick_values: Callable[[Sequence[str]], tuple[str, ...]] = picker([])
         self._kept_count = 0
 
     def _kept(self, name: str, types: dict[str, str]) -> bool:
@@ -313,9 +320,9 @@ class Parser:
         tokens = pieces[1::2]
         fixed = [j for j in range(len(tokens)) if j not in value_set]
         self._layout_heads = pieces[0::2]
-        self._pick_fixed = _picker(fixed)
+        self._pick_fixed = picker(fixed)
         self._fixed = self._pick_fixed(tokens)
-        self._pick_values = _picker(value_tokens)
+        self._pick_values = picker(value_tokens)
         self._kept_count = kept_count
         new = tuple(series)
         if self._layout is None or self._layout.series != new:
