@@ -129,7 +129,7 @@ def test_endpoint_intervals_from_flag_environment_and_file(
 
 
 def test_real_statistics_answer_gives_executions_per_batch_size(fake: FakeTriton) -> None:
-    """Triton 21.12's answer for the *batching* example backend: one execution of batch size 2."""
+    """A December 2021 Triton's answer for the *batching* example backend: one execution of batch size 2."""
     real = json.loads((DATA / "real" / "triton_backend_batching_stats.json").read_text())
     fake.stats = real
     fake.index = [{"name": "batching", "state": "READY", "version": "1"}]
