@@ -9,6 +9,7 @@ crashed Triton 2.51), with one INFER_RESPONSE_COMPLETE per token; the sidecar re
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
 import urllib.request
@@ -19,6 +20,7 @@ import requests
 from conftest import TEST_MODELS
 
 from tritonwatch import catalog
+from tritonwatch.errors import TritonwatchError
 from tritonwatch.expfmt import parse
 from tritonwatch.exporters.llm import LlmPart
 from tritonwatch.exporters.sidecar import Sidecar
@@ -40,6 +42,18 @@ KEY = ("streamer", "1")
 def nearest_rank(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[max(0, -(-int(q * len(ordered) * 1000) // 1000) - 1)]
+
+
+def streamer_traces_on_disk(folder: Path) -> int:
+    """Distinct traced streamer requests in Triton's complete rotated trace files (trace.json.N)."""
+    ids = set()
+    for f in folder.glob("trace.json.*"):
+        try:
+            entries = json.loads(f.read_bytes())
+        except ValueError:
+            continue  # still being written
+        ids |= {e["id"] for e in entries if e.get("model_name") == "streamer"}
+    return len(ids)
 
 
 class Client(threading.Thread):
@@ -116,7 +130,19 @@ def test_streaming_model_ttft_itl_and_tokens_per_second_match_the_truth(tmp_path
                     got = parse(r.read()).get(f"{catalog.LLM_TTFT}_count", {})
                 return next((v for ls, v in got.items() if ("model", "streamer") in ls), 0.0)
 
-            wait_until(lambda: traced() == done, 30, f"the sidecar to read {done} traced requests")
+            seen: dict[str, float] = {}
+
+            def all_files_read() -> bool:
+                # The truth is what Triton wrote: the streamer traces in its complete rotated files
+                # (the client-side count can differ by a request finishing as the clients stop).
+                seen["on_disk"] = on_disk = streamer_traces_on_disk(folder)
+                seen["sidecar"] = got = traced()
+                return on_disk >= done and got == on_disk
+
+            try:
+                wait_until(all_files_read, 30, "the sidecar to read every traced request Triton wrote")
+            except TritonwatchError as exc:
+                raise AssertionError(f"{exc}: {seen} (clients completed {len(asked)})") from None
             with urllib.request.urlopen(f"http://127.0.0.1:{sidecar.port}/metrics", timeout=10) as r:
                 after = parse(r.read())
         finally:
