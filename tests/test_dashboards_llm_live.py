@@ -15,6 +15,7 @@ import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import requests
@@ -22,6 +23,8 @@ from conftest import TEST_MODELS
 from support.llm_payloads import TRT_LLM_KEY, VLLM_KEY, trt_llm_scrape, vllm_scrape
 from support.sidecar import sidecar_argv
 from support.static_endpoint import StaticEndpoint
+from support.streaming import open_stream
+from support.triton_guard import fail_if_crashed
 
 from tritonwatch.dashboards import promcheck
 from tritonwatch.dashboards.generate import render_all
@@ -47,11 +50,6 @@ BUILTINS = {
 }
 
 
-@dataclass
-class Stack:
-    prometheus: Prometheus
-
-
 class Ticker(threading.Thread):
     """Advances the backends' payload once a second, as a serving vLLM/TensorRT-LLM would."""
 
@@ -68,20 +66,34 @@ class Ticker(threading.Thread):
 
 
 class Streamer(threading.Thread):
-    """One client streaming requests (4 tokens, 100 ms to the first, 40 ms apart) until stopped."""
+    """One client streaming requests (4 tokens, 100 ms to the first, 40 ms apart) until stopped.
+
+    A failed request is recorded, not fatal: the test reports it instead of finding the streamer's
+    values gone without a word.
+    """
 
     def __init__(self, base: str) -> None:
         super().__init__(daemon=True)
         self.url = f"{base}/v2/models/streamer/generate_stream"
         self.stop = threading.Event()
+        self.errors: list[str] = []
 
     def run(self) -> None:
-        with requests.Session() as s:
-            while not self.stop.is_set():
-                body = {"tokens": 4, "ttft_ms": 100, "gap_ms": 40}
-                with s.post(self.url, json=body, stream=True, timeout=30) as r:
+        while not self.stop.is_set():
+            try:
+                with open_stream(self.url, {"tokens": 4, "ttft_ms": 100, "gap_ms": 40}) as r:
                     for _line in r.iter_lines():
                         pass
+            except requests.RequestException as exc:
+                self.errors.append(repr(exc)[:300])
+                self.stop.wait(0.5)
+
+
+@dataclass
+class Stack:
+    prometheus: Prometheus
+    triton: Any
+    streamer: Streamer
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +153,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         streamer = Streamer(triton.http_url)
         streamer.start()
         stack.callback(streamer.stop.set)
-        yield Stack(prom)
+        yield Stack(prom, triton, streamer)
 
 
 def test_every_llm_panel_query_parses_and_shows_the_sources_values(live: Stack) -> None:
@@ -198,4 +210,6 @@ def test_every_llm_panel_query_parses_and_shows_the_sources_values(live: Stack) 
     empty = [f"{r.query.key}: {r.promql}" for r in results if not r.has_data]
     assert not empty, "\n".join(empty)
     assert len(results) >= 16
+    fail_if_crashed(live.triton, "while the LLM panels were queried")
+    assert not live.streamer.errors, live.streamer.errors[:3]
     check()

@@ -285,7 +285,9 @@ class LocalTriton:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
     def ready(self) -> bool:
-        return http_ok(f"{self.http_url}/v2/health/ready")
+        # Triton opens its metrics port a few ms after HTTP says ready; a caller that reads /metrics
+        # right after wait_ready() (a restart test, the demo) must not race it.
+        return http_ok(f"{self.http_url}/v2/health/ready") and http_ok(self.metrics_url)
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
