@@ -24,7 +24,6 @@ from tritonwatch.errors import UsageError
 BEGIN = "<!-- BEGIN GENERATED: flags -->"
 END = "<!-- END GENERATED: flags -->"
 ENV_PREFIX = "TRITONWATCH_"
-ROOT = Path(__file__).resolve().parent.parent
 _ENV_SUFFIX = re.compile(r"\s*\[env [A-Z0-9_]+\]$")
 
 
@@ -42,12 +41,7 @@ def _cell(text: str) -> str:
 def _default(value: object) -> str:
     if value is None or value == "" or value is False:
         return ""
-    text = str(value)
-    # Defaults computed from the install location (demo's bundled files) are shown repository-relative.
-    root = str(ROOT)
-    if text.startswith(root + "/"):
-        text = text[len(root) + 1 :]
-    return f"`{text}`"
+    return f"`{value}`"
 
 
 def _help(action: argparse.Action) -> str:

@@ -3,7 +3,7 @@ per Triton scrape (``prepare``, from the sidecar's render thread).
 
 It never calls Triton on Prometheus's request path. Emits (labels ``model``, ``version`` unless noted):
 
-    tritonwatch_up{target}                      1/0 per configured target
+    tritonwatch_up{target}                      1/0 per configured target (triton_api: index and stats)
     tritonwatch_scrape_duration_seconds{target} fetch + parse + derive of the last scrape
     tritonwatch_scrape_errors_total{target,reason}
     tritonwatch_models_dropped_total            models over --max-models, summed over scrapes
@@ -41,7 +41,10 @@ class Part(Protocol):
 
 def health_families(healths: Sequence[Health]) -> Iterator[Metric]:
     up = GaugeMetricFamily(
-        catalog.UP, "1 if the last scrape of the target succeeded, else 0.", labels=[catalog.TARGET]
+        catalog.UP,
+        "1 if the last scrape of the target succeeded, else 0 (triton_api: the last repository index "
+        "and statistics reads; a model config that cannot be read is only counted in scrape_errors_total).",
+        labels=[catalog.TARGET],
     )
     dur = GaugeMetricFamily(
         catalog.SCRAPE_DURATION,

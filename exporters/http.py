@@ -3,6 +3,7 @@
 Reasons (the ``reason`` label of ``tritonwatch_scrape_errors_total``): ``timeout`` (no answer, or the
 whole answer not in time), ``connection`` (refused, reset, gone), ``http_status`` (not 200),
 ``too_large`` (over ``--max-payload-bytes``, counted after decompression), ``bad_json``, ``http``.
+The Triton API source prefixes them with the endpoint that failed (``index_``, ``stats_``, ``config_``).
 """
 
 from __future__ import annotations
