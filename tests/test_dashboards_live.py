@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -190,7 +191,7 @@ def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
                 log_path=tmp / "gpu-sidecar.log",
             )
             stack.callback(gpu_sidecar.stop)
-            replay_addr = replay.triton_metrics_url.split("//", 1)[1].split("/", 1)[0]
+            replay_addr = urlsplit(replay.triton_metrics_url).netloc
             gpu_targets = [
                 ScrapeTarget("triton-replayed-gpu-node", replay_addr),
                 ScrapeTarget("tritonwatch-gpu-node", f"127.0.0.1:{gpu_port}"),
@@ -205,7 +206,7 @@ def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             notes.append(
                 f"no recording rules loaded ({SLO_FILE.relative_to(ROOT)} or `tritonwatch rules` missing)"
             )
-        metrics_addr = triton.metrics_url.split("//", 1)[1].split("/", 1)[0]
+        metrics_addr = urlsplit(triton.metrics_url).netloc
         prom = Prometheus(
             tmp / "prom",
             prometheus_config(

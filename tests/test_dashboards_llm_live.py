@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -136,7 +137,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             log_path=tmp / "sidecar-backends.log",
         )
         stack.callback(backend.stop)
-        triton_addr = triton.metrics_url.split("//", 1)[1].split("/", 1)[0]
+        triton_addr = urlsplit(triton.metrics_url).netloc
         prom = Prometheus(
             tmp / "prom",
             prometheus_config(

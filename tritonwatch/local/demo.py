@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
+from urllib.parse import urlsplit
 
 from tritonwatch import catalog
 from tritonwatch.errors import UsageError
@@ -270,7 +271,7 @@ class Stack:
         self._stops.append(gpu_sidecar.stop)
         gpu_sidecar.start()
         self.gpu_sidecar_port = gpu_sidecar.port
-        replay_addr = replay.triton_metrics_url.split("//", 1)[1].split("/", 1)[0]
+        replay_addr = urlsplit(replay.triton_metrics_url).netloc
         log.info(
             "REPLAY: GPU node from recorded payloads (not a live GPU), sidecar on port %d", gpu_sidecar.port
         )
