@@ -317,10 +317,11 @@ def operational_cases(spec: SLOFile, slo: SLO, objective: catalog.OperationalObj
     for fire, value in ((True, _between(limit, upper)), (False, _between(limit, not upper))):
         c = Case(f"{slo.model}: {what.format(pct=pct(value))} {'fires' if fire else 'is quiet'}")
         inputs(c, spec, slo.model, value)
-        values = {**rules.operational_texts(spec, objective.alert, slo), "value_pct": pct(value)}
+        alert = objective.alert.name
+        values = {**rules.operational_texts(spec, alert, slo), "value_pct": pct(value)}
         labels = _model_alert_labels(spec, slo.model)
-        alerts = (expected(spec, objective.alert, labels, values),) if fire else ()
-        c.checks.append(Check(at, objective.alert, alerts))
+        alerts = (expected(spec, alert, labels, values),) if fire else ()
+        c.checks.append(Check(at, alert, alerts))
         out.append(c)
     return out
 

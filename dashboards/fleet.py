@@ -78,16 +78,12 @@ def build() -> core.Dashboard:
     lay.row()
     panels += [
         p.timeseries(
-            "Request rate",
-            "Successful inference requests per second, per model and version, summed across replicas.",
-            "reqps",
+            *p.about(catalog.REQUEST_RATE),
             [Q(_sig(catalog.REQUEST_RATE), LEG)],
             lay.place(12, 8),
         ),
         p.timeseries(
-            "Error ratio",
-            "Failed requests (reason other than CANCELED) over all requests, per model and version.",
-            "percentunit",
+            *p.about(catalog.ERROR_RATIO),
             [Q(_sig(catalog.ERROR_RATIO), LEG)],
             lay.place(12, 8),
             thresholds=BAD_RATIO,
@@ -108,30 +104,22 @@ def build() -> core.Dashboard:
             lay.place(12, 8),
         ),
         p.timeseries(
-            "Queue share",
-            "Share of request time spent waiting in Triton's queue (queue duration / request duration).",
-            "percentunit",
+            *p.about(catalog.QUEUE_TIME_RATIO),
             [Q(_sig(catalog.QUEUE_TIME_RATIO), LEG)],
             lay.place(8, 8),
         ),
         p.timeseries(
-            "Batch efficiency",
-            "Mean executed batch size over the model's max_batch_size (models that batch).",
-            "percentunit",
+            *p.about(catalog.BATCH_EFFICIENCY),
             [Q(q.batch_efficiency(selector=SEL), LEG)],
             lay.place(8, 8),
         ),
         p.timeseries(
-            "Cache hit ratio",
-            "Response cache hits over cache lookups (models with the response cache on).",
-            "percentunit",
+            *p.about(catalog.CACHE_HIT_RATIO),
             [Q(_sig(catalog.CACHE_HIT_RATIO), LEG)],
             lay.place(8, 8),
         ),
         p.timeseries(
-            "Pending requests",
-            "Requests received and not yet executing (queued), summed across replicas and GPUs.",
-            "short",
+            *p.about(catalog.PENDING_REQUESTS),
             [Q(_sig(catalog.PENDING_REQUESTS), LEG)],
             lay.place(8, 8),
         ),

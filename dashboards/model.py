@@ -35,16 +35,12 @@ def build() -> core.Dashboard:
     sig = q.signal
     panels: list[core.Panel] = [
         p.stat(
-            "Requests / s",
-            "Successful requests per second, summed across replicas.",
-            "reqps",
+            *p.about(catalog.REQUEST_RATE),
             [Q(sig(catalog.REQUEST_RATE), LEG)],
             lay.place(4, 4),
         ),
         p.stat(
-            "Error ratio",
-            "Failed requests (reason other than CANCELED) over all requests.",
-            "percentunit",
+            *p.about(catalog.ERROR_RATIO),
             [Q(sig(catalog.ERROR_RATIO), LEG)],
             lay.place(4, 4),
             thresholds=BAD_RATIO,
@@ -57,16 +53,12 @@ def build() -> core.Dashboard:
             lay.place(4, 4),
         ),
         p.stat(
-            "Queue share",
-            "Share of request time spent queued.",
-            "percentunit",
+            *p.about(catalog.QUEUE_TIME_RATIO),
             [Q(sig(catalog.QUEUE_TIME_RATIO), LEG)],
             lay.place(4, 4),
         ),
         p.gauge(
-            "Batch efficiency",
-            "Mean executed batch size over max_batch_size: how full the batches Triton runs are.",
-            "percentunit",
+            *p.about(catalog.BATCH_EFFICIENCY),
             [Q(q.batch_efficiency(), LEG)],
             lay.place(4, 4),
             thresholds=(("red", None), ("orange", 0.25), ("green", 0.5)),
@@ -116,9 +108,7 @@ def build() -> core.Dashboard:
             lay.place(8, 8),
         ),
         p.timeseries(
-            "Queue share",
-            "Queue duration over request duration: above ~50% the model needs more instances or batching.",
-            "percentunit",
+            *p.about(catalog.QUEUE_TIME_RATIO),
             [Q(sig(catalog.QUEUE_TIME_RATIO), LEG)],
             lay.place(8, 8),
         ),
@@ -130,9 +120,7 @@ def build() -> core.Dashboard:
             lay.place(8, 8),
         ),
         p.timeseries(
-            "Mean batch vs max_batch_size",
-            "Mean executed batch size (inferences / executions) against the configured max_batch_size.",
-            "short",
+            *p.about(catalog.BATCH_SIZE_MEAN),
             [
                 Q(sig(catalog.BATCH_SIZE_MEAN), f"mean {LEG}"),
                 Q(q.max_batch_size(), f"max_batch_size {LEG}"),
@@ -140,17 +128,13 @@ def build() -> core.Dashboard:
             lay.place(8, 8),
         ),
         p.timeseries(
-            "Batch efficiency",
-            "Mean executed batch size over max_batch_size.",
-            "percentunit",
+            *p.about(catalog.BATCH_EFFICIENCY),
             [Q(q.batch_efficiency(), LEG)],
             lay.place(8, 8),
             soft_max=1,
         ),
         p.timeseries(
-            "Cache hit ratio",
-            "Response cache hits over cache lookups.",
-            "percentunit",
+            *p.about(catalog.CACHE_HIT_RATIO),
             [Q(sig(catalog.CACHE_HIT_RATIO), LEG)],
             lay.place(8, 8),
             soft_max=1,
@@ -192,16 +176,12 @@ def build() -> core.Dashboard:
             lay.place(8, 8),
         ),
         p.timeseries(
-            "Pending requests",
-            "Requests received and not yet executing, summed across replicas.",
-            "short",
+            *p.about(catalog.PENDING_REQUESTS),
             [Q(sig(catalog.PENDING_REQUESTS), LEG)],
             lay.place(8, 8),
         ),
         p.timeseries(
-            "Request rate",
-            "Successful requests per second, summed across replicas.",
-            "reqps",
+            *p.about(catalog.REQUEST_RATE),
             [Q(sig(catalog.REQUEST_RATE), LEG)],
             lay.place(12, 8),
         ),
