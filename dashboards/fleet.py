@@ -77,17 +77,8 @@ def build() -> core.Dashboard:
     ]
     lay.row()
     panels += [
-        p.timeseries(
-            *p.about(catalog.REQUEST_RATE),
-            [Q(_sig(catalog.REQUEST_RATE), LEG)],
-            lay.place(12, 8),
-        ),
-        p.timeseries(
-            *p.about(catalog.ERROR_RATIO),
-            [Q(_sig(catalog.ERROR_RATIO), LEG)],
-            lay.place(12, 8),
-            thresholds=BAD_RATIO,
-        ),
+        p.shown(p.timeseries, catalog.REQUEST_RATE, lay.place(12, 8), SEL),
+        p.shown(p.timeseries, catalog.ERROR_RATIO, lay.place(12, 8), SEL, thresholds=BAD_RATIO),
         p.timeseries(
             "Request latency p50",
             "Median request latency (REQUEST_START to REQUEST_END) across replicas, from the sidecar's "
@@ -103,26 +94,10 @@ def build() -> core.Dashboard:
             [Q(q.quantile("0.99", selector=SEL), LEG)],
             lay.place(12, 8),
         ),
-        p.timeseries(
-            *p.about(catalog.QUEUE_TIME_RATIO),
-            [Q(_sig(catalog.QUEUE_TIME_RATIO), LEG)],
-            lay.place(8, 8),
-        ),
-        p.timeseries(
-            *p.about(catalog.BATCH_EFFICIENCY),
-            [Q(q.batch_efficiency(selector=SEL), LEG)],
-            lay.place(8, 8),
-        ),
-        p.timeseries(
-            *p.about(catalog.CACHE_HIT_RATIO),
-            [Q(_sig(catalog.CACHE_HIT_RATIO), LEG)],
-            lay.place(8, 8),
-        ),
-        p.timeseries(
-            *p.about(catalog.PENDING_REQUESTS),
-            [Q(_sig(catalog.PENDING_REQUESTS), LEG)],
-            lay.place(8, 8),
-        ),
+        p.shown(p.timeseries, catalog.QUEUE_TIME_RATIO, lay.place(8, 8), SEL),
+        p.shown(p.timeseries, catalog.BATCH_EFFICIENCY, lay.place(8, 8), SEL),
+        p.shown(p.timeseries, catalog.CACHE_HIT_RATIO, lay.place(8, 8), SEL),
+        p.shown(p.timeseries, catalog.PENDING_REQUESTS, lay.place(8, 8), SEL),
         p.timeseries(
             "Sidecar scrape health",
             "1 when the sidecar's last scrape of a source (triton, triton_api, dcgm) succeeded, per sidecar.",

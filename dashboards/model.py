@@ -34,17 +34,8 @@ def build() -> core.Dashboard:
     Q = p.Query
     sig = q.signal
     panels: list[core.Panel] = [
-        p.stat(
-            *p.about(catalog.REQUEST_RATE),
-            [Q(sig(catalog.REQUEST_RATE), LEG)],
-            lay.place(4, 4),
-        ),
-        p.stat(
-            *p.about(catalog.ERROR_RATIO),
-            [Q(sig(catalog.ERROR_RATIO), LEG)],
-            lay.place(4, 4),
-            thresholds=BAD_RATIO,
-        ),
+        p.shown(p.stat, catalog.REQUEST_RATE, lay.place(4, 4)),
+        p.shown(p.stat, catalog.ERROR_RATIO, lay.place(4, 4), thresholds=BAD_RATIO),
         p.stat(
             "p99 latency",
             "99th percentile request latency across replicas (sampled traces).",
@@ -52,14 +43,10 @@ def build() -> core.Dashboard:
             [Q(q.quantile("0.99"), LEG)],
             lay.place(4, 4),
         ),
-        p.stat(
-            *p.about(catalog.QUEUE_TIME_RATIO),
-            [Q(sig(catalog.QUEUE_TIME_RATIO), LEG)],
-            lay.place(4, 4),
-        ),
-        p.gauge(
-            *p.about(catalog.BATCH_EFFICIENCY),
-            [Q(q.batch_efficiency(), LEG)],
+        p.shown(p.stat, catalog.QUEUE_TIME_RATIO, lay.place(4, 4)),
+        p.shown(
+            p.gauge,
+            catalog.BATCH_EFFICIENCY,
             lay.place(4, 4),
             thresholds=(("red", None), ("orange", 0.25), ("green", 0.5)),
         ),
@@ -107,11 +94,7 @@ def build() -> core.Dashboard:
             [Q(q.quantile("0.99", phase=ph), f"{ph} {LEG}") for ph in catalog.HISTOGRAM_PHASES],
             lay.place(8, 8),
         ),
-        p.timeseries(
-            *p.about(catalog.QUEUE_TIME_RATIO),
-            [Q(sig(catalog.QUEUE_TIME_RATIO), LEG)],
-            lay.place(8, 8),
-        ),
+        p.shown(p.timeseries, catalog.QUEUE_TIME_RATIO, lay.place(8, 8)),
         p.bargauge(
             "Batch-size distribution",
             "Executions per batch size over the dashboard's time range (Triton statistics API batch_stats).",
@@ -127,18 +110,8 @@ def build() -> core.Dashboard:
             ],
             lay.place(8, 8),
         ),
-        p.timeseries(
-            *p.about(catalog.BATCH_EFFICIENCY),
-            [Q(q.batch_efficiency(), LEG)],
-            lay.place(8, 8),
-            soft_max=1,
-        ),
-        p.timeseries(
-            *p.about(catalog.CACHE_HIT_RATIO),
-            [Q(sig(catalog.CACHE_HIT_RATIO), LEG)],
-            lay.place(8, 8),
-            soft_max=1,
-        ),
+        p.shown(p.timeseries, catalog.BATCH_EFFICIENCY, lay.place(8, 8), soft_max=1),
+        p.shown(p.timeseries, catalog.CACHE_HIT_RATIO, lay.place(8, 8), soft_max=1),
         p.timeseries(
             "Cache hits and misses",
             "Response cache hits and misses per second, summed across replicas.",
@@ -175,16 +148,8 @@ def build() -> core.Dashboard:
             ],
             lay.place(8, 8),
         ),
-        p.timeseries(
-            *p.about(catalog.PENDING_REQUESTS),
-            [Q(sig(catalog.PENDING_REQUESTS), LEG)],
-            lay.place(8, 8),
-        ),
-        p.timeseries(
-            *p.about(catalog.REQUEST_RATE),
-            [Q(sig(catalog.REQUEST_RATE), LEG)],
-            lay.place(12, 8),
-        ),
+        p.shown(p.timeseries, catalog.PENDING_REQUESTS, lay.place(8, 8)),
+        p.shown(p.timeseries, catalog.REQUEST_RATE, lay.place(12, 8)),
         p.timeseries(
             "p99 per replica (sidecar)",
             "Each sidecar's own p99 of request latency over its quantile window: spots one slow replica "

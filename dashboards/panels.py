@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ import attr
 from grafanalib import core
 
 from tritonwatch import catalog
+from tritonwatch.dashboards import queries
 
 SCHEMA_VERSION = 39
 GENERATED_NOTE = (
@@ -80,6 +81,17 @@ def about(signal: str) -> tuple[str, str, str]:
     """A catalog signal's panel title, description and unit: every panel showing it alone uses them."""
     view, unit = catalog.view(signal)
     return view.title, view.description, unit
+
+
+def shown(
+    make: Callable[..., core.Panel],
+    signal: str,
+    grid: core.GridPos,
+    selector: str = queries.SELECTOR,
+    **options: Any,
+) -> core.Panel:
+    """A ``make`` panel (timeseries, stat, gauge) of one catalog signal per model and version."""
+    return make(*about(signal), [Query(queries.of(signal, selector), queries.MODEL_LEGEND)], grid, **options)
 
 
 def _targets(queries: Sequence[Query]) -> list[core.Target]:
