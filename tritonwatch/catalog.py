@@ -6,6 +6,11 @@ increases between its own scrapes; ``promql()`` renders the same formula as a Pr
 that aggregates across replicas (``sum by (model, version, <grouping>)`` of rates, then divided);
 the recording rules (``alerts/``), the dashboards and the capacity report all take their queries
 from here. Nothing else in the project spells a metric name.
+
+What people see of a signal is here too: its ``View`` (the panel title and description the dashboards
+use, the capacity report's column), and the operational alerts (``OPERATIONAL_ALERTS``, among them the
+per-model ``OPERATIONAL_OBJECTIVES``) with their ``for`` and texts, which the rules and the promtool
+cases render.
 """
 
 from __future__ import annotations
