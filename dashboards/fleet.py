@@ -117,16 +117,17 @@ def build() -> core.Dashboard:
     panels += [
         p.table(
             "Models now",
-            "Every selected model and version now: rate, errors, p99, queue share, batch efficiency, "
+            "Every selected model and version now: rate, error ratio, p99, queue share, batch efficiency, "
             "cache hits (empty cells: no traffic, no batching or no cache).",
             "short",
             [
                 Q(_sig(catalog.REQUEST_RATE), "rate", unit="reqps"),
-                Q(_sig(catalog.ERROR_RATIO), "errors", unit="percentunit"),
+                p.column(catalog.ERROR_RATIO, SEL),
                 Q(q.quantile("0.99", selector=SEL), "p99", unit="s"),
-                Q(_sig(catalog.QUEUE_TIME_RATIO), "queue share", unit="percentunit"),
-                Q(q.batch_efficiency(selector=SEL), "batch efficiency", unit="percentunit"),
-                Q(_sig(catalog.CACHE_HIT_RATIO), "cache hits", unit="percentunit"),
+                *(
+                    p.column(s, SEL)
+                    for s in (catalog.QUEUE_TIME_RATIO, catalog.BATCH_EFFICIENCY, catalog.CACHE_HIT_RATIO)
+                ),
             ],
             lay.place(24, 8),
         ),

@@ -94,6 +94,12 @@ def shown(
     return make(*about(signal), [Query(queries.of(signal, selector), queries.MODEL_LEGEND)], grid, **options)
 
 
+def column(signal: str, selector: str = queries.SELECTOR) -> Query:
+    """A table column of one catalog signal, headed as the capacity report heads it."""
+    view, unit = catalog.view(signal)
+    return Query(queries.of(signal, selector), view.column, unit=unit)
+
+
 def _targets(queries: Sequence[Query]) -> list[core.Target]:
     out = []
     for i, q in enumerate(queries):
