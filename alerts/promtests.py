@@ -297,12 +297,12 @@ def _cache_inputs(c: Case, spec: SLOFile, model: str, ratio: Decimal) -> None:
     c.add(catalog.TRITON_CACHE_MISSES, triton_labels(spec, model), counter(RPM * (1 - ratio), 50))
 
 
-# Per operational objective (catalog.OPERATIONAL_OBJECTIVES, by SLO file key): the Triton series that
-# give the signal a value, how a case names that value, and when to check (after the alert's `for`).
+# Per operational objective (catalog.OPERATIONAL_OBJECTIVES, by the signal it bounds): the Triton series
+# that give the signal a value, how a case names that value, and when to check (after the alert's `for`).
 OPERATIONAL_INPUTS: dict[str, tuple[Callable[[Case, SLOFile, str, Decimal], None], str, str]] = {
-    "queue_time_ratio": (_queue_inputs, "queue time {pct} of request time", "30m"),
-    "batch_efficiency": (_batch_inputs, "batch efficiency {pct}", "45m"),
-    "cache_hit_ratio": (_cache_inputs, "cache hit ratio {pct}", "45m"),
+    catalog.QUEUE_TIME_RATIO: (_queue_inputs, "queue time {pct} of request time", "30m"),
+    catalog.BATCH_EFFICIENCY: (_batch_inputs, "batch efficiency {pct}", "45m"),
+    catalog.CACHE_HIT_RATIO: (_cache_inputs, "cache hit ratio {pct}", "45m"),
 }
 
 
@@ -311,16 +311,17 @@ def operational_cases(spec: SLOFile, slo: SLO, objective: catalog.OperationalObj
     limit = slo.limit(objective)
     if limit is None:
         return []
-    inputs, what, at = OPERATIONAL_INPUTS[objective.key]
+    inputs, what, at = OPERATIONAL_INPUTS[objective.signal]
     upper = objective.bound == "max"
     out = []
     for fire, value in ((True, _between(limit, upper)), (False, _between(limit, not upper))):
         c = Case(f"{slo.model}: {what.format(pct=pct(value))} {'fires' if fire else 'is quiet'}")
         inputs(c, spec, slo.model, value)
-        values = {**rules.operational_texts(spec, objective.alert, slo), "value_pct": pct(value)}
+        alert = objective.alert.name
+        values = {**rules.operational_texts(spec, alert, slo), "value_pct": pct(value)}
         labels = _model_alert_labels(spec, slo.model)
-        alerts = (expected(spec, objective.alert, labels, values),) if fire else ()
-        c.checks.append(Check(at, objective.alert, alerts))
+        alerts = (expected(spec, alert, labels, values),) if fire else ()
+        c.checks.append(Check(at, alert, alerts))
         out.append(c)
     return out
 

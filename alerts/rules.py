@@ -23,7 +23,6 @@ they expect, so the tests prove the rendered text too.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -54,7 +53,7 @@ SIDECAR_DOWN = catalog.SIDECAR_DOWN_ALERT
 SIDECAR_STALE = catalog.SIDECAR_STALE_ALERT
 WATCHDOG = catalog.WATCHDOG_ALERT
 # The per-model operational objectives (queue time, batch efficiency, cache hit ratio), by alert name.
-OPERATIONAL = {o.alert: o for o in catalog.OPERATIONAL_OBJECTIVES}
+OPERATIONAL = {o.alert.name: o for o in catalog.OPERATIONAL_OBJECTIVES}
 # TritonServerDown has two rules (a target down, no target at all) with texts of their own.
 SERVER_ABSENT_TEXTS = "TritonServerDown/absent"
 CAUSE = "cause"  # tells those two rules (and their alerts) apart
@@ -74,20 +73,11 @@ ALERTS = (
     WATCHDOG,
 )
 
-# Windows and holds of the operational alerts (the SLO alerts take theirs from alerts/windows.py).
+# Windows of the operational alerts (the SLO alerts take theirs from alerts/windows.py).
 NO_DATA_ABSENT = "15m"
 NO_DATA_TRAFFIC_WINDOW = "1h"
 STALE_WINDOW = "5m"
 XID_WINDOW = "1h"
-FOR = {
-    NO_DATA: "10m",
-    SERVER_DOWN: "3m",
-    MODEL_NOT_READY: "5m",
-    **{o.alert: o.hold for o in catalog.OPERATIONAL_OBJECTIVES},
-    GPU_MEMORY_NEAR_FULL: "10m",
-    SIDECAR_DOWN: "5m",
-    SIDECAR_STALE: "5m",
-}
 
 # Go template snippets for the value placeholders; label placeholders become {{ $labels.<name> }}.
 GO_VALUES = {
@@ -97,67 +87,31 @@ GO_VALUES = {
 }
 
 
-# --- alert texts --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Texts:
-    summary: str
-    description: str
-
-
-TEXTS: dict[str, Texts] = {
-    BURN: Texts(
-        "{model} is burning its {slo} error budget {value_x}x too fast",
-        "{model} is spending the error budget of SLO {slo} ({objective}% of requests {good} over {window}) "
-        "{value_x} times as fast as the objective allows; {budget_left} of the budget is left.",
+# --- alert texts: the SLO alerts' here, the operational ones from the catalog --------------------
+SLO_ALERTS = (
+    catalog.Alert(
+        BURN,
+        watches="",  # the SLO's own SLI records, not a catalog signal
+        hold="",
+        summary="{model} is burning its {slo} error budget {value_x}x too fast",
+        description="{model} is spending the error budget of SLO {slo} ({objective}% of requests {good} over "
+        "{window}) {value_x} times as fast as the objective allows; {budget_left} of the budget is left.",
     ),
-    NO_DATA: Texts(
-        "No latency samples for {model}: the {slo} SLI is blind",
-        "The latency SLI {slo} has no sampled requests for {model}: no {histogram} series for "
+    catalog.Alert(
+        NO_DATA,
+        watches=catalog.REQUEST_DURATION,
+        hold="10m",
+        summary="No latency samples for {model}: the {slo} SLI is blind",
+        description="The latency SLI {slo} has no sampled requests for {model}: no {histogram} series for "
         "{absent}, or none added over {traffic_window} while Triton served requests. Check that "
         "Triton's traces reach the sidecar (--otlp-listen, --trace-rate).",
     ),
-    SERVER_DOWN: Texts(
-        "Triton target {instance} is down",
-        "Prometheus has failed to scrape Triton target {instance} (job {job}) for {hold}; its "
-        "models are unavailable or unobserved.",
-    ),
-    SERVER_ABSENT_TEXTS: Texts(
-        "No Triton target is being scraped",
-        "Prometheus has had no up series matching {up_job} for {hold}: every Triton target is gone "
-        "from service discovery, or the job matcher in the SLO file (spec.up_job) is wrong.",
-    ),
-    MODEL_NOT_READY: Texts(
-        "Model {model} version {version} is not ready on {instance}",
-        "Triton's repository index reports {model} version {version} as not READY on {instance} "
-        "for {hold}; requests to it fail.",
-    ),
-    **{o.alert: Texts(o.summary, o.description) for o in catalog.OPERATIONAL_OBJECTIVES},
-    GPU_MEMORY_NEAR_FULL: Texts(
-        "GPU {gpu_uuid} on {instance} memory is {value_pct} used",
-        "GPU {gpu_uuid} on {instance} has used {value_pct} of its memory for {hold} (threshold "
-        "{limit}); loading another model instance may fail.",
-    ),
-    GPU_XID: Texts(
-        "GPU {gpu_uuid} on {instance} reported XID error {value}",
-        "DCGM reports a new XID error {value} on GPU {gpu_uuid} ({instance}) within the last hour; "
-        "the GPU may need a reset.",
-    ),
-    SIDECAR_DOWN: Texts(
-        "No tritonwatch sidecar is reporting",
-        "Prometheus holds no {up} series: no tritonwatch sidecar has been scraped for {hold}; "
-        "derived signals, readiness and GPU alerts are blind.",
-    ),
-    SIDECAR_STALE: Texts(
-        "tritonwatch sidecar {instance} has stale data for {target}",
-        "The sidecar at {instance} could not scrape its {target} target, or stopped scraping it "
-        "(its scrape duration did not change over {stale_window}), for {hold}.",
-    ),
-    WATCHDOG: Texts(
-        "Alerting pipeline heartbeat",
-        "Always firing: proves that Prometheus evaluates rules and Alertmanager delivers. Route it "
-        "to a dead man's switch that pages when it stops.",
-    ),
+)
+TEXTS: dict[str, catalog.Alert] = {
+    **{a.name: a for a in (*SLO_ALERTS, *catalog.OPERATIONAL_ALERTS)},
+    SERVER_ABSENT_TEXTS: catalog.SERVER_ABSENT,
 }
+FOR = {name: a.hold for name, a in TEXTS.items() if a.hold and name in ALERTS}
 
 
 class _GoVars(dict[str, str]):
@@ -437,7 +391,7 @@ def slo_groups(spec: SLOFile) -> list[Group]:
 
 # --- step 4: operational alerts -----------------------------------------------------------------
 def up_matcher(spec: SLOFile) -> str:
-    return f'up{{job=~"{spec.up_job}"}}'
+    return f'{catalog.TARGET_UP}{{job=~"{spec.up_job}"}}'
 
 
 def _hold(name: str) -> dict[str, str]:
@@ -517,7 +471,7 @@ def operational_alerts(spec: SLOFile) -> list[Group]:
         for o in catalog.OPERATIONAL_OBJECTIVES:
             limit = slo.limit(o)
             if limit is not None:
-                rules.append(_per_model(spec, o.alert, slo, o.record, o.op, limit))
+                rules.append(_per_model(spec, o.alert.name, slo, o.record, o.op, limit))
     rules += [
         _alert(
             GPU_MEMORY_NEAR_FULL,

@@ -77,21 +77,8 @@ def build() -> core.Dashboard:
     ]
     lay.row()
     panels += [
-        p.timeseries(
-            "Request rate",
-            "Successful inference requests per second, per model and version, summed across replicas.",
-            "reqps",
-            [Q(_sig(catalog.REQUEST_RATE), LEG)],
-            lay.place(12, 8),
-        ),
-        p.timeseries(
-            "Error ratio",
-            "Failed requests (reason other than CANCELED) over all requests, per model and version.",
-            "percentunit",
-            [Q(_sig(catalog.ERROR_RATIO), LEG)],
-            lay.place(12, 8),
-            thresholds=BAD_RATIO,
-        ),
+        p.shown(p.timeseries, catalog.REQUEST_RATE, lay.place(12, 8), SEL),
+        p.shown(p.timeseries, catalog.ERROR_RATIO, lay.place(12, 8), SEL, thresholds=BAD_RATIO),
         p.timeseries(
             "Request latency p50",
             "Median request latency (REQUEST_START to REQUEST_END) across replicas, from the sidecar's "
@@ -107,34 +94,10 @@ def build() -> core.Dashboard:
             [Q(q.quantile("0.99", selector=SEL), LEG)],
             lay.place(12, 8),
         ),
-        p.timeseries(
-            "Queue share",
-            "Share of request time spent waiting in Triton's queue (queue duration / request duration).",
-            "percentunit",
-            [Q(_sig(catalog.QUEUE_TIME_RATIO), LEG)],
-            lay.place(8, 8),
-        ),
-        p.timeseries(
-            "Batch efficiency",
-            "Mean executed batch size over the model's max_batch_size (models that batch).",
-            "percentunit",
-            [Q(q.batch_efficiency(selector=SEL), LEG)],
-            lay.place(8, 8),
-        ),
-        p.timeseries(
-            "Cache hit ratio",
-            "Response cache hits over cache lookups (models with the response cache on).",
-            "percentunit",
-            [Q(_sig(catalog.CACHE_HIT_RATIO), LEG)],
-            lay.place(8, 8),
-        ),
-        p.timeseries(
-            "Pending requests",
-            "Requests received and not yet executing (queued), summed across replicas and GPUs.",
-            "short",
-            [Q(_sig(catalog.PENDING_REQUESTS), LEG)],
-            lay.place(8, 8),
-        ),
+        p.shown(p.timeseries, catalog.QUEUE_TIME_RATIO, lay.place(8, 8), SEL),
+        p.shown(p.timeseries, catalog.BATCH_EFFICIENCY, lay.place(8, 8), SEL),
+        p.shown(p.timeseries, catalog.CACHE_HIT_RATIO, lay.place(8, 8), SEL),
+        p.shown(p.timeseries, catalog.PENDING_REQUESTS, lay.place(8, 8), SEL),
         p.timeseries(
             "Sidecar scrape health",
             "1 when the sidecar's last scrape of a source (triton, triton_api, dcgm) succeeded, per sidecar.",
@@ -154,16 +117,17 @@ def build() -> core.Dashboard:
     panels += [
         p.table(
             "Models now",
-            "Every selected model and version now: rate, errors, p99, queue share, batch efficiency, "
+            "Every selected model and version now: rate, error ratio, p99, queue share, batch efficiency, "
             "cache hits (empty cells: no traffic, no batching or no cache).",
             "short",
             [
                 Q(_sig(catalog.REQUEST_RATE), "rate", unit="reqps"),
-                Q(_sig(catalog.ERROR_RATIO), "errors", unit="percentunit"),
+                p.column(catalog.ERROR_RATIO, SEL),
                 Q(q.quantile("0.99", selector=SEL), "p99", unit="s"),
-                Q(_sig(catalog.QUEUE_TIME_RATIO), "queue share", unit="percentunit"),
-                Q(q.batch_efficiency(selector=SEL), "batch efficiency", unit="percentunit"),
-                Q(_sig(catalog.CACHE_HIT_RATIO), "cache hits", unit="percentunit"),
+                *(
+                    p.column(s, SEL)
+                    for s in (catalog.QUEUE_TIME_RATIO, catalog.BATCH_EFFICIENCY, catalog.CACHE_HIT_RATIO)
+                ),
             ],
             lay.place(24, 8),
         ),

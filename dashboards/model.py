@@ -34,21 +34,8 @@ def build() -> core.Dashboard:
     Q = p.Query
     sig = q.signal
     panels: list[core.Panel] = [
-        p.stat(
-            "Requests / s",
-            "Successful requests per second, summed across replicas.",
-            "reqps",
-            [Q(sig(catalog.REQUEST_RATE), LEG)],
-            lay.place(4, 4),
-        ),
-        p.stat(
-            "Error ratio",
-            "Failed requests (reason other than CANCELED) over all requests.",
-            "percentunit",
-            [Q(sig(catalog.ERROR_RATIO), LEG)],
-            lay.place(4, 4),
-            thresholds=BAD_RATIO,
-        ),
+        p.shown(p.stat, catalog.REQUEST_RATE, lay.place(4, 4)),
+        p.shown(p.stat, catalog.ERROR_RATIO, lay.place(4, 4), thresholds=BAD_RATIO),
         p.stat(
             "p99 latency",
             "99th percentile request latency across replicas (sampled traces).",
@@ -56,18 +43,10 @@ def build() -> core.Dashboard:
             [Q(q.quantile("0.99"), LEG)],
             lay.place(4, 4),
         ),
-        p.stat(
-            "Queue share",
-            "Share of request time spent queued.",
-            "percentunit",
-            [Q(sig(catalog.QUEUE_TIME_RATIO), LEG)],
-            lay.place(4, 4),
-        ),
-        p.gauge(
-            "Batch efficiency",
-            "Mean executed batch size over max_batch_size: how full the batches Triton runs are.",
-            "percentunit",
-            [Q(q.batch_efficiency(), LEG)],
+        p.shown(p.stat, catalog.QUEUE_TIME_RATIO, lay.place(4, 4)),
+        p.shown(
+            p.gauge,
+            catalog.BATCH_EFFICIENCY,
             lay.place(4, 4),
             thresholds=(("red", None), ("orange", 0.25), ("green", 0.5)),
         ),
@@ -115,13 +94,7 @@ def build() -> core.Dashboard:
             [Q(q.quantile("0.99", phase=ph), f"{ph} {LEG}") for ph in catalog.HISTOGRAM_PHASES],
             lay.place(8, 8),
         ),
-        p.timeseries(
-            "Queue share",
-            "Queue duration over request duration: above ~50% the model needs more instances or batching.",
-            "percentunit",
-            [Q(sig(catalog.QUEUE_TIME_RATIO), LEG)],
-            lay.place(8, 8),
-        ),
+        p.shown(p.timeseries, catalog.QUEUE_TIME_RATIO, lay.place(8, 8)),
         p.bargauge(
             "Batch-size distribution",
             "Executions per batch size over the dashboard's time range (Triton statistics API batch_stats).",
@@ -130,31 +103,15 @@ def build() -> core.Dashboard:
             lay.place(8, 8),
         ),
         p.timeseries(
-            "Mean batch vs max_batch_size",
-            "Mean executed batch size (inferences / executions) against the configured max_batch_size.",
-            "short",
+            *p.about(catalog.BATCH_SIZE_MEAN),
             [
                 Q(sig(catalog.BATCH_SIZE_MEAN), f"mean {LEG}"),
                 Q(q.max_batch_size(), f"max_batch_size {LEG}"),
             ],
             lay.place(8, 8),
         ),
-        p.timeseries(
-            "Batch efficiency",
-            "Mean executed batch size over max_batch_size.",
-            "percentunit",
-            [Q(q.batch_efficiency(), LEG)],
-            lay.place(8, 8),
-            soft_max=1,
-        ),
-        p.timeseries(
-            "Cache hit ratio",
-            "Response cache hits over cache lookups.",
-            "percentunit",
-            [Q(sig(catalog.CACHE_HIT_RATIO), LEG)],
-            lay.place(8, 8),
-            soft_max=1,
-        ),
+        p.shown(p.timeseries, catalog.BATCH_EFFICIENCY, lay.place(8, 8), soft_max=1),
+        p.shown(p.timeseries, catalog.CACHE_HIT_RATIO, lay.place(8, 8), soft_max=1),
         p.timeseries(
             "Cache hits and misses",
             "Response cache hits and misses per second, summed across replicas.",
@@ -191,20 +148,8 @@ def build() -> core.Dashboard:
             ],
             lay.place(8, 8),
         ),
-        p.timeseries(
-            "Pending requests",
-            "Requests received and not yet executing, summed across replicas.",
-            "short",
-            [Q(sig(catalog.PENDING_REQUESTS), LEG)],
-            lay.place(8, 8),
-        ),
-        p.timeseries(
-            "Request rate",
-            "Successful requests per second, summed across replicas.",
-            "reqps",
-            [Q(sig(catalog.REQUEST_RATE), LEG)],
-            lay.place(12, 8),
-        ),
+        p.shown(p.timeseries, catalog.PENDING_REQUESTS, lay.place(8, 8)),
+        p.shown(p.timeseries, catalog.REQUEST_RATE, lay.place(12, 8)),
         p.timeseries(
             "p99 per replica (sidecar)",
             "Each sidecar's own p99 of request latency over its quantile window: spots one slow replica "

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import attr
 from grafanalib import core
+
+from tritonwatch import catalog
+from tritonwatch.dashboards import queries
 
 SCHEMA_VERSION = 39
 GENERATED_NOTE = (
@@ -72,6 +75,29 @@ class Layout:
         self.y += self.line_h
         self.x = 0
         self.line_h = 0
+
+
+def about(signal: str) -> tuple[str, str, str]:
+    """A catalog signal's panel title, description and unit: every panel showing it alone uses them."""
+    view, unit = catalog.view(signal)
+    return view.title, view.description, unit
+
+
+def shown(
+    make: Callable[..., core.Panel],
+    signal: str,
+    grid: core.GridPos,
+    selector: str = queries.SELECTOR,
+    **options: Any,
+) -> core.Panel:
+    """A ``make`` panel (timeseries, stat, gauge) of one catalog signal per model and version."""
+    return make(*about(signal), [Query(queries.of(signal, selector), queries.MODEL_LEGEND)], grid, **options)
+
+
+def column(signal: str, selector: str = queries.SELECTOR) -> Query:
+    """A table column of one catalog signal, headed as the capacity report heads it."""
+    view, unit = catalog.view(signal)
+    return Query(queries.of(signal, selector), view.column, unit=unit)
 
 
 def _targets(queries: Sequence[Query]) -> list[core.Target]:

@@ -43,6 +43,11 @@ def batch_efficiency(selector: str = SELECTOR) -> str:
     return catalog.batch_efficiency_promql(window=RATE, selector=selector)
 
 
+def of(name: str, selector: str = SELECTOR) -> str:
+    """A signal by exported name (batch efficiency, defined apart, included)."""
+    return batch_efficiency(selector) if name == catalog.BATCH_EFFICIENCY else signal(name, selector)
+
+
 def quantile(q: str, phase: str = "request", selector: str = SELECTOR) -> str:
     """A latency percentile across replicas from the sidecar's trace histogram."""
     return catalog.histogram_quantile_promql(q, phase=phase, window=RATE, selector=selector)

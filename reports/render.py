@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from tritonwatch import catalog
 from tritonwatch.reports import capacity, knee
 from tritonwatch.reports.charts import Chart
 from tritonwatch.reports.figures import (
@@ -109,16 +110,22 @@ def _weeks(row: dict[str, Cell]) -> str:
 
 Column = tuple[str, Callable[[dict[str, Cell]], str]]
 
+
+def _column(signal: str) -> str:
+    """A catalog signal's column header (the dashboards title the same signal from the same entry)."""
+    return catalog.view(signal)[0].column
+
+
 MODEL_TABLE: tuple[Column, ...] = (
     ("model", lambda r: f"{r['model']}:{r['version']}" if r["version"] else str(r["model"])),
     ("requests", lambda r: _num(r["requests_total"], "{:,.0f}")),
     ("peak req/s", lambda r: _num(r["peak_request_rate"])),
-    ("error ratio", lambda r: _pct(r["error_ratio"])),
+    (_column(catalog.ERROR_RATIO), lambda r: _pct(r["error_ratio"])),
     ("availability vs objective", lambda r: _signed_pct(r["availability_vs_objective"])),
-    ("mean batch", lambda r: _num(r["mean_batch_size"])),
-    ("batch efficiency", lambda r: _pct(r["batch_efficiency"])),
-    ("cache hits", lambda r: _pct(r["cache_hit_ratio"])),
-    ("queue share", lambda r: _pct(r["queue_share"])),
+    (_column(catalog.BATCH_SIZE_MEAN), lambda r: _num(r["mean_batch_size"])),
+    (_column(catalog.BATCH_EFFICIENCY), lambda r: _pct(r["batch_efficiency"])),
+    (_column(catalog.CACHE_HIT_RATIO), lambda r: _pct(r["cache_hit_ratio"])),
+    (_column(catalog.QUEUE_TIME_RATIO), lambda r: _pct(r["queue_share"])),
     ("p99 ms", lambda r: _ms(r["p99_latency_seconds"])),
 )
 _GPU_COUNTS = ("gpus_now", "gpus_needed_4w", "gpus_needed_12w")

@@ -253,6 +253,28 @@ def test_operational_alerts_per_model_only_for_configured_objectives() -> None:
     assert rules.nodata_alerts(spec, spec.objectives()[0]) == []
 
 
+def test_operational_alerts_are_the_catalog_entries_with_their_for_and_texts() -> None:
+    spec = slo.load(SLO_FILE)
+    ops = rules.operational_alerts(spec)[0]["rules"]
+    # Every catalog entry becomes a rule in catalog order (TritonServerDown twice: a target down, none).
+    want = [a.name for a in catalog.OPERATIONAL_ALERTS]
+    want.insert(1, catalog.SERVER_DOWN_ALERT)
+    assert [r["alert"] for r in ops] == want
+    by_name = {a.name: a for a in catalog.OPERATIONAL_ALERTS}
+    for r in ops:
+        assert r.get("for", "") == by_name[r["alert"]].hold, r["alert"]
+    xid = next(r for r in ops if r["alert"] == catalog.GPU_XID_ALERT)
+    assert xid["annotations"]["summary"] == (
+        "GPU {{ $labels.gpu_uuid }} on {{ $labels.instance }} reported XID error {{ $value }}"
+    )
+    absent = next(r for r in ops if r["labels"].get(rules.CAUSE) == "no_target")
+    assert (
+        absent["annotations"]["summary"]
+        == catalog.SERVER_ABSENT.summary
+        == "No Triton target is being scraped"
+    )
+
+
 def test_budget_rules_record_objective_and_remaining_budget() -> None:
     spec = slo.load(SLO_FILE)
     latency = spec.objectives()[1]

@@ -117,6 +117,50 @@ def test_every_panel_is_modern_with_unit_description_gridpos_and_the_datasource_
     assert count >= 50
 
 
+def test_a_signal_shown_alone_takes_title_description_and_unit_from_its_catalog_view() -> None:
+    named = [n for n in (*(s.name for s in catalog.SIGNALS if s.view), catalog.BATCH_EFFICIENCY)]
+    views = {catalog.view(n)[0].title: (n, *catalog.view(n)) for n in dict.fromkeys(named)}
+    shown: dict[str, list[str]] = {}
+    for name, panel in _panels():
+        if panel["title"] in views:
+            signal, view, unit = views[panel["title"]]
+            # No panel re-types a signal's title with texts of its own.
+            assert panel["description"] == view.description, (name, panel["title"])
+            assert panel["fieldConfig"]["defaults"]["unit"] == unit, (name, panel["title"])
+            shown.setdefault(signal, []).append(f"{name}: {panel['type']}")
+    assert shown == {
+        catalog.REQUEST_RATE: [
+            "tritonwatch-fleet.json: timeseries",
+            "tritonwatch-model.json: stat",
+            "tritonwatch-model.json: timeseries",
+        ],
+        catalog.ERROR_RATIO: ["tritonwatch-fleet.json: timeseries", "tritonwatch-model.json: stat"],
+        catalog.QUEUE_TIME_RATIO: [
+            "tritonwatch-fleet.json: timeseries",
+            "tritonwatch-model.json: stat",
+            "tritonwatch-model.json: timeseries",
+        ],
+        catalog.BATCH_SIZE_MEAN: ["tritonwatch-model.json: timeseries"],
+        catalog.CACHE_HIT_RATIO: ["tritonwatch-fleet.json: timeseries", "tritonwatch-model.json: timeseries"],
+        catalog.PENDING_REQUESTS: [
+            "tritonwatch-fleet.json: timeseries",
+            "tritonwatch-model.json: timeseries",
+        ],
+        catalog.BATCH_EFFICIENCY: [
+            "tritonwatch-fleet.json: timeseries",
+            "tritonwatch-model.json: gauge",
+            "tritonwatch-model.json: timeseries",
+        ],
+    }
+
+
+def test_the_fleet_table_heads_signal_columns_as_the_report_does() -> None:
+    fleet = _dashboards()["tritonwatch-fleet.json"]
+    table = next(p for p in fleet["panels"] if p["title"] == "Models now")
+    legends = [t["legendFormat"] for t in table["targets"]]
+    assert legends == ["rate", "error ratio", "p99", "queue share", "batch efficiency", "cache hits"]
+
+
 def test_panels_do_not_overlap() -> None:
     for name, dash in _dashboards().items():
         cells: dict[tuple[int, int], str] = {}

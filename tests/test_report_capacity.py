@@ -12,7 +12,7 @@ import pytest
 from tritonwatch import catalog
 from tritonwatch.reports import capacity, knee, queries
 from tritonwatch.reports.promapi import _chunks
-from tritonwatch.reports.render import _csv_cell
+from tritonwatch.reports.render import MODEL_TABLE, _csv_cell
 
 END = datetime(2026, 11, 9, tzinfo=timezone.utc)
 
@@ -174,3 +174,23 @@ def test_retention_from_runtimeinfo(body: bytes, days: float | None) -> None:
     finally:
         server.stop()
     assert (None if got is None else got / timedelta(days=1)) == days
+
+
+def test_the_model_table_heads_signal_columns_from_the_catalog() -> None:
+    headers = [name for name, _ in MODEL_TABLE]
+    assert headers == [
+        "model",
+        "requests",
+        "peak req/s",
+        "error ratio",
+        "availability vs objective",
+        "mean batch",
+        "batch efficiency",
+        "cache hits",
+        "queue share",
+        "p99 ms",
+    ]
+    shown = (catalog.ERROR_RATIO, catalog.BATCH_SIZE_MEAN, catalog.BATCH_EFFICIENCY, catalog.CACHE_HIT_RATIO)
+    assert [catalog.view(s)[0].column for s in (*shown, catalog.QUEUE_TIME_RATIO)] == headers[3:4] + headers[
+        5:9
+    ]

@@ -6,6 +6,11 @@ increases between its own scrapes; ``promql()`` renders the same formula as a Pr
 that aggregates across replicas (``sum by (model, version, <grouping>)`` of rates, then divided);
 the recording rules (``alerts/``), the dashboards and the capacity report all take their queries
 from here. Nothing else in the project spells a metric name.
+
+What people see of a signal is here too: its ``View`` (the panel title and description the dashboards
+use, the capacity report's column), and the operational alerts (``OPERATIONAL_ALERTS``, among them the
+per-model ``OPERATIONAL_OBJECTIVES``) with their ``for`` and texts, which the rules and the promtool
+cases render.
 """
 
 from __future__ import annotations
@@ -157,6 +162,17 @@ class Term:
 
 
 @dataclass(frozen=True)
+class View:
+    """How people see a signal: the dashboard panels that show it alone take their title and
+    description from here (their unit is the signal's), the capacity report's model table its
+    column header ("" where the report has no column for it)."""
+
+    title: str
+    description: str
+    column: str = ""
+
+
+@dataclass(frozen=True)
 class Signal:
     """One derived per-model signal.
 
@@ -177,6 +193,7 @@ class Signal:
     labels: tuple[tuple[str, str], ...] = ()  # constant labels, e.g. (("phase", "queue"),)
     subtract: tuple[Term, ...] = ()  # removed from the denominator (cache hits from executed requests)
     inputs: tuple[str, ...] = field(default=())
+    view: View | None = None  # None: no panel of its own (the phases share one stacked panel)
 
     def all_families(self) -> tuple[str, ...]:
         return tuple(t.family for t in self.numerator + self.denominator + self.subtract)
@@ -212,6 +229,10 @@ SIGNALS: tuple[Signal, ...] = (
         kind="rate",
         numerator=(_SUCCESS,),
         record="model:tritonwatch_request_rate:rate5m",
+        view=View(
+            "Request rate",
+            "Successful inference requests per second, per model and version, summed across replicas.",
+        ),
     ),
     Signal(
         name=ERROR_RATIO,
@@ -221,6 +242,11 @@ SIGNALS: tuple[Signal, ...] = (
         numerator=(_SERVER_FAILURE,),
         denominator=(_SUCCESS, _SERVER_FAILURE),
         record="model:tritonwatch_error_ratio:rate5m",
+        view=View(
+            "Error ratio",
+            "Failed requests (reason other than CANCELED) over all requests, per model and version.",
+            column="error ratio",
+        ),
     ),
     *(_latency(p) for p in PHASES),
     Signal(
@@ -231,6 +257,12 @@ SIGNALS: tuple[Signal, ...] = (
         numerator=(Term(triton_duration("queue")),),
         denominator=(Term(triton_duration("request")),),
         record="model:tritonwatch_queue_time_ratio:rate5m",
+        view=View(
+            "Queue share",
+            "Share of request time spent waiting in Triton's queue (queue duration / request duration); "
+            "above ~50% the model needs more instances or batching.",
+            column="queue share",
+        ),
     ),
     Signal(
         name=BATCH_SIZE_MEAN,
@@ -240,6 +272,11 @@ SIGNALS: tuple[Signal, ...] = (
         numerator=(Term(TRITON_INFERENCE_COUNT),),
         denominator=(Term(TRITON_EXEC_COUNT),),
         record="model:tritonwatch_batch_size:mean5m",
+        view=View(
+            "Mean batch vs max_batch_size",
+            "Mean executed batch size (inferences / executions) against the configured max_batch_size.",
+            column="mean batch",
+        ),
     ),
     Signal(
         name=CACHE_HIT_RATIO,
@@ -249,6 +286,11 @@ SIGNALS: tuple[Signal, ...] = (
         numerator=(Term(TRITON_CACHE_HITS),),
         denominator=(Term(TRITON_CACHE_HITS), Term(TRITON_CACHE_MISSES)),
         record="model:tritonwatch_cache_hit_ratio:rate5m",
+        view=View(
+            "Cache hit ratio",
+            "Response cache hits over cache lookups (models with the response cache on).",
+            column="cache hits",
+        ),
     ),
     Signal(
         name=PENDING_REQUESTS,
@@ -257,12 +299,23 @@ SIGNALS: tuple[Signal, ...] = (
         kind="gauge",
         numerator=(Term(TRITON_PENDING),),
         record="model:tritonwatch_pending_requests:sum",
+        view=View(
+            "Pending requests",
+            "Requests received and not yet executing (queued), summed across replicas and GPUs.",
+        ),
     ),
 )
 
 # Batch efficiency needs the model config (max_batch_size), not only /metrics: defined apart.
 BATCH_EFFICIENCY_RECORD = "model:tritonwatch_batch_efficiency_ratio:mean5m"
 BATCH_EFFICIENCY_HELP = "Mean executed batch size over the model's max_batch_size, over the window."
+BATCH_EFFICIENCY_UNIT = "percentunit"
+BATCH_EFFICIENCY_VIEW = View(
+    "Batch efficiency",
+    "Mean executed batch size over the model's max_batch_size: how full the batches Triton runs are "
+    "(models that batch).",
+    column="batch efficiency",
+)
 MAX_BATCH_SIZE_HELP = "max_batch_size from the model configuration (0: the model does not batch)."
 MODEL_READY_HELP = "1 when the model version is READY in Triton's repository index, else 0."
 
@@ -284,6 +337,16 @@ def signal(name: str, **labels: str) -> Signal:
         if s.name == name and tuple(sorted(s.labels)) == want:
             return s
     raise KeyError(f"no signal {name} {labels}")
+
+
+def view(name: str) -> tuple[View, str]:
+    """A signal's view and unit, by exported name (batch efficiency, defined apart, included)."""
+    if name == BATCH_EFFICIENCY:
+        return BATCH_EFFICIENCY_VIEW, BATCH_EFFICIENCY_UNIT
+    sig = signal(name)
+    if sig.view is None:
+        raise KeyError(f"signal {name} has no panel of its own")
+    return sig.view, sig.unit
 
 
 REQUEST_RATE_RECORD = signal(REQUEST_RATE).record
@@ -403,27 +466,40 @@ GPU_XID_ALERT = "TritonGPUXidError"
 SIDECAR_DOWN_ALERT = "TritonwatchSidecarDown"
 SIDECAR_STALE_ALERT = "TritonwatchSidecarStale"
 WATCHDOG_ALERT = "Watchdog"
+TARGET_UP = "up"  # Prometheus's own series of a scrape target's health (Triton's, by the SLO file's job)
+
+
+@dataclass(frozen=True)
+class Alert:
+    """An alert on a series: the rules write it with ``for: hold`` ("": fires at once) and these texts;
+    the promtool cases expect the same texts rendered; docs/signals.md lists it under ``watches``.
+
+    Texts are Python format strings over placeholders (``{model}``, ``{value_pct}``, ``{hold}``...):
+    the rules fill them with Go template snippets, the promtool tests with the values they expect.
+    """
+
+    name: str
+    watches: str  # the series (or recording rule) its expression compares
+    hold: str
+    summary: str
+    description: str
 
 
 @dataclass(frozen=True)
 class OperationalObjective:
     """A per-model operational objective on one signal, and everything that follows from it.
 
-    The SLO file sets it as ``<key>: {<bound>: ratio}``; the rule generator writes the alert
-    ``<record> <op> <limit>`` held for ``hold`` with these texts (placeholders as in alerts/rules.py);
-    the promtool cases test that alert; the capacity report flags the model past the SLO file's limit,
-    or past ``report_default`` when the file sets none.
+    The SLO file sets it as ``<key>: {<bound>: ratio}``; the rule generator writes ``alert`` as
+    ``<record> <op> <limit>``; the promtool cases test that alert; the capacity report flags the
+    model past the SLO file's limit, or past ``report_default`` when the file sets none.
     """
 
     key: str  # SLO file field
     bound: str  # "max" or "min"
     signal: str  # the exported signal it bounds
     record: str  # the recording rule the alert compares
-    alert: str
-    hold: str  # the alert's `for`
+    alert: Alert
     report_default: float
-    summary: str
-    description: str
 
     @property
     def op(self) -> str:
@@ -441,36 +517,117 @@ OPERATIONAL_OBJECTIVES: tuple[OperationalObjective, ...] = (
         bound="max",
         signal=QUEUE_TIME_RATIO,
         record=signal(QUEUE_TIME_RATIO).record,
-        alert=QUEUE_TIME_HIGH_ALERT,
-        hold="15m",
+        alert=Alert(
+            QUEUE_TIME_HIGH_ALERT,
+            watches=QUEUE_TIME_RATIO,
+            hold="15m",
+            summary="{model} version {version} spends {value_pct} of request time queued",
+            description="Requests to {model} version {version} spent {value_pct} of their time waiting in "
+            "the queue over 5m for {hold} (objective: at most {limit}).",
+        ),
         report_default=0.3,
-        summary="{model} version {version} spends {value_pct} of request time queued",
-        description="Requests to {model} version {version} spent {value_pct} of their time waiting in the "
-        "queue over 5m for {hold} (objective: at most {limit}).",
     ),
     OperationalObjective(
         key="batch_efficiency",
         bound="min",
         signal=BATCH_EFFICIENCY,
         record=BATCH_EFFICIENCY_RECORD,
-        alert=BATCH_EFFICIENCY_LOW_ALERT,
-        hold="30m",
+        alert=Alert(
+            BATCH_EFFICIENCY_LOW_ALERT,
+            watches=BATCH_EFFICIENCY,
+            hold="30m",
+            summary="{model} version {version} batch efficiency is {value_pct}",
+            description="Executed batches of {model} version {version} filled {value_pct} of max_batch_size "
+            "over 5m for {hold} (objective: at least {limit}).",
+        ),
         report_default=0.5,
-        summary="{model} version {version} batch efficiency is {value_pct}",
-        description="Executed batches of {model} version {version} filled {value_pct} of max_batch_size over "
-        "5m for {hold} (objective: at least {limit}).",
     ),
     OperationalObjective(
         key="cache_hit_ratio",
         bound="min",
         signal=CACHE_HIT_RATIO,
         record=signal(CACHE_HIT_RATIO).record,
-        alert=CACHE_HIT_RATIO_LOW_ALERT,
-        hold="30m",
+        alert=Alert(
+            CACHE_HIT_RATIO_LOW_ALERT,
+            watches=CACHE_HIT_RATIO,
+            hold="30m",
+            summary="{model} version {version} cache hit ratio is {value_pct}",
+            description="The response cache of {model} version {version} answered {value_pct} of lookups "
+            "over 5m for {hold} (objective: at least {limit}).",
+        ),
         report_default=0.2,
-        summary="{model} version {version} cache hit ratio is {value_pct}",
-        description="The response cache of {model} version {version} answered {value_pct} of lookups over 5m "
-        "for {hold} (objective: at least {limit}).",
+    ),
+)
+
+# The operational alerts on the servers, GPUs and sidecars (the per-model objectives' alerts above
+# come with them). TritonServerDown has two rules, a target down and no target at all, with texts of
+# their own: SERVER_ABSENT is the second.
+SERVER_DOWN = Alert(
+    SERVER_DOWN_ALERT,
+    watches=TARGET_UP,
+    hold="3m",
+    summary="Triton target {instance} is down",
+    description="Prometheus has failed to scrape Triton target {instance} (job {job}) for {hold}; its "
+    "models are unavailable or unobserved.",
+)
+SERVER_ABSENT = Alert(
+    SERVER_DOWN_ALERT,
+    watches=TARGET_UP,
+    hold=SERVER_DOWN.hold,
+    summary="No Triton target is being scraped",
+    description="Prometheus has had no up series matching {up_job} for {hold}: every Triton target is gone "
+    "from service discovery, or the job matcher in the SLO file (spec.up_job) is wrong.",
+)
+OPERATIONAL_ALERTS: tuple[Alert, ...] = (
+    SERVER_DOWN,
+    Alert(
+        MODEL_NOT_READY_ALERT,
+        watches=MODEL_READY,
+        hold="5m",
+        summary="Model {model} version {version} is not ready on {instance}",
+        description="Triton's repository index reports {model} version {version} as not READY on {instance} "
+        "for {hold}; requests to it fail.",
+    ),
+    *(o.alert for o in OPERATIONAL_OBJECTIVES),
+    Alert(
+        GPU_MEMORY_NEAR_FULL_ALERT,
+        watches=GPU_MEMORY_USED_RATIO,
+        hold="10m",
+        summary="GPU {gpu_uuid} on {instance} memory is {value_pct} used",
+        description="GPU {gpu_uuid} on {instance} has used {value_pct} of its memory for {hold} (threshold "
+        "{limit}); loading another model instance may fail.",
+    ),
+    Alert(
+        GPU_XID_ALERT,
+        watches=GPU_XID,
+        hold="",
+        summary="GPU {gpu_uuid} on {instance} reported XID error {value}",
+        description="DCGM reports a new XID error {value} on GPU {gpu_uuid} ({instance}) within the last hour; "
+        "the GPU may need a reset.",
+    ),
+    Alert(
+        SIDECAR_DOWN_ALERT,
+        watches=UP,
+        hold="5m",
+        summary="No tritonwatch sidecar is reporting",
+        description="Prometheus holds no {up} series: no tritonwatch sidecar has been scraped for {hold}; "
+        "derived signals, readiness and GPU alerts are blind.",
+    ),
+    Alert(
+        SIDECAR_STALE_ALERT,
+        watches=SCRAPE_DURATION,
+        hold="5m",
+        summary="tritonwatch sidecar {instance} has stale data for {target}",
+        description="The sidecar at {instance} could not scrape its {target} target, or stopped scraping it "
+        "(its scrape duration did not change over {stale_window}), for {hold}.",
+    ),
+    Alert(
+        WATCHDOG_ALERT,
+        watches="",
+        hold="",
+        summary="Alerting pipeline heartbeat",
+        description="Always firing: proves that Prometheus evaluates rules and Alertmanager delivers. Route it "
+        "to a dead man's switch that pages when it stops.",
     ),
 )
 
@@ -478,7 +635,7 @@ OPERATIONAL_OBJECTIVES: tuple[OperationalObjective, ...] = (
 def operational_objective(key: str) -> OperationalObjective:
     """Look an operational objective up by its SLO file key or its alert name."""
     for o in OPERATIONAL_OBJECTIVES:
-        if key in (o.key, o.alert):
+        if key in (o.key, o.alert.name):
             return o
     raise KeyError(f"no operational objective {key}")
 
