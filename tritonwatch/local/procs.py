@@ -18,7 +18,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -173,12 +173,3 @@ class Managed:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-@contextlib.contextmanager
-def managed(*procs: Managed) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        for p in reversed(procs):
-            p.stop()

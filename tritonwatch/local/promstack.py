@@ -74,7 +74,6 @@ class Prometheus:
         workdir: Path,
         config: dict[str, object],
         port: int | None = None,
-        extra_args: Sequence[str] = (),
         storage: Path | None = None,
     ) -> None:
         binary = require_binary(PROMETHEUS_BIN)
@@ -93,7 +92,6 @@ class Prometheus:
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--web.enable-lifecycle",
                 "--storage.tsdb.retention.time=30d",
-                *extra_args,
             ],
             log_path=workdir / "prometheus.log",
         )
