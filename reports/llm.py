@@ -21,8 +21,9 @@ from pathlib import Path
 import pandas as pd
 
 from tritonwatch import catalog
-from tritonwatch.reports.promapi import Labels, PromClient, label
-from tritonwatch.reports.week import Week
+from tritonwatch.reports.promapi import PromClient
+from tritonwatch.reports.queries import PEAK_WINDOW
+from tritonwatch.reports.week import PEAK_STEP, Week, by_model, series_by_model
 from tritonwatch.slo import SLOFile
 
 METHOD = (
@@ -32,8 +33,6 @@ METHOD = (
     "when declared; else it is estimated from the KV cache, the resource a streaming model runs out of "
     "first: the peak tokens/s divided by the KV-cache use at that moment (linear to a full cache)."
 )
-PEAK_WINDOW = "5m"
-PEAK_STEP = timedelta(minutes=5)
 COLUMNS = (
     "model",
     "version",
@@ -48,7 +47,6 @@ COLUMNS = (
     "headroom_tokens_per_second",
     "headroom_ratio",
 )
-ModelKey = tuple[str, str]
 
 
 @dataclass(frozen=True)
@@ -98,35 +96,17 @@ def kv_cache_use() -> str:
     return catalog.llm_promql(catalog.llm_signal(catalog.LLM_KV_CACHE_UTILIZATION))
 
 
-def _key(labels: Labels) -> ModelKey:
-    return (label(labels, catalog.MODEL), label(labels, catalog.VERSION))
-
-
-def _finite(s: pd.Series) -> pd.Series:
-    return s.where(s.map(math.isfinite)).dropna()
-
-
 def collect(
     client: PromClient, end: datetime, days: int, week: Week, slos: SLOFile | None
 ) -> list[LlmFigures]:
     start = end - timedelta(days=days)
     first = start + PEAK_STEP  # every point's window inside the period
-    rates = {
-        _key(k): _finite(s)
-        for k, s in client.range(tokens_rate(), first, end, PEAK_STEP, "LLM tokens/s").items()
-    }
+    rates = series_by_model(client.range(tokens_rate(), first, end, PEAK_STEP, "LLM tokens/s"))
     rates = {k: s for k, s in rates.items() if not s.empty}
     if not rates:
         return []
-    totals = {
-        _key(k): v
-        for k, v in client.instant(generated_total(f"{days}d"), end, "LLM tokens generated").items()
-        if math.isfinite(v)
-    }
-    kv = {
-        _key(k): _finite(s)
-        for k, s in client.range(kv_cache_use(), first, end, PEAK_STEP, "KV cache").items()
-    }
+    totals = by_model(client.instant(generated_total(f"{days}d"), end, "LLM tokens generated"))
+    kv = series_by_model(client.range(kv_cache_use(), first, end, PEAK_STEP, "KV cache"))
     declared = {s.model: s.max_tokens_per_second for s in slos.slos} if slos else {}
     out = []
     for key, series in sorted(rates.items()):
