@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import html
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -23,6 +24,7 @@ import pandas as pd
 from tritonwatch import catalog
 from tritonwatch.reports.promapi import PromClient
 from tritonwatch.reports.queries import PEAK_WINDOW
+from tritonwatch.reports.render import html_table, md_table
 from tritonwatch.reports.week import PEAK_STEP, Week, by_model, series_by_model
 from tritonwatch.slo import SLOFile
 
@@ -151,7 +153,7 @@ def _pct(v: float | None) -> str:
     return "—" if v is None else f"{v:.0%}"
 
 
-TABLE = (
+TABLE: tuple[tuple[str, Callable[[LlmFigures], str]], ...] = (
     ("model", lambda f: f"{f.model}:{f.version}" if f.version else f.model),
     ("tokens generated", lambda f: _num(f.generated_tokens)),
     ("peak tokens/s", lambda f: _num(f.peak_tokens_per_second)),
@@ -166,16 +168,11 @@ TABLE = (
 
 
 def markdown(rows: list[LlmFigures]) -> str:
-    lines = ["## LLM models", "", "| " + " | ".join(c for c, _ in TABLE) + " |", "|" + "---|" * len(TABLE)]
-    lines += ["| " + " | ".join(fn(r) for _, fn in TABLE) + " |" for r in rows]
-    return "\n".join([*lines, "", METHOD, "", ""])
+    return "\n".join(["## LLM models", "", *md_table(TABLE, rows), "", METHOD, "", ""])
 
 
 def html_section(rows: list[LlmFigures]) -> str:
-    e = html.escape
-    head = "".join(f"<th>{e(c)}</th>" for c, _ in TABLE)
-    body = "".join("<tr>" + "".join(f"<td>{e(fn(r))}</td>" for _, fn in TABLE) + "</tr>" for r in rows)
-    return f"<h2>LLM models</h2><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>{e(METHOD)}</p>"
+    return f"<h2>LLM models</h2>{html_table(TABLE, rows)}<p>{html.escape(METHOD)}</p>"
 
 
 def add_to_report(

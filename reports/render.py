@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 from tritonwatch.reports import capacity, knee
 from tritonwatch.reports.charts import Chart
@@ -108,6 +109,7 @@ def _weeks(row: dict[str, Cell]) -> str:
 
 
 Column = tuple[str, Callable[[dict[str, Cell]], str]]
+R = TypeVar("R")  # a table's row: a CSV row here, an LlmFigures in the LLM section
 
 MODEL_TABLE: tuple[Column, ...] = (
     ("model", lambda r: f"{r['model']}:{r['version']}" if r["version"] else str(r["model"])),
@@ -206,13 +208,13 @@ def markdown(report: Report) -> str:
         out += [f"- **{x.severity}** · {x.subject}: {x.text}" for x in report.findings]
     else:
         out.append("- Nothing to act on this period.")
-    out += ["", "## Models", "", *_md_table(MODEL_TABLE, models)]
-    out += ["", "## Capacity and what to do", "", *_md_table(CAPACITY_TABLE, models)]
+    out += ["", "## Models", "", *md_table(MODEL_TABLE, models)]
+    out += ["", "## Capacity and what to do", "", *md_table(CAPACITY_TABLE, models)]
     notes = _slo_capacity_notes(report)
     if notes:
         out += ["", "SLO-bound capacity:", "", *[f"- {n}" for n in notes]]
     out += ["", "## GPUs", ""]
-    out += _md_table(GPU_TABLE, gpus) if gpus else ["No GPU utilisation series in the period."]
+    out += md_table(GPU_TABLE, gpus) if gpus else ["No GPU utilisation series in the period."]
     out += ["", "## Method", ""]
     for para in METHOD:
         out += [para, ""]
@@ -222,7 +224,7 @@ def markdown(report: Report) -> str:
     return "\n".join(out)
 
 
-def _md_table(columns: Sequence[Column], rows: Sequence[dict[str, Cell]]) -> list[str]:
+def md_table(columns: Sequence[tuple[str, Callable[[R], str]]], rows: Sequence[R]) -> list[str]:
     lines = ["| " + " | ".join(c for c, _ in columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(fn(r).replace("|", "\\|") for _, fn in columns) + " |" for r in rows]
     return lines
@@ -240,7 +242,7 @@ li { margin: 0.4em 0; } img { max-width: 100%; border: 1px solid #ddd; }
 """
 
 
-def _html_table(columns: Sequence[Column], rows: Sequence[dict[str, Cell]]) -> str:
+def html_table(columns: Sequence[tuple[str, Callable[[R], str]]], rows: Sequence[R]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c, _ in columns)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(fn(r))}</td>" for _, fn in columns) + "</tr>" for r in rows
@@ -270,7 +272,7 @@ def html_page(report: Report) -> str:
         else ""
     )
     method = "".join(f"<p>{e(p)}</p>" for p in METHOD)
-    gpu_table = _html_table(GPU_TABLE, gpus) if gpus else "<p>No GPU utilisation series in the period.</p>"
+    gpu_table = html_table(GPU_TABLE, gpus) if gpus else "<p>No GPU utilisation series in the period.</p>"
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
@@ -278,8 +280,8 @@ def html_page(report: Report) -> str:
         "<h1>Triton capacity report</h1>"
         f'<p class="meta">Period: {e(_period(report.week))}<br>Source: {e(_source_note(report))}</p>'
         f"<h2>Findings</h2><ul>{findings}</ul>"
-        f"<h2>Models</h2>{_html_table(MODEL_TABLE, models)}"
-        f"<h2>Capacity and what to do</h2>{_html_table(CAPACITY_TABLE, models)}{slo_notes}"
+        f"<h2>Models</h2>{html_table(MODEL_TABLE, models)}"
+        f"<h2>Capacity and what to do</h2>{html_table(CAPACITY_TABLE, models)}{slo_notes}"
         f"<h2>GPUs</h2>{gpu_table}"
         f"<h2>Method</h2>{method}"
         f"<h2>Charts</h2>{charts}"
