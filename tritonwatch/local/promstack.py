@@ -29,6 +29,17 @@ def require_binary(name: str) -> str:
     return path
 
 
+def _wait_ready(proc: Managed, url: str, timeout: float) -> None:
+    """Poll ``/-/ready`` (Prometheus and Alertmanager both serve it); fail at once if the server exits."""
+
+    def ready() -> bool:
+        if not proc.alive():
+            raise TritonwatchError(f"{proc.name} exited: {proc.log_tail(5)}")
+        return http_ok(f"{url}/-/ready")
+
+    wait_until(ready, timeout, f"{proc.name} at {url}")
+
+
 @dataclass
 class ScrapeTarget:
     job: str
@@ -97,12 +108,7 @@ class Prometheus:
         )
 
     def wait_ready(self, timeout: float = 60.0) -> Prometheus:
-        def ready() -> bool:
-            if not self.proc.alive():
-                raise TritonwatchError(f"prometheus exited: {self.proc.log_tail(5)}")
-            return http_ok(f"{self.url}/-/ready")
-
-        wait_until(ready, timeout, f"prometheus at {self.url}")
+        _wait_ready(self.proc, self.url, timeout)
         return self
 
     def stop(self) -> None:
@@ -131,12 +137,7 @@ class Alertmanager:
         )
 
     def wait_ready(self, timeout: float = 60.0) -> Alertmanager:
-        def ready() -> bool:
-            if not self.proc.alive():
-                raise TritonwatchError(f"alertmanager exited: {self.proc.log_tail(5)}")
-            return http_ok(f"{self.url}/-/ready")
-
-        wait_until(ready, timeout, f"alertmanager at {self.url}")
+        _wait_ready(self.proc, self.url, timeout)
         return self
 
     def stop(self) -> None:
