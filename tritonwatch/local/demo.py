@@ -105,6 +105,9 @@ def firing_alerts(prometheus_url: str) -> list[dict[str, str]]:
     return [a["labels"] for a in data.get("data", {}).get("alerts", []) if a.get("state") == "firing"]
 
 
+_QUANTILE_KEYS = {"0.5": "p50", "0.99": "p99"}  # the quantiles the view shows, by their label
+
+
 def model_rows(sidecar_port: int) -> dict[str, dict[str, float]]:
     """Per model, the sidecar's current values (read from its own /metrics, as Prometheus sees them)."""
     from tritonwatch.expfmt import parse
@@ -126,8 +129,9 @@ def model_rows(sidecar_port: int) -> dict[str, dict[str, float]]:
             rows.setdefault(dict(labels)[catalog.MODEL], {})[key] = value
     for labels, value in samples.get(catalog.LATENCY_QUANTILE, {}).items():
         d = dict(labels)
-        if d.get(catalog.PHASE) == "request" and d.get(catalog.QUANTILE) in ("0.5", "0.99"):
-            rows.setdefault(d[catalog.MODEL], {})["p" + d[catalog.QUANTILE][2:].ljust(2, "0")] = value
+        column = _QUANTILE_KEYS.get(d.get(catalog.QUANTILE, ""))
+        if d.get(catalog.PHASE) == "request" and column:
+            rows.setdefault(d[catalog.MODEL], {})[column] = value
     return rows
 
 
