@@ -85,9 +85,8 @@ OPEN_ENDED_PERIOD = 240.0  # with no --duration the pattern repeats every 4 minu
 
 @dataclass
 class Seen:
-    alerts: dict[tuple[str, str, str], float] = field(
-        default_factory=dict
-    )  # (name, model, severity) -> first seen
+    # (alert name, model, severity) -> seconds into the demo when it was first seen firing
+    alerts: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
 
 def _get(url: str, timeout: float = 3.0) -> bytes:
