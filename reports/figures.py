@@ -23,7 +23,7 @@ import pandas as pd
 
 from tritonwatch.reports.capacity import COMPOUND, LINEAR, Forecast, forecast
 from tritonwatch.reports.knee import Knee, slo_capacity
-from tritonwatch.reports.week import PEAK_STEP, ModelWeek, Week
+from tritonwatch.reports.week import PEAK_STEP, ModelWeek, Week, model_name
 from tritonwatch.slo import SLO, SLOFile
 
 HORIZONS_WEEKS = (4, 12)
@@ -49,7 +49,7 @@ class ModelFigures:
 
     @property
     def name(self) -> str:
-        return f"{self.week.model}:{self.week.version}" if self.week.version else self.week.model
+        return model_name(self.week.model, self.week.version)
 
     @property
     def availability(self) -> float | None:
@@ -93,9 +93,7 @@ def _gpu_figures(week: Week, models: list[ModelWeek]) -> list[GpuFigures]:
     for uuid, s in week.gpus.items():
         if s.empty:
             continue
-        on = tuple(
-            sorted(f"{m.model}:{m.version}" if m.version else m.model for m in models if uuid in m.gpus)
-        )
+        on = tuple(sorted(model_name(m.model, m.version) for m in models if uuid in m.gpus))
         period = week.period(s)
         mean = float(period.mean()) if not period.empty else None
         out.append(GpuFigures(uuid, s, forecast(s, week.end, week.history, 1.0, "gpu", week.days), on, mean))

@@ -25,7 +25,7 @@ from tritonwatch import catalog
 from tritonwatch.reports.promapi import PromClient
 from tritonwatch.reports.queries import PEAK_WINDOW
 from tritonwatch.reports.render import html_table, md_table
-from tritonwatch.reports.week import PEAK_STEP, Week, by_model, series_by_model
+from tritonwatch.reports.week import PEAK_STEP, Week, by_model, model_name, series_by_model
 from tritonwatch.slo import SLOFile
 
 METHOD = (
@@ -154,7 +154,7 @@ def _pct(v: float | None) -> str:
 
 
 TABLE: tuple[tuple[str, Callable[[LlmFigures], str]], ...] = (
-    ("model", lambda f: f"{f.model}:{f.version}" if f.version else f.model),
+    ("model", lambda f: model_name(f.model, f.version)),
     ("tokens generated", lambda f: _num(f.generated_tokens)),
     ("peak tokens/s", lambda f: _num(f.peak_tokens_per_second)),
     ("GPUs", lambda f: str(f.gpus) if f.gpus else "—"),

@@ -27,7 +27,7 @@ from tritonwatch.reports.figures import (
     model_row,
 )
 from tritonwatch.reports.findings import Finding
-from tritonwatch.reports.week import Week
+from tritonwatch.reports.week import Week, model_name
 
 GPU_METHOD = (
     "GPUs needed in 4 and 12 weeks: the GPUs a model runs on now, scaled by the peak the chosen growth "
@@ -112,7 +112,7 @@ Column = tuple[str, Callable[[dict[str, Cell]], str]]
 R = TypeVar("R")  # a table's row: a CSV row here, an LlmFigures in the LLM section
 
 MODEL_TABLE: tuple[Column, ...] = (
-    ("model", lambda r: f"{r['model']}:{r['version']}" if r["version"] else str(r["model"])),
+    ("model", lambda r: model_name(str(r["model"]), str(r["version"] or ""))),
     ("requests", lambda r: _num(r["requests_total"], "{:,.0f}")),
     ("peak req/s", lambda r: _num(r["peak_request_rate"])),
     ("error ratio", lambda r: _pct(r["error_ratio"])),

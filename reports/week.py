@@ -70,6 +70,11 @@ class Week:
         return s[s.index > pd.Timestamp(self.start)]
 
 
+def model_name(model: str, version: str) -> str:
+    """How the report names a model version: ``model:version``, or ``model`` without a version label."""
+    return f"{model}:{version}" if version else model
+
+
 def model_key(labels: Labels) -> ModelKey:
     """(model, version) of a query result's label set."""
     return (label(labels, catalog.MODEL), label(labels, catalog.VERSION))
