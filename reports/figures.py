@@ -3,14 +3,15 @@
 Capacity of a model, in this order:
 
 - ``latency``: where it has a latency objective and the period's data show the request rate at which
-  that objective stops being met (``tritonwatch.reports.knee``); the lower of that and a declared capacity wins;
+  that objective stops being met (``tritonwatch.reports.knee``); the lower of that and a declared
+  capacity wins;
 - ``slo``: its declared ``capacity.max_request_rate`` in the SLO file;
 - ``gpu``: the GPUs it runs on reaching 100 % utilisation (the model saturates with the first of its
   GPUs); a model whose GPUs are unknown (no ``gpu_uuid`` on its counters) is judged on all GPUs seen.
 
 The first two forecast the request rate's daily peaks, the last the GPUs' utilisation peaks
-(``tritonwatch.reports.capacity``). GPUs needed at a horizon scale the GPUs a model runs on now by the forecast
-peak over capacity. Not applicable is ``None``: an empty cell.
+(``tritonwatch.reports.capacity``). GPUs needed at a horizon scale the GPUs a model runs on now by the
+forecast peak over capacity. Not applicable is ``None``: an empty cell.
 """
 
 from __future__ import annotations

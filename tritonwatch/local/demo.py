@@ -1,10 +1,10 @@
 """``tritonwatch demo``: the whole stack on this machine, with load that makes alerts really fire.
 
 Starts, on free loopback ports: the real bundled Triton on ``model_repository/`` (sampled traces to
-trace files the sidecar reads), the sidecar, Alertmanager and Prometheus with the rules generated from ``alerts/slo.yaml``,
-then drives a load pattern (steady, a burst, a failure episode of invalid inputs). Shows a live view
-per model and, at the end, prints a plain-text ``demo summary``. Everything it started is stopped on
-exit, Ctrl-C or SIGTERM.
+trace files the sidecar reads), the sidecar, Alertmanager and Prometheus with the rules generated from
+``alerts/slo.yaml``, then drives a load pattern (steady, a burst, a failure episode of invalid inputs).
+Shows a live view per model and, at the end, prints a plain-text ``demo summary``. Everything it started
+is stopped on exit, Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
