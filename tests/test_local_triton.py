@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import importlib.util
 import logging
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ import requests
 
 from tritonwatch.errors import TritonwatchError, UsageError
 from tritonwatch.local.modelrepo import ONNX_PARAMETER, prepare_copy, read_model, read_repository
-from tritonwatch.local.procs import free_port, port_is_free, wait_until
+from tritonwatch.local.procs import Managed, free_port, port_is_free, wait_until
 from tritonwatch.local.triton import LocalTriton, sweep_leftovers, trace_args
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -265,6 +267,15 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_a_binary_that_cannot_start_is_one_line_and_closes_its_log(tmp_path: Path) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(TritonwatchError, match=r"^cannot start missing \(/nonexistent/bin/x\): "):
+            Managed("missing", ["/nonexistent/bin/x"], log_path=tmp_path / "missing.log")
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 @pytest.mark.triton

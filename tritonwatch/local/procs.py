@@ -101,6 +101,8 @@ class Managed:
                 preexec_fn=_die_with_parent,
             )
         except OSError as exc:
+            if self._log:
+                self._log.close()
             raise TritonwatchError(f"cannot start {name} ({self.argv[0]}): {exc.strerror}") from None
         log.debug("started %s pid %d: %s", name, self.proc.pid, " ".join(self.argv))
         self._guard: subprocess.Popen[bytes] | None = None
