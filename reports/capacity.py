@@ -4,13 +4,14 @@ Method (stated in the report as ``METHOD``): take each day's peak (days counted 
 end) and fit two trends to the peaks against the time they happened, by ordinary least squares
 (statsmodels): a straight line (linear growth) and a straight line through the logarithm of the peaks
 (compounding growth, a constant percentage a day). With two weeks of peaks or more, the peaks are first
-scaled to the busiest weekday by each weekday's share of it (classical multiplicative decomposition),
-so a quiet weekend is not read as a trend; the forecast is then the busiest weekday's. The better fit is chosen by AIC on the scale of the peaks themselves (the log model's
-likelihood carries the Jacobian of the log, so the two are comparable). Each model's saturation date is
-when its fitted peak reaches capacity, with the 95 % confidence band of the fitted trend as its range.
-When the other model's date lies outside the chosen one's range, the two disagree, and the report
-leads with the earlier date. Growth that is not significantly above zero (the slope's 95 % interval
-reaches 0), or that reaches capacity only beyond ``HORIZON_DAYS``, gives no date.
+scaled to the busiest weekday by each weekday's share of it (classical multiplicative decomposition), so
+a quiet weekend is not read as a trend; the forecast is then the busiest weekday's. The better fit is
+chosen by AIC on the scale of the peaks themselves (the log model's likelihood carries the Jacobian of
+the log, so the two are comparable). Each model's saturation date is when its fitted peak reaches
+capacity, with the 95 % confidence band of the fitted trend as its range. When the other model's date
+lies outside the chosen one's range, the two disagree, and the report leads with the earlier date.
+Growth that is not significantly above zero (the slope's 95 % interval reaches 0), or that reaches
+capacity only beyond ``HORIZON_DAYS``, gives no date.
 """
 
 from __future__ import annotations

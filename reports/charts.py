@@ -51,9 +51,10 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def _figure(rows: int) -> tuple[Figure, list[Axes]]:
+def _figure(rows: int, sharex: bool = True) -> tuple[Figure, list[Axes]]:
+    """One panel per row, stacked; over time (``sharex``) they share the time axis."""
     fig = Figure(figsize=(_WIDTH, max(1, rows) * _ROW + 0.6), layout="constrained")
-    axes = fig.subplots(max(1, rows), 1, squeeze=False, sharex=True)[:, 0]
+    axes = fig.subplots(max(1, rows), 1, squeeze=False, sharex=sharex)[:, 0]
     return fig, list(axes)
 
 
@@ -187,8 +188,7 @@ def slo_capacity(models: Sequence[ModelFigures]) -> bytes:
     """Per model with a latency objective: the share of requests within the threshold by load bin,
     the objective, and the capacity found where the share falls below it."""
     shown = [f for f in _top(models) if f.knee is not None and not f.knee.bins.empty]
-    fig = Figure(figsize=(_WIDTH, max(1, len(shown)) * _ROW + 0.6), layout="constrained")
-    axes = fig.subplots(max(1, len(shown)), 1, squeeze=False)[:, 0]
+    fig, axes = _figure(len(shown), sharex=False)  # each model's own request-rate range
     for ax, f in zip(axes, shown, strict=False):
         assert f.knee is not None and f.slo is not None and f.slo.latency is not None
         bins = f.knee.bins

@@ -3,14 +3,15 @@
 Capacity of a model, in this order:
 
 - ``latency``: where it has a latency objective and the period's data show the request rate at which
-  that objective stops being met (``tritonwatch.reports.knee``); the lower of that and a declared capacity wins;
+  that objective stops being met (``tritonwatch.reports.knee``); the lower of that and a declared
+  capacity wins;
 - ``slo``: its declared ``capacity.max_request_rate`` in the SLO file;
 - ``gpu``: the GPUs it runs on reaching 100 % utilisation (the model saturates with the first of its
   GPUs); a model whose GPUs are unknown (no ``gpu_uuid`` on its counters) is judged on all GPUs seen.
 
 The first two forecast the request rate's daily peaks, the last the GPUs' utilisation peaks
-(``tritonwatch.reports.capacity``). GPUs needed at a horizon scale the GPUs a model runs on now by the forecast
-peak over capacity. Not applicable is ``None``: an empty cell.
+(``tritonwatch.reports.capacity``). GPUs needed at a horizon scale the GPUs a model runs on now by the
+forecast peak over capacity. Not applicable is ``None``: an empty cell.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import pandas as pd
 
 from tritonwatch.reports.capacity import COMPOUND, LINEAR, Forecast, forecast
 from tritonwatch.reports.knee import Knee, slo_capacity
-from tritonwatch.reports.week import PEAK_STEP, ModelWeek, Week
+from tritonwatch.reports.week import PEAK_STEP, ModelWeek, Week, model_name
 from tritonwatch.slo import SLO, SLOFile
 
 HORIZONS_WEEKS = (4, 12)
@@ -49,7 +50,7 @@ class ModelFigures:
 
     @property
     def name(self) -> str:
-        return f"{self.week.model}:{self.week.version}" if self.week.version else self.week.model
+        return model_name(self.week.model, self.week.version)
 
     @property
     def availability(self) -> float | None:
@@ -93,9 +94,7 @@ def _gpu_figures(week: Week, models: list[ModelWeek]) -> list[GpuFigures]:
     for uuid, s in week.gpus.items():
         if s.empty:
             continue
-        on = tuple(
-            sorted(f"{m.model}:{m.version}" if m.version else m.model for m in models if uuid in m.gpus)
-        )
+        on = tuple(sorted(model_name(m.model, m.version) for m in models if uuid in m.gpus))
         period = week.period(s)
         mean = float(period.mean()) if not period.empty else None
         out.append(GpuFigures(uuid, s, forecast(s, week.end, week.history, 1.0, "gpu", week.days), on, mean))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import html
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -21,8 +22,10 @@ from pathlib import Path
 import pandas as pd
 
 from tritonwatch import catalog
-from tritonwatch.reports.promapi import Labels, PromClient, label
-from tritonwatch.reports.week import Week
+from tritonwatch.reports.promapi import PromClient
+from tritonwatch.reports.queries import PEAK_WINDOW
+from tritonwatch.reports.render import html_table, md_table
+from tritonwatch.reports.week import PEAK_STEP, Week, by_model, model_name, series_by_model
 from tritonwatch.slo import SLOFile
 
 METHOD = (
@@ -32,8 +35,6 @@ METHOD = (
     "when declared; else it is estimated from the KV cache, the resource a streaming model runs out of "
     "first: the peak tokens/s divided by the KV-cache use at that moment (linear to a full cache)."
 )
-PEAK_WINDOW = "5m"
-PEAK_STEP = timedelta(minutes=5)
 COLUMNS = (
     "model",
     "version",
@@ -48,7 +49,6 @@ COLUMNS = (
     "headroom_tokens_per_second",
     "headroom_ratio",
 )
-ModelKey = tuple[str, str]
 
 
 @dataclass(frozen=True)
@@ -98,35 +98,17 @@ def kv_cache_use() -> str:
     return catalog.llm_promql(catalog.llm_signal(catalog.LLM_KV_CACHE_UTILIZATION))
 
 
-def _key(labels: Labels) -> ModelKey:
-    return (label(labels, catalog.MODEL), label(labels, catalog.VERSION))
-
-
-def _finite(s: pd.Series) -> pd.Series:
-    return s.where(s.map(math.isfinite)).dropna()
-
-
 def collect(
     client: PromClient, end: datetime, days: int, week: Week, slos: SLOFile | None
 ) -> list[LlmFigures]:
     start = end - timedelta(days=days)
     first = start + PEAK_STEP  # every point's window inside the period
-    rates = {
-        _key(k): _finite(s)
-        for k, s in client.range(tokens_rate(), first, end, PEAK_STEP, "LLM tokens/s").items()
-    }
+    rates = series_by_model(client.range(tokens_rate(), first, end, PEAK_STEP, "LLM tokens/s"))
     rates = {k: s for k, s in rates.items() if not s.empty}
     if not rates:
         return []
-    totals = {
-        _key(k): v
-        for k, v in client.instant(generated_total(f"{days}d"), end, "LLM tokens generated").items()
-        if math.isfinite(v)
-    }
-    kv = {
-        _key(k): _finite(s)
-        for k, s in client.range(kv_cache_use(), first, end, PEAK_STEP, "KV cache").items()
-    }
+    totals = by_model(client.instant(generated_total(f"{days}d"), end, "LLM tokens generated"))
+    kv = series_by_model(client.range(kv_cache_use(), first, end, PEAK_STEP, "KV cache"))
     declared = {s.model: s.max_tokens_per_second for s in slos.slos} if slos else {}
     out = []
     for key, series in sorted(rates.items()):
@@ -171,8 +153,8 @@ def _pct(v: float | None) -> str:
     return "—" if v is None else f"{v:.0%}"
 
 
-TABLE = (
-    ("model", lambda f: f"{f.model}:{f.version}" if f.version else f.model),
+TABLE: tuple[tuple[str, Callable[[LlmFigures], str]], ...] = (
+    ("model", lambda f: model_name(f.model, f.version)),
     ("tokens generated", lambda f: _num(f.generated_tokens)),
     ("peak tokens/s", lambda f: _num(f.peak_tokens_per_second)),
     ("GPUs", lambda f: str(f.gpus) if f.gpus else "—"),
@@ -186,16 +168,11 @@ TABLE = (
 
 
 def markdown(rows: list[LlmFigures]) -> str:
-    lines = ["## LLM models", "", "| " + " | ".join(c for c, _ in TABLE) + " |", "|" + "---|" * len(TABLE)]
-    lines += ["| " + " | ".join(fn(r) for _, fn in TABLE) + " |" for r in rows]
-    return "\n".join([*lines, "", METHOD, "", ""])
+    return "\n".join(["## LLM models", "", *md_table(TABLE, rows), "", METHOD, "", ""])
 
 
 def html_section(rows: list[LlmFigures]) -> str:
-    e = html.escape
-    head = "".join(f"<th>{e(c)}</th>" for c, _ in TABLE)
-    body = "".join("<tr>" + "".join(f"<td>{e(fn(r))}</td>" for _, fn in TABLE) + "</tr>" for r in rows)
-    return f"<h2>LLM models</h2><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>{e(METHOD)}</p>"
+    return f"<h2>LLM models</h2>{html_table(TABLE, rows)}<p>{html.escape(METHOD)}</p>"
 
 
 def add_to_report(

@@ -67,11 +67,6 @@ def latency_quantile(q: float, window: str, phase: str = "request") -> str:
     return f"histogram_quantile({q:g}, sum by ({BY}, le) (rate({bucket}[{window}])))"
 
 
-def histogram_count() -> str:
-    """Series selector that exists only where the sidecar exports the latency histogram."""
-    return f"{catalog.REQUEST_DURATION}_count"
-
-
 def model_gpus(window: str) -> str:
     """Which GPUs run each model: Triton's execution-side counters carry ``gpu_uuid`` for GPU instances."""
     return f"count by ({BY}, {GPU_BY}) (last_over_time({catalog.TRITON_EXEC_COUNT}[{window}]))"

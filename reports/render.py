@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 from tritonwatch import catalog
 from tritonwatch.reports import capacity, knee
@@ -27,7 +28,7 @@ from tritonwatch.reports.figures import (
     model_row,
 )
 from tritonwatch.reports.findings import Finding
-from tritonwatch.reports.week import Week
+from tritonwatch.reports.week import Week, model_name
 
 GPU_METHOD = (
     "GPUs needed in 4 and 12 weeks: the GPUs a model runs on now, scaled by the peak the chosen growth "
@@ -109,6 +110,7 @@ def _weeks(row: dict[str, Cell]) -> str:
 
 
 Column = tuple[str, Callable[[dict[str, Cell]], str]]
+R = TypeVar("R")  # a table's row: a CSV row here, an LlmFigures in the LLM section
 
 
 def _column(signal: str) -> str:
@@ -117,7 +119,7 @@ def _column(signal: str) -> str:
 
 
 MODEL_TABLE: tuple[Column, ...] = (
-    ("model", lambda r: f"{r['model']}:{r['version']}" if r["version"] else str(r["model"])),
+    ("model", lambda r: model_name(str(r["model"]), str(r["version"] or ""))),
     ("requests", lambda r: _num(r["requests_total"], "{:,.0f}")),
     ("peak req/s", lambda r: _num(r["peak_request_rate"])),
     (_column(catalog.ERROR_RATIO), lambda r: _pct(r["error_ratio"])),
@@ -213,13 +215,13 @@ def markdown(report: Report) -> str:
         out += [f"- **{x.severity}** · {x.subject}: {x.text}" for x in report.findings]
     else:
         out.append("- Nothing to act on this period.")
-    out += ["", "## Models", "", *_md_table(MODEL_TABLE, models)]
-    out += ["", "## Capacity and what to do", "", *_md_table(CAPACITY_TABLE, models)]
+    out += ["", "## Models", "", *md_table(MODEL_TABLE, models)]
+    out += ["", "## Capacity and what to do", "", *md_table(CAPACITY_TABLE, models)]
     notes = _slo_capacity_notes(report)
     if notes:
         out += ["", "SLO-bound capacity:", "", *[f"- {n}" for n in notes]]
     out += ["", "## GPUs", ""]
-    out += _md_table(GPU_TABLE, gpus) if gpus else ["No GPU utilisation series in the period."]
+    out += md_table(GPU_TABLE, gpus) if gpus else ["No GPU utilisation series in the period."]
     out += ["", "## Method", ""]
     for para in METHOD:
         out += [para, ""]
@@ -229,7 +231,7 @@ def markdown(report: Report) -> str:
     return "\n".join(out)
 
 
-def _md_table(columns: Sequence[Column], rows: Sequence[dict[str, Cell]]) -> list[str]:
+def md_table(columns: Sequence[tuple[str, Callable[[R], str]]], rows: Sequence[R]) -> list[str]:
     lines = ["| " + " | ".join(c for c, _ in columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(fn(r).replace("|", "\\|") for _, fn in columns) + " |" for r in rows]
     return lines
@@ -247,7 +249,7 @@ li { margin: 0.4em 0; } img { max-width: 100%; border: 1px solid #ddd; }
 """
 
 
-def _html_table(columns: Sequence[Column], rows: Sequence[dict[str, Cell]]) -> str:
+def html_table(columns: Sequence[tuple[str, Callable[[R], str]]], rows: Sequence[R]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c, _ in columns)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(fn(r))}</td>" for _, fn in columns) + "</tr>" for r in rows
@@ -277,7 +279,7 @@ def html_page(report: Report) -> str:
         else ""
     )
     method = "".join(f"<p>{e(p)}</p>" for p in METHOD)
-    gpu_table = _html_table(GPU_TABLE, gpus) if gpus else "<p>No GPU utilisation series in the period.</p>"
+    gpu_table = html_table(GPU_TABLE, gpus) if gpus else "<p>No GPU utilisation series in the period.</p>"
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
@@ -285,8 +287,8 @@ def html_page(report: Report) -> str:
         "<h1>Triton capacity report</h1>"
         f'<p class="meta">Period: {e(_period(report.week))}<br>Source: {e(_source_note(report))}</p>'
         f"<h2>Findings</h2><ul>{findings}</ul>"
-        f"<h2>Models</h2>{_html_table(MODEL_TABLE, models)}"
-        f"<h2>Capacity and what to do</h2>{_html_table(CAPACITY_TABLE, models)}{slo_notes}"
+        f"<h2>Models</h2>{html_table(MODEL_TABLE, models)}"
+        f"<h2>Capacity and what to do</h2>{html_table(CAPACITY_TABLE, models)}{slo_notes}"
         f"<h2>GPUs</h2>{gpu_table}"
         f"<h2>Method</h2>{method}"
         f"<h2>Charts</h2>{charts}"

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--{flag}: required (or TRITONWATCH_{flag.upper()})")
     if args.days < 1:
         raise UsageError(f"--days: must be at least 1 (got {args.days})")
-    history = getattr(args, "history_days", None)
+    history = args.history_days
     if history is not None and history < 1:
         raise UsageError(f"--history-days: must be at least 1 (got {history})")
     if not (args.timeout > 0 and math.isfinite(args.timeout)):

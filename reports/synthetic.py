@@ -502,8 +502,8 @@ def slo_capacity(model: Model, threshold: float, objective: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m tritonwatch.reports.synthetic [--forecast] FILE``: write the default week, or with ``--forecast``
-    the forecast weeks (both end 2026-11-09T00:00:00Z), to FILE."""
+    """``python -m tritonwatch.reports.synthetic [--forecast] FILE``: write the default week, or with
+    ``--forecast`` the forecast weeks (both end 2026-11-09T00:00:00Z), to FILE."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv

@@ -70,7 +70,13 @@ class Week:
         return s[s.index > pd.Timestamp(self.start)]
 
 
-def _key(labels: Labels) -> ModelKey:
+def model_name(model: str, version: str) -> str:
+    """How the report names a model version: ``model:version``, or ``model`` without a version label."""
+    return f"{model}:{version}" if version else model
+
+
+def model_key(labels: Labels) -> ModelKey:
+    """(model, version) of a query result's label set."""
     return (label(labels, catalog.MODEL), label(labels, catalog.VERSION))
 
 
@@ -78,12 +84,14 @@ def _finite(v: float | None) -> float | None:
     return v if v is not None and math.isfinite(v) else None
 
 
-def _by_model(result: dict[Labels, float]) -> dict[ModelKey, float]:
-    return {_key(k): v for k, v in result.items() if math.isfinite(v)}
+def by_model(result: dict[Labels, float]) -> dict[ModelKey, float]:
+    """An instant query's finite values by (model, version)."""
+    return {model_key(k): v for k, v in result.items() if math.isfinite(v)}
 
 
-def _series_by_model(result: dict[Labels, pd.Series]) -> dict[ModelKey, pd.Series]:
-    return {_key(k): s.where(s.map(math.isfinite)).dropna() for k, s in result.items()}
+def series_by_model(result: dict[Labels, pd.Series]) -> dict[ModelKey, pd.Series]:
+    """A range query's series by (model, version), without their NaN and infinite points."""
+    return {model_key(k): s.where(s.map(math.isfinite)).dropna() for k, s in result.items()}
 
 
 MAX_AUTO_HISTORY_DAYS = 90
@@ -126,19 +134,19 @@ def collect(
     start = end - timedelta(days=days)
     history = max(days, history or days)
     window = f"{days}d"
-    ok = _by_model(client.instant(q.successes(window), end, "requests over the period"))
+    ok = by_model(client.instant(q.successes(window), end, "requests over the period"))
     if not ok:
         raise TritonwatchError(
             f"no Triton request series ({catalog.TRITON_SUCCESS}) in Prometheus at {client.url} "
             f"between {start:%Y-%m-%dT%H:%MZ} and {end:%Y-%m-%dT%H:%MZ} (--end, --days)"
         )
-    failed = _by_model(client.instant(q.server_failures(window), end, "failures"))
+    failed = by_model(client.instant(q.server_failures(window), end, "failures"))
     models = {k: ModelWeek(model=k[0], version=k[1]) for k in sorted(ok)}
     for k, m in models.items():
         m.requests_total = ok[k] + failed.get(k, 0.0)
 
     def fill(attr: str, expr: str, what: str) -> None:
-        for k, v in _by_model(client.instant(expr, end, what)).items():
+        for k, v in by_model(client.instant(expr, end, what)).items():
             if k in models:
                 setattr(models[k], attr, v)
 
@@ -156,7 +164,7 @@ def collect(
     for labels in client.instant(q.model_gpus(window), end, "models' GPUs"):
         uuid = label(labels, catalog.GPU_UUID)
         if uuid:
-            gpus_of.setdefault(_key(labels), set()).add(uuid)
+            gpus_of.setdefault(model_key(labels), set()).add(uuid)
     for k, m in models.items():
         m.gpus = tuple(sorted(gpus_of.get(k, ())))
     # The cost of a request: busy GPU-seconds and attributed energy over the period, per success.
@@ -165,7 +173,7 @@ def collect(
         ("gpu_seconds_per_request", q.gpu_busy_seconds(window), "GPU busy time"),
         ("joules_per_request", q.attributed_watts(window), "GPU energy"),
     ):
-        for k, v in _by_model(client.instant(expr, end, what)).items():
+        for k, v in by_model(client.instant(expr, end, what)).items():
             if k in models and ok.get(k):
                 setattr(models[k], attr, v * seconds / ok[k])
 
@@ -183,7 +191,7 @@ def collect(
         )
     else:
         recorded_hist = recorded
-    rates = _series_by_model(
+    rates = series_by_model(
         client.range(q.request_rate(recorded_hist), hist_first, end, PEAK_STEP, "request rate")
     )
     for k, s in rates.items():
@@ -193,7 +201,7 @@ def collect(
             models[k].peak_request_rate = _finite(float(inside.max())) if not inside.empty else None
     for threshold in sorted(set((thresholds or {}).values())):
         names = {m for m, t in (thresholds or {}).items() if t == threshold}
-        within = _series_by_model(
+        within = series_by_model(
             client.range(
                 q.latency_within(threshold), first, end, PEAK_STEP, f"requests within {threshold * 1000:g} ms"
             )
@@ -202,7 +210,7 @@ def collect(
             if k in models and k[0] in names:
                 models[k].latency_within = s
     if thresholds:
-        sampled = _series_by_model(
+        sampled = series_by_model(
             client.range(q.latency_sampled(), first, end, PEAK_STEP, "sampled requests")
         )
         for k, s in sampled.items():
@@ -216,19 +224,19 @@ def collect(
         for p in PERCENTILES:
             name = f"p{p * 100:g}"
             got = client.range(q.latency_quantile(p, w), hour, end, CHART_STEP, f"{name} latency")
-            for k, s in _series_by_model(got).items():
+            for k, s in series_by_model(got).items():
                 if k in models and models[k].p99_latency_seconds is not None:
                     models[k].latency[name] = s
-    means = _series_by_model(client.range(q.mean_latency(w), hour, end, CHART_STEP, "mean latency"))
+    means = series_by_model(client.range(q.mean_latency(w), hour, end, CHART_STEP, "mean latency"))
     for k, s in means.items():
         if k in models and not models[k].latency:
             models[k].latency["mean"] = s
-    for k, s in _series_by_model(
+    for k, s in series_by_model(
         client.range(q.batch_efficiency(w), hour, end, CHART_STEP, "batch efficiency")
     ).items():
         if k in models:
             models[k].batch_efficiency_series = s
-    for k, s in _series_by_model(
+    for k, s in series_by_model(
         client.range(q.cache_hit_ratio(w), hour, end, CHART_STEP, "cache hits")
     ).items():
         if k in models:

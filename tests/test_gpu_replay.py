@@ -79,6 +79,18 @@ def test_recording_without_interval_is_refused(tmp_path: Path) -> None:
         Recording.load(first, tmp_path / "missing.txt", REPLAY_MARK)
 
 
+def test_a_recording_line_that_is_no_sample_is_one_line_naming_file_and_line(tmp_path: Path) -> None:
+    first, second = tmp_path / "a_1.txt", tmp_path / "a_2.txt"
+    second.write_text("# replay-interval-seconds 15\n# TYPE x counter\nx 2\n")
+    first.write_text("# TYPE x counter\nx one\n")
+    with pytest.raises(TritonwatchError, match=r"^\S*a_1\.txt: line 2: not a sample line: 'x one'$"):
+        Recording.load(first, second, REPLAY_MARK)
+    first.write_text("# TYPE x counter\nx 1\n")
+    second.write_text('# replay-interval-seconds 15\n# TYPE x counter\nx{a="b"}\n')
+    with pytest.raises(TritonwatchError, match=r"^\S*a_2\.txt: line 3: not a sample line: 'x\{a=\"b\"\}'$"):
+        Recording.load(first, second, REPLAY_MARK)
+
+
 def test_recorded_files_say_they_are_reconstructions() -> None:
     for path in sorted(DATA.glob("dcgm_*.txt")) + sorted(DATA.glob("triton_gpu_*.txt")):
         head = path.read_text().splitlines()[:3]

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import requests
+from support.static_endpoint import StaticEndpoint
 
 from tritonwatch.cli import main
 from tritonwatch.errors import UsageError
@@ -101,3 +102,19 @@ def test_unknown_model_names_the_flag(triton: Any, capsys: pytest.CaptureFixture
     assert main(["load", "--triton", triton.http_url, "--model", "nope", "--duration", "1"]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--model nope" in err
+
+
+@pytest.mark.parametrize("body", [b"<html>\n<h1>It works!</h1>\n</html>\n", b"[1, 2]"])
+def test_a_config_answer_that_is_no_model_config_is_one_line(
+    body: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Something else on Triton's port (a web server, a proxy) answers 200 with no model config.
+    endpoint = StaticEndpoint(body).start()
+    try:
+        base = f"http://127.0.0.1:{endpoint.port}"
+        assert main(["load", "--triton", base, "--duration", "1"]) == 1
+    finally:
+        endpoint.stop()
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert f"--triton {base}: {base}/v2/models/fraud_detector/config answered 200 without" in err

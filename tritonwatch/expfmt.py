@@ -148,7 +148,8 @@ class Parser:
     Whatever it remembers, it accepts and returns exactly what a fresh parse of the same payload does
     (a property test holds it to that); it returns ``Parsed`` samples.
 
-    The cache holds at most ``max_cache`` heads (by default 4x the largest payload's line count).
+    The cache holds at most ``max_cache`` heads (by default 4x the line count of the payload being
+    parsed); past that it starts afresh, so label churn cannot grow it without bound.
     """
 
     def __init__(self, keep: Iterable[str] | None = None, max_cache: int = 0, exact: bool = False) -> None:

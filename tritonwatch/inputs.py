@@ -69,10 +69,15 @@ def fetch_config(triton_url: str, model: str, timeout: float = 5.0) -> dict[str,
     except requests.RequestException as exc:
         raise TritonwatchError(f"--triton {triton_url}: cannot reach {url} ({type(exc).__name__})") from None
     if resp.status_code != 200:
-        raise TritonwatchError(
-            f"--model {model}: {url} answered {resp.status_code}: {resp.text.strip()[:200]}"
-        )
-    config: dict[str, Any] = resp.json()
+        # One line whatever the body (a proxy's HTML error page has many).
+        body = " ".join(resp.text.split())[:200]
+        raise TritonwatchError(f"--model {model}: {url} answered {resp.status_code}: {body}")
+    try:
+        config = resp.json()
+    except ValueError:  # not JSON: something else answers on that port
+        config = None
+    if not isinstance(config, dict):
+        raise TritonwatchError(f"--triton {triton_url}: {url} answered 200 without a JSON model config")
     return config
 
 

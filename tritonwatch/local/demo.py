@@ -1,10 +1,10 @@
 """``tritonwatch demo``: the whole stack on this machine, with load that makes alerts really fire.
 
 Starts, on free loopback ports: the real bundled Triton on ``model_repository/`` (sampled traces to
-trace files the sidecar reads), the sidecar, Alertmanager and Prometheus with the rules generated from ``alerts/slo.yaml``,
-then drives a load pattern (steady, a burst, a failure episode of invalid inputs). Shows a live view
-per model and, at the end, prints a plain-text ``demo summary``. Everything it started is stopped on
-exit, Ctrl-C or SIGTERM.
+trace files the sidecar reads), the sidecar, Alertmanager and Prometheus with the rules generated from
+``alerts/slo.yaml``, then drives a load pattern (steady, a burst, a failure episode of invalid inputs).
+Shows a live view per model and, at the end, prints a plain-text ``demo summary``. Everything it started
+is stopped on exit, Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
@@ -85,9 +85,8 @@ OPEN_ENDED_PERIOD = 240.0  # with no --duration the pattern repeats every 4 minu
 
 @dataclass
 class Seen:
-    alerts: dict[tuple[str, str, str], float] = field(
-        default_factory=dict
-    )  # (name, model, severity) -> first seen
+    # (alert name, model, severity) -> seconds into the demo when it was first seen firing
+    alerts: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
 
 def _get(url: str, timeout: float = 3.0) -> bytes:
@@ -103,6 +102,9 @@ def firing_alerts(prometheus_url: str) -> list[dict[str, str]]:
     except OSError:
         return []
     return [a["labels"] for a in data.get("data", {}).get("alerts", []) if a.get("state") == "firing"]
+
+
+_QUANTILE_KEYS = {"0.5": "p50", "0.99": "p99"}  # the quantiles the view shows, by their label
 
 
 def model_rows(sidecar_port: int) -> dict[str, dict[str, float]]:
@@ -126,8 +128,9 @@ def model_rows(sidecar_port: int) -> dict[str, dict[str, float]]:
             rows.setdefault(dict(labels)[catalog.MODEL], {})[key] = value
     for labels, value in samples.get(catalog.LATENCY_QUANTILE, {}).items():
         d = dict(labels)
-        if d.get(catalog.PHASE) == "request" and d.get(catalog.QUANTILE) in ("0.5", "0.99"):
-            rows.setdefault(d[catalog.MODEL], {})["p" + d[catalog.QUANTILE][2:].ljust(2, "0")] = value
+        column = _QUANTILE_KEYS.get(d.get(catalog.QUANTILE, ""))
+        if d.get(catalog.PHASE) == "request" and column:
+            rows.setdefault(d[catalog.MODEL], {})[column] = value
     return rows
 
 

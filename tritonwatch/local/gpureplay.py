@@ -48,28 +48,35 @@ class _Sample:
     decimals: int  # as recorded: 0 for an integer
 
 
-def _split(line: str) -> tuple[str, str]:
-    prefix, _, value = line.rpartition(" ")
-    return prefix, value
+def _sample(line: str, where: str, lineno: int) -> tuple[str, str, float]:
+    """A sample line's ``name{labels}``, its value as written and as a number."""
+    prefix, _, text = line.rpartition(" ")
+    try:
+        return prefix, text, float(text)
+    except ValueError:
+        raise TritonwatchError(f"{where}: line {lineno}: not a sample line: {line[:80]!r}") from None
 
 
 class Recording:
     """Two snapshots of one payload; ``render(t)`` is the payload ``t`` seconds after the second."""
 
-    def __init__(self, first: str, second: str, mark: str, where: str, drop: Iterable[str] = ()) -> None:
+    def __init__(
+        self, first: str, second: str, mark: str, names: tuple[str, str], drop: Iterable[str] = ()
+    ) -> None:
+        """``names``: where ``first`` and ``second`` come from, for errors."""
         interval = next((float(m.group(1)) for ln in second.splitlines() if (m := _INTERVAL.match(ln))), 0.0)
         if interval <= 0:
-            raise TritonwatchError(f"{where}: no '# replay-interval-seconds N' line (N > 0)")
+            raise TritonwatchError(f"{names[1]}: no '# replay-interval-seconds N' line (N > 0)")
         self.interval = interval
         dropped = frozenset(drop)
         types: dict[str, str] = {}
         before: dict[str, float] = {}
-        for line in first.splitlines():
-            if line and not line.startswith("#"):
-                prefix, recorded = _split(line)
-                before[prefix] = float(recorded)
+        for lineno, line in enumerate(first.splitlines(), 1):
+            if line.strip() and not line.startswith("#"):
+                prefix, _, value = _sample(line, names[0], lineno)
+                before[prefix] = value
         self.lines: list[str | _Sample] = [] if second.startswith(mark) else [mark]
-        for line in second.splitlines():
+        for lineno, line in enumerate(second.splitlines(), 1):
             if line.startswith("#") or not line.strip():
                 t = _TYPE.match(line)
                 if t:
@@ -80,11 +87,10 @@ class Recording:
                     continue
                 self.lines.append(line)
                 continue
-            prefix, text = _split(line)
+            prefix, text, value = _sample(line, names[1], lineno)
             name = prefix.split("{", 1)[0]
             if family_of(name, types) in dropped:
                 continue
-            value = float(text)
             rate = 0.0
             if types.get(family_of(name, types)) == "counter" and prefix in before:
                 rate = max(0.0, (value - before[prefix]) / interval)
@@ -104,7 +110,7 @@ class Recording:
     @classmethod
     def load(cls, first: Path, second: Path, mark: str, drop: Iterable[str] = ()) -> Recording:
         try:
-            return cls(first.read_text(), second.read_text(), mark, str(second), drop)
+            return cls(first.read_text(), second.read_text(), mark, (str(first), str(second)), drop)
         except OSError as exc:
             raise TritonwatchError(f"{exc.filename}: cannot read replay payload ({exc.strerror})") from None
 

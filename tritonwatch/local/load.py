@@ -23,7 +23,6 @@ import time
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tritonwatch.errors import UsageError
 from tritonwatch.inputs import FLOAT_TYPES, fetch_config, input_specs, make_inputs
@@ -131,7 +130,6 @@ class LoadDriver:
         if not 0.0 <= error_ratio <= 1.0:
             raise UsageError(f"--error-ratio {error_ratio}: must be between 0 and 1")
         self.url, self.ssl = parse_triton_url(triton_url)
-        self.triton_url = triton_url
         self.model = model
         self.concurrency = concurrency
         self.repeat = repeat
@@ -152,9 +150,6 @@ class LoadDriver:
         self._started = 0.0
         self._stopped: float | None = None
 
-    def _inputs(self, rng: Any, invalid: bool) -> list[Any]:
-        return make_inputs(self.specs, rng, invalid)
-
     def _worker(self, index: int) -> None:
         import numpy as np
         import tritonclient.http as httpclient
@@ -166,7 +161,7 @@ class LoadDriver:
         )
         try:
             while not self._stop.is_set():
-                inputs = self._inputs(rng, invalid=rng.random() < self.error_ratio)
+                inputs = make_inputs(self.specs, rng, invalid=rng.random() < self.error_ratio)
                 for _ in range(1 + self.repeat):
                     if self._limiter:
                         self._limiter.wait(self._stop)

@@ -22,6 +22,8 @@ import numpy as np
 import onnxruntime as ort
 import triton_python_backend_utils as pb_utils  # type: ignore[import-not-found]
 
+# modelrepo.ONNX_PARAMETER, spelt again: Triton's python stub runs this file on its own, where tritonwatch
+# may not be importable (the prepare_copy test holds the two equal).
 ONNX_PARAMETER = "tritonwatch_onnx_file"
 
 

@@ -18,7 +18,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -101,6 +101,8 @@ class Managed:
                 preexec_fn=_die_with_parent,
             )
         except OSError as exc:
+            if self._log:
+                self._log.close()
             raise TritonwatchError(f"cannot start {name} ({self.argv[0]}): {exc.strerror}") from None
         log.debug("started %s pid %d: %s", name, self.proc.pid, " ".join(self.argv))
         self._guard: subprocess.Popen[bytes] | None = None
@@ -173,12 +175,3 @@ class Managed:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-@contextlib.contextmanager
-def managed(*procs: Managed) -> Iterator[None]:
-    try:
-        yield
-    finally:
-        for p in reversed(procs):
-            p.stop()

@@ -29,6 +29,17 @@ def require_binary(name: str) -> str:
     return path
 
 
+def _wait_ready(proc: Managed, url: str, timeout: float) -> None:
+    """Poll ``/-/ready`` (Prometheus and Alertmanager both serve it); fail at once if the server exits."""
+
+    def ready() -> bool:
+        if not proc.alive():
+            raise TritonwatchError(f"{proc.name} exited: {proc.log_tail(5)}")
+        return http_ok(f"{url}/-/ready")
+
+    wait_until(ready, timeout, f"{proc.name} at {url}")
+
+
 @dataclass
 class ScrapeTarget:
     job: str
@@ -74,7 +85,6 @@ class Prometheus:
         workdir: Path,
         config: dict[str, object],
         port: int | None = None,
-        extra_args: Sequence[str] = (),
         storage: Path | None = None,
     ) -> None:
         binary = require_binary(PROMETHEUS_BIN)
@@ -93,18 +103,12 @@ class Prometheus:
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--web.enable-lifecycle",
                 "--storage.tsdb.retention.time=30d",
-                *extra_args,
             ],
             log_path=workdir / "prometheus.log",
         )
 
     def wait_ready(self, timeout: float = 60.0) -> Prometheus:
-        def ready() -> bool:
-            if not self.proc.alive():
-                raise TritonwatchError(f"prometheus exited: {self.proc.log_tail(5)}")
-            return http_ok(f"{self.url}/-/ready")
-
-        wait_until(ready, timeout, f"prometheus at {self.url}")
+        _wait_ready(self.proc, self.url, timeout)
         return self
 
     def stop(self) -> None:
@@ -133,12 +137,7 @@ class Alertmanager:
         )
 
     def wait_ready(self, timeout: float = 60.0) -> Alertmanager:
-        def ready() -> bool:
-            if not self.proc.alive():
-                raise TritonwatchError(f"alertmanager exited: {self.proc.log_tail(5)}")
-            return http_ok(f"{self.url}/-/ready")
-
-        wait_until(ready, timeout, f"alertmanager at {self.url}")
+        _wait_ready(self.proc, self.url, timeout)
         return self
 
     def stop(self) -> None:

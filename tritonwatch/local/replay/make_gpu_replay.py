@@ -404,7 +404,13 @@ def mig() -> str:
     return "\n".join(out) + "\n"
 
 
-for n in (1, 2):
-    (OUT / f"dcgm_node2gpu_{n}.txt").write_text(dcgm(n))
-    (OUT / f"triton_gpu_node2gpu_{n}.txt").write_text(triton(n))
-(OUT / "dcgm_mig.txt").write_text(mig())
+def main() -> None:
+    for n in (1, 2):
+        (OUT / f"dcgm_node2gpu_{n}.txt").write_text(dcgm(n))
+        (OUT / f"triton_gpu_node2gpu_{n}.txt").write_text(triton(n))
+    (OUT / "dcgm_mig.txt").write_text(mig())
+
+
+# Writes only when run: importing it (a tool walking the source tree) must not rewrite package data.
+if __name__ == "__main__":
+    main()
