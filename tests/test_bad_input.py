@@ -134,6 +134,11 @@ def generated_cases() -> list[tuple[str, list[str], str, dict[str, str]]]:
                 cases.append((name, [flag, "inf"], flag, {}))
             env = "TRITONWATCH_" + action.dest.upper()
             cases.append((name, [], flag.lstrip("-").upper().replace("-", "_"), {env: "not-a-number"}))
+        for action in parser._actions:
+            if action.nargs == 0 and action.dest != "help" and action.option_strings:
+                # An on/off switch from the environment: a typo is an error, not a silent "off".
+                env = "TRITONWATCH_" + action.dest.upper()
+                cases.append((name, [], env, {env: "maybe"}))
         cases.append((name, ["--no-such-flag"], "--no-such-flag", {}))
         required = [a.option_strings[-1] for a in parser._actions if a.required and a.option_strings]
         if required:

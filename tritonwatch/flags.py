@@ -11,6 +11,9 @@ import os
 
 from tritonwatch.errors import UsageError
 
+_ON = ("1", "true", "yes", "on")
+_OFF = ("", "0", "false", "no", "off")  # "" (set but empty) is off, as unset is
+
 
 def env_defaults(parser: argparse.ArgumentParser, prefix: str = "TRITONWATCH_") -> None:
     """Mirror every long flag by an environment variable: ``--otlp-listen`` <- ``TRITONWATCH_OTLP_LISTEN``."""
@@ -21,7 +24,12 @@ def env_defaults(parser: argparse.ArgumentParser, prefix: str = "TRITONWATCH_") 
         if env in os.environ:
             raw = os.environ[env]
             if action.nargs == 0:  # store_true flags
-                action.default = raw.lower() in ("1", "true", "yes", "on")
+                word = raw.strip().lower()
+                if word not in _ON + _OFF:
+                    # A typo must not silently leave a switch off.
+                    flag = max(action.option_strings, key=len)
+                    raise UsageError(f"{env} (for {flag}): {raw!r} is not one of {', '.join(_ON + _OFF[1:])}")
+                action.default = word in _ON
             elif callable(action.type):
                 try:
                     action.default = action.type(raw)
