@@ -27,10 +27,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from tritonwatch import catalog
+from tritonwatch.catalog import Signal
 from tritonwatch.exporters.exposition import TextFamily
 from tritonwatch.exporters.source import Health
 from tritonwatch.exporters.triton import ApiState, TritonApi, TritonMetrics
-from tritonwatch.exporters.window import CounterWindow
+from tritonwatch.exporters.window import CounterWindow, ModelKey
+
+# The window's values for one update: the models, and per signal its value for each (None: undefined).
+_Columns = tuple[list[ModelKey], list[tuple[Signal, list[float | None]]]]
 
 
 class Part(Protocol):
@@ -146,23 +150,40 @@ class SidecarCollector(Collector):
         ``serve_prepared`` a request never waits for this (the costly part at thousands of models)."""
         with self.metrics.lock:
             window = self.metrics.window
+            generation = window.generation
             cached = self._derived_cache
-            if cached is not None and cached[0] == window.generation:
+            if cached is not None and cached[0] == generation:
                 return False
-            self._derived_cache = (window.generation, *self._evaluate(window))
-            return True
+            # Only the window's reads under the scrape's lock (the other parts' collect() waits on
+            # it); the families are written from them after.
+            columns = self._read(window)
+        self._derived_cache = (generation, *self._families(columns))
+        return True
 
     def _derived_families(self) -> Iterator[Metric]:
-        with self.metrics.lock:
-            # up is set just after a good scrape's data: both, so that values never outrun up 1
-            if not self.metrics.fresh or not self.metrics.health.up:
+        metrics = self.metrics
+        cached = self._derived_cache
+        if self.serve_prepared and cached is not None:
+            # As last prepared, without the scrape's lock: prepare() holds it while it evaluates
+            # (up to a second on a loaded machine at thousands of models), and a request waiting for
+            # it held every other request behind the render lock (the slow GETs of issue 17). Each
+            # read is of one attribute; up is set just after a good scrape's data and dropped just
+            # after a failure's, so values never outrun up 1.
+            if not metrics.fresh or not metrics.health.up:
                 return
-            window = self.metrics.window
-            cached = self._derived_cache
-            if cached is None or (cached[0] != window.generation and not self.serve_prepared):
-                # Built once per Triton scrape, whatever the number of Prometheus scrapes.
-                cached = self._derived_cache = (window.generation, *self._evaluate(window))
             generation, families, sizes = cached
+        else:
+            with metrics.lock:
+                # up is set just after a good scrape's data: both, so that values never outrun up 1
+                if not metrics.fresh or not metrics.health.up:
+                    return
+                window = metrics.window
+                cached = self._derived_cache
+                if cached is None or (cached[0] != window.generation and not self.serve_prepared):
+                    # Built once per Triton scrape, whatever the number of Prometheus scrapes.
+                    built = self._families(self._read(window))
+                    cached = self._derived_cache = (window.generation, *built)
+                generation, families, sizes = cached
         yield from families
         state = self.api.state if self.api else None
         eff = self._efficiency_cache
@@ -170,11 +191,16 @@ class SidecarCollector(Collector):
             eff = self._efficiency_cache = ((generation, state), self._efficiency(sizes))
         yield eff[1]
 
-    def _evaluate(self, window: CounterWindow) -> tuple[list[Metric], dict[tuple[str, str], float]]:
+    def _read(self, window: CounterWindow) -> _Columns:
+        """Every signal's value for every model (in model order), read under the scrape's lock."""
         models = sorted(window.models)
+        return models, [(sig, window.evaluate_many(sig, models)) for sig in window.signals]
+
+    def _families(self, columns: _Columns) -> tuple[list[Metric], dict[tuple[str, str], float]]:
+        models, values_of = columns
         families: dict[str, TextFamily] = {}
         sizes: dict[tuple[str, str], float] = {}
-        for sig in window.signals:
+        for sig, column in values_of:
             fam = families.get(sig.name)
             if fam is None:
                 const = [k for k, _ in sig.labels]
@@ -185,7 +211,7 @@ class SidecarCollector(Collector):
             known = self._label_sets.setdefault(extra, {})
             labels: list[tuple[str, ...]] = []
             values: list[float] = []
-            for key, value in zip(models, window.evaluate_many(sig, models), strict=True):
+            for key, value in zip(models, column, strict=True):
                 if value is None or math.isnan(value) or value < 0:
                     continue
                 label_set = known.get(key)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import queue
 import re
@@ -41,6 +40,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import compress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +54,7 @@ from tritonwatch.exporters.http import Fetcher, ScrapeError
 from tritonwatch.exporters.latency import Histograms, SampleStore, quantiles_of
 from tritonwatch.exporters.source import Source, Updates
 from tritonwatch.exporters.spans import RequestTiming, SpanJoiner, TraceFileError, trace_file_timings
+from tritonwatch.exporters.summaries import Row, SummaryReader, SummaryRows
 from tritonwatch.otlp import CONTENT_TYPES, JSON, PROTOBUF, OtlpError, Span, decode_body
 
 if TYPE_CHECKING:
@@ -110,7 +111,9 @@ class LatencyPart:
         self.clock = clock
         # One request lands in the store and the histograms together: a scrape never sees it in one only.
         self._lock = threading.Lock()
-        self._summary_cache: tuple[int, dict[tuple[str, str, str], dict[str, float]]] | None = None
+        self._summary_cache: tuple[int, SummaryRows] | None = None
+        self._summary_reader = SummaryReader()
+        self._labels_cache: tuple[list[Row], list[tuple[str, ...]]] | None = None
         # Called with every batch of recorded timings (the LLM part reads streaming responses).
         self.listeners: list[Callable[[list[RequestTiming], float], None]] = []
         self._recorded = 0  # batches recorded: with the Triton scrape and the time slice, the cache key
@@ -203,65 +206,44 @@ class LatencyPart:
             for label, value in q.values.items():
                 quant.add_metric([*key, label, SOURCE_TRACE], value)
             samples.add_metric(list(key), float(q.count))
-        labels: list[tuple[str, ...]] = []
-        found_values: list[float] = []
-        for key, values in self._summaries().items():  # in Triton's order: no sort of 10,000 keys
-            if key in traced:
-                continue  # one source per model and phase: traces win
-            for label, value in values.items():
-                labels.append((*key, label, SOURCE_SUMMARY))
-                found_values.append(value)
+        summary = self._summaries()  # in Triton's order: no sort of 10,000 keys
+        labels = self._summary_labels(summary.rows)
+        found_values = summary.seconds
+        if traced:  # one source per model and phase: traces win
+            keep = [row[:3] not in traced for row in summary.rows]
+            labels, found_values = list(compress(labels, keep)), list(compress(found_values, keep))
         quant.add_many(labels, found_values)
         return [hist, quant, samples]
 
-    def _summaries(self) -> dict[tuple[str, str, str], dict[str, float]]:
-        """Triton's ``*_summary_us`` quantiles (seconds) per (model, version, phase), NaNs left out.
+    def _summary_labels(self, rows: list[Row]) -> list[tuple[str, ...]]:
+        """The rows' label sets (source "summary"), the same tuples while the rows are the same."""
+        cached = self._labels_cache
+        if cached is not None and cached[0] == rows:
+            return cached[1]
+        labels: list[tuple[str, ...]] = [(*row, SOURCE_SUMMARY) for row in rows]
+        self._labels_cache = (rows, labels)
+        return labels
 
-        One model can have several summaries per phase: Triton keeps one per GPU model instance,
-        labelled ``gpu_uuid``. Quantiles cannot be merged exactly without the observations, but the
-        q-quantile of their union always lies between the smallest and the largest of the parts'
-        q-quantiles (each part's CDF is below q left of its own quantile, and at or above q from it).
-        We take the **largest**: never below the true value, so a latency SLO is never shown as met
-        when it is not, and exact when one part holds all the traffic. A part whose ``_count`` is 0
-        has observed nothing and is left out (Triton still prints quantiles for it, e.g. ``3``).
-        Summary counts and sums are not exported, so there is nothing else to merge.
+    def _summaries(self) -> SummaryRows:
+        """Triton's summary quantiles (``exporters/summaries.py``), read once per Triton scrape.
+
+        Only the references are taken under the scrape's lock (a scrape replaces its samples whole,
+        never changes them): the scrape loop and requests rendering /metrics never wait for the read.
         """
-        out: dict[tuple[str, str, str], dict[str, float]] = {}
-        if self.metrics is None:
-            return out
-        with self.metrics.lock:
-            if not self.metrics.fresh:
-                return out
-            generation = self.metrics.window.generation
-            if self._summary_cache is not None and self._summary_cache[0] == generation:
-                return self._summary_cache[1]  # read once per Triton scrape, not per Prometheus scrape
-            samples = self.metrics.samples
-            for phase in catalog.PHASES:
-                series = samples.get(catalog.triton_summary(phase), {})
-                if not series:
-                    continue
-                unobserved = {
-                    frozenset(labelset)
-                    for labelset, n in samples.get(catalog.triton_summary_count(phase), {}).items()
-                    if n == 0
-                }
-                for labelset, value in series.items():
-                    labels = dict(labelset)
-                    q = labels.get(catalog.QUANTILE)
-                    model = labels.get(catalog.MODEL)
-                    if q not in catalog.QUANTILES or model is None or math.isnan(value) or value < 0:
-                        continue
-                    if (
-                        unobserved
-                        and frozenset(kv for kv in labelset if kv[0] != catalog.QUANTILE) in unobserved
-                    ):
-                        continue
-                    quantiles = out.setdefault((model, labels.get(catalog.VERSION, ""), phase), {})
-                    seconds = value / 1e6
-                    if seconds > quantiles.get(q, -1.0):
-                        quantiles[q] = seconds
-            self._summary_cache = (generation, out)
-        return out
+        metrics = self.metrics
+        if metrics is None:
+            return SummaryRows()
+        with metrics.lock:
+            if not metrics.fresh:
+                return SummaryRows()
+            generation = metrics.window.generation
+            samples = metrics.samples
+        cached = self._summary_cache
+        if cached is not None and cached[0] == generation:
+            return cached[1]  # read once per Triton scrape, not per Prometheus scrape
+        rows = self._summary_reader.rows(samples)
+        self._summary_cache = (generation, rows)
+        return rows
 
 
 class Forwarder:
