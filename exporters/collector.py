@@ -19,8 +19,8 @@ A value that is undefined over the window (no traffic, no cache) is absent, neve
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import compress
 from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -81,7 +81,8 @@ class SidecarCollector(Collector):
         # collect() then serves the derived families last prepared, at most one update behind,
         # instead of building them on a request's time.
         self.serve_prepared = False
-        self._label_sets: dict[tuple[str, ...], dict[tuple[str, str], tuple[str, ...]]] = {}
+        # per signal's constant label values: (models, each model's label set) of the last update
+        self._label_columns: dict[tuple[str, ...], tuple[list[ModelKey], list[tuple[str, ...]]]] = {}
         self._efficiency_cache: tuple[tuple[int, object], Metric] | None = None
 
     def add_part(self, part: Part) -> None:
@@ -206,25 +207,25 @@ class SidecarCollector(Collector):
                 const = [k for k, _ in sig.labels]
                 fam = families[sig.name] = TextFamily(sig.name, sig.help, list(catalog.MODEL_KEY) + const)
             extra = tuple(v for _, v in sig.labels)
-            # The same label tuples every update (a new tuple per sample and update is garbage for
-            # the collector to walk); forgotten with the models they name.
-            known = self._label_sets.setdefault(extra, {})
-            labels: list[tuple[str, ...]] = []
-            values: list[float] = []
-            for key, value in zip(models, column, strict=True):
-                if value is None or math.isnan(value) or value < 0:
-                    continue
-                label_set = known.get(key)
-                if label_set is None:
-                    label_set = known[key] = key + extra
-                labels.append(label_set)
-                values.append(value)
-                if sig.name == catalog.BATCH_SIZE_MEAN:
-                    sizes[key] = value
-            fam.add_many(labels, values)
-        if sum(map(len, self._label_sets.values())) > 2 * len(self._label_sets) * max(len(models), 1):
-            self._label_sets = {}  # model churn
+            all_labels = self._label_column(extra, models)
+            # Undefined (None), NaN and negative values are left out: "not v >= 0" is the last two.
+            keep = [v is not None and v >= 0.0 for v in column]
+            values = list(compress(column, keep))
+            fam.add_many(list(compress(all_labels, keep)), values)  # type: ignore[arg-type]  # no None kept
+            if sig.name == catalog.BATCH_SIZE_MEAN:
+                sizes.update(zip(compress(models, keep), values, strict=True))  # type: ignore[arg-type]
         return list(families.values()), sizes
+
+    def _label_column(self, extra: tuple[str, ...], models: list[ModelKey]) -> list[tuple[str, ...]]:
+        """Each model's label set with ``extra`` appended: the same tuples every update while the
+        models are the same (a new tuple per sample and update is garbage for the collector to walk,
+        and the exposition's text cache finds the same tuples faster)."""
+        cached = self._label_columns.get(extra)
+        if cached is not None and cached[0] == models:
+            return cached[1]
+        labels = [key + extra for key in models]
+        self._label_columns[extra] = (models, labels)
+        return labels
 
     def _efficiency(self, sizes: dict[tuple[str, str], float]) -> Metric:
         eff = TextFamily(catalog.BATCH_EFFICIENCY, catalog.BATCH_EFFICIENCY_HELP, list(catalog.MODEL_KEY))

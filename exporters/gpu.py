@@ -320,10 +320,12 @@ class GpuPart:
             catalog.MODEL_GPU_ATTRIBUTION_HELP,
             [*catalog.MODEL_KEY, catalog.REASON],
         )
-        for model, version in sorted(models - gpu_models):
-            why.add_metric([model, version, "no_gpu_uuid"], 1.0)
-        for model, version in sorted({k[:2] for k in shares} - set(per_inference)):
-            why.add_metric([model, version, "no_gpu_energy"], 1.0)
+        reasons = [(model, version, "no_gpu_uuid") for model, version in sorted(models - gpu_models)]
+        reasons += [
+            (model, version, "no_gpu_energy")
+            for model, version in sorted({k[:2] for k in shares} - set(per_inference))
+        ]
+        why.add_many(reasons, [1.0] * len(reasons))
         yield why
 
 

@@ -98,10 +98,10 @@ class _Plan:
         """``_as_rows(merge_summaries(samples))`` for samples with this layout and these flat values."""
         values = self.pick_values(flat)
         counts = self.pick_counts([*flat, 1.0])
+        if values and not any(map(math.isnan, values)) and min(values) >= 0.0 and 0.0 not in counts:
+            return SummaryRows(list(self.rows), list(map(truediv, values, repeat(US))))
         # A NaN fails both comparisons: "not v >= 0" is NaN or negative, as the walk leaves out.
         keep = [v >= 0.0 and n != 0 for v, n in zip(values, counts, strict=True)]
-        if all(keep):
-            return SummaryRows(list(self.rows), list(map(truediv, values, repeat(US))))
         kept = list(compress(values, keep))
         return SummaryRows(list(compress(self.rows, keep)), list(map(truediv, kept, repeat(US))))
 
