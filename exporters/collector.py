@@ -19,18 +19,22 @@ A value that is undefined over the window (no traffic, no cache) is absent, neve
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import compress
 from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from tritonwatch import catalog
+from tritonwatch.catalog import Signal
 from tritonwatch.exporters.exposition import TextFamily
 from tritonwatch.exporters.source import Health
 from tritonwatch.exporters.triton import ApiState, TritonApi, TritonMetrics
-from tritonwatch.exporters.window import CounterWindow
+from tritonwatch.exporters.window import CounterWindow, ModelKey
+
+# The window's values for one update: the models, and per signal its value for each (None: undefined).
+_Columns = tuple[list[ModelKey], list[tuple[Signal, list[float | None]]]]
 
 
 class Part(Protocol):
@@ -80,7 +84,8 @@ class SidecarCollector(Collector):
         # collect() then serves the derived families last prepared, at most one update behind,
         # instead of building them on a request's time.
         self.serve_prepared = False
-        self._label_sets: dict[tuple[str, ...], dict[tuple[str, str], tuple[str, ...]]] = {}
+        # per signal's constant label values: (models, each model's label set) of the last update
+        self._label_columns: dict[tuple[str, ...], tuple[list[ModelKey], list[tuple[str, ...]]]] = {}
         self._efficiency_cache: tuple[tuple[int, object], Metric] | None = None
 
     def add_part(self, part: Part) -> None:
@@ -149,23 +154,40 @@ class SidecarCollector(Collector):
         ``serve_prepared`` a request never waits for this (the costly part at thousands of models)."""
         with self.metrics.lock:
             window = self.metrics.window
+            generation = window.generation
             cached = self._derived_cache
-            if cached is not None and cached[0] == window.generation:
+            if cached is not None and cached[0] == generation:
                 return False
-            self._derived_cache = (window.generation, *self._evaluate(window))
-            return True
+            # Only the window's reads under the scrape's lock (the other parts' collect() waits on
+            # it); the families are written from them after.
+            columns = self._read(window)
+        self._derived_cache = (generation, *self._families(columns))
+        return True
 
     def _derived_families(self) -> Iterator[Metric]:
-        with self.metrics.lock:
-            # up is set just after a good scrape's data: both, so that values never outrun up 1
-            if not self.metrics.fresh or not self.metrics.health.up:
+        metrics = self.metrics
+        cached = self._derived_cache
+        if self.serve_prepared and cached is not None:
+            # As last prepared, without the scrape's lock: prepare() holds it while it evaluates
+            # (up to a second on a loaded machine at thousands of models), and a request waiting for
+            # it held every other request behind the render lock (the slow GETs of issue 17). Each
+            # read is of one attribute; up is set just after a good scrape's data and dropped just
+            # after a failure's, so values never outrun up 1.
+            if not metrics.fresh or not metrics.health.up:
                 return
-            window = self.metrics.window
-            cached = self._derived_cache
-            if cached is None or (cached[0] != window.generation and not self.serve_prepared):
-                # Built once per Triton scrape, whatever the number of Prometheus scrapes.
-                cached = self._derived_cache = (window.generation, *self._evaluate(window))
             generation, families, sizes = cached
+        else:
+            with metrics.lock:
+                # up is set just after a good scrape's data: both, so that values never outrun up 1
+                if not metrics.fresh or not metrics.health.up:
+                    return
+                window = metrics.window
+                cached = self._derived_cache
+                if cached is None or (cached[0] != window.generation and not self.serve_prepared):
+                    # Built once per Triton scrape, whatever the number of Prometheus scrapes.
+                    built = self._families(self._read(window))
+                    cached = self._derived_cache = (window.generation, *built)
+                generation, families, sizes = cached
         yield from families
         state = self.api.state if self.api else None
         eff = self._efficiency_cache
@@ -173,35 +195,40 @@ class SidecarCollector(Collector):
             eff = self._efficiency_cache = ((generation, state), self._efficiency(sizes))
         yield eff[1]
 
-    def _evaluate(self, window: CounterWindow) -> tuple[list[Metric], dict[tuple[str, str], float]]:
+    def _read(self, window: CounterWindow) -> _Columns:
+        """Every signal's value for every model (in model order), read under the scrape's lock."""
         models = sorted(window.models)
+        return models, [(sig, window.evaluate_many(sig, models)) for sig in window.signals]
+
+    def _families(self, columns: _Columns) -> tuple[list[Metric], dict[tuple[str, str], float]]:
+        models, values_of = columns
         families: dict[str, TextFamily] = {}
         sizes: dict[tuple[str, str], float] = {}
-        for sig in window.signals:
+        for sig, column in values_of:
             fam = families.get(sig.name)
             if fam is None:
                 const = [k for k, _ in sig.labels]
                 fam = families[sig.name] = TextFamily(sig.name, sig.help, list(catalog.MODEL_KEY) + const)
             extra = tuple(v for _, v in sig.labels)
-            # The same label tuples every update (a new tuple per sample and update is garbage for
-            # the collector to walk); forgotten with the models they name.
-            known = self._label_sets.setdefault(extra, {})
-            labels: list[tuple[str, ...]] = []
-            values: list[float] = []
-            for key, value in zip(models, window.evaluate_many(sig, models), strict=True):
-                if value is None or math.isnan(value) or value < 0:
-                    continue
-                label_set = known.get(key)
-                if label_set is None:
-                    label_set = known[key] = key + extra
-                labels.append(label_set)
-                values.append(value)
-                if sig.name == catalog.BATCH_SIZE_MEAN:
-                    sizes[key] = value
-            fam.add_many(labels, values)
-        if sum(map(len, self._label_sets.values())) > 2 * len(self._label_sets) * max(len(models), 1):
-            self._label_sets = {}  # model churn
+            all_labels = self._label_column(extra, models)
+            # Undefined (None), NaN and negative values are left out: "not v >= 0" is the last two.
+            keep = [v is not None and v >= 0.0 for v in column]
+            values = list(compress(column, keep))
+            fam.add_many(list(compress(all_labels, keep)), values)  # type: ignore[arg-type]  # no None kept
+            if sig.name == catalog.BATCH_SIZE_MEAN:
+                sizes.update(zip(compress(models, keep), values, strict=True))  # type: ignore[arg-type]
         return list(families.values()), sizes
+
+    def _label_column(self, extra: tuple[str, ...], models: list[ModelKey]) -> list[tuple[str, ...]]:
+        """Each model's label set with ``extra`` appended: the same tuples every update while the
+        models are the same (a new tuple per sample and update is garbage for the collector to walk,
+        and the exposition's text cache finds the same tuples faster)."""
+        cached = self._label_columns.get(extra)
+        if cached is not None and cached[0] == models:
+            return cached[1]
+        labels = [key + extra for key in models]
+        self._label_columns[extra] = (models, labels)
+        return labels
 
     def _efficiency(self, sizes: dict[tuple[str, str], float]) -> Metric:
         eff = TextFamily(catalog.BATCH_EFFICIENCY, catalog.BATCH_EFFICIENCY_HELP, list(catalog.MODEL_KEY))

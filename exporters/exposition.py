@@ -20,6 +20,7 @@ import logging
 import math
 import threading
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
@@ -52,6 +53,8 @@ def _label_value(v: str) -> str:
 # carry the same models every update, so a sample's line costs a lookup and a value format.
 _PREFIXES: dict[tuple[str, tuple[str, ...]], dict[tuple[str, ...], str]] = {}
 _MAX_PREFIXES = 500_000  # per family: label churn starts the family's text cache afresh
+# Per sample name and label names: the label sets of the last add_many and their prefixes.
+_LAST_KNOWN: dict[tuple[str, tuple[str, ...]], tuple[list[tuple[str, ...]], list[str]]] = {}
 
 
 class TextFamily(Metric):
@@ -68,7 +71,7 @@ class TextFamily(Metric):
         super().__init__(name, documentation, typ)
         self._labelnames = tuple(labels)
         self._sample_name = name + "_total" if typ == "counter" else name
-        key = (self._sample_name, self._labelnames)
+        key = self._key = (self._sample_name, self._labelnames)
         prefixes = _PREFIXES.get(key)
         if prefixes is None or len(prefixes) > _MAX_PREFIXES:
             prefixes = _PREFIXES[key] = {}
@@ -111,15 +114,23 @@ class TextFamily(Metric):
         if not labels:
             return
         floats = list(map(float, values))
-        prefixes = self._prefixes
-        known = list(map(prefixes.get, labels))
-        if None in known:
-            for i, prefix in enumerate(known):
-                if prefix is None:
-                    known[i] = self._prefix(labels[i])
-        texts = list(map(repr, floats))  # what _value gives for every finite float
-        joined = "\n".join(texts)
-        if "n" in joined:  # nan, inf: written as prometheus_client writes them
+        # A label set's prefix depends on it alone: the same label sets as this family's last
+        # add_many (the sidecar's large families, every update) are the same prefixes. Comparing
+        # two lists of the very same tuples costs a pointer comparison each.
+        last = _LAST_KNOWN.get(self._key)
+        if last is not None and last[0] == labels:
+            known = last[1]
+        else:
+            found = list(map(self._prefixes.get, labels))
+            if None in found:
+                for i, prefix in enumerate(found):
+                    if prefix is None:
+                        found[i] = self._prefix(labels[i])
+            known = cast(list[str], found)  # every None replaced
+            _LAST_KNOWN[self._key] = (list(labels), known)
+        if all(map(math.isfinite, floats)):
+            texts = list(map(repr, floats))  # what _value gives for every finite float
+        else:  # nan, inf: written as prometheus_client writes them
             texts = list(map(_value, floats))
         self._labels.extend(labels)
         self._values.extend(floats)

@@ -37,6 +37,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from tritonwatch import catalog
 from tritonwatch.expfmt import Samples, parse
 from tritonwatch.exporters.config import SidecarConfig
+from tritonwatch.exporters.exposition import TextFamily
 from tritonwatch.exporters.gpuquery import (
     ExecIncrease,
     GpuReading,
@@ -198,6 +199,8 @@ class GpuPart:
     ) -> None:
         self.metrics = metrics
         self.triton = triton
+        # (Triton scrape, power readings) -> the per-model families built from them
+        self._model_cache: tuple[tuple[int, list[tuple[str, float]]], list[Metric]] | None = None
         self.dcgm = dcgm
         self.pod = pod
         self.health: Health | None = dcgm.health if dcgm else None
@@ -265,13 +268,32 @@ class GpuPart:
         yield info
 
     def _model_families(self, watts: dict[str, float]) -> Iterator[Metric]:
+        # Built once per Triton scrape and power reading, not per render of /metrics: the reason
+        # family has a sample for every CPU-only model (2,000 of them were 80% of a render's time).
         with self.metrics.lock:
             if not self.metrics.fresh:
                 return  # Triton is down: nothing current to join
-            increases = self.triton.increases()
-            span = self.triton.exec.span()
-            models = self.metrics.window.models
-            gpu_models = self.triton.gpu_models
+            key = (self.metrics.window.generation, sorted(watts.items()))
+            cached = self._model_cache
+            if cached is None or cached[0] != key:
+                increases = self.triton.increases()
+                span = self.triton.exec.span()
+                models = self.metrics.window.models
+                gpu_models = self.triton.gpu_models
+                cached = None
+        if cached is None:
+            built = list(self._build_model_families(watts, increases, span, models, gpu_models))
+            cached = self._model_cache = (key, built)
+        yield from cached[1]
+
+    def _build_model_families(
+        self,
+        watts: dict[str, float],
+        increases: dict[ModelGpuKey, ExecIncrease],
+        span: float,
+        models: frozenset[ModelKey],
+        gpu_models: frozenset[ModelKey],
+    ) -> Iterator[Metric]:
         shares = busy_shares(increases)
         busy = _gauge(
             catalog.MODEL_GPU_BUSY,
@@ -293,15 +315,17 @@ class GpuPart:
         yield energy
         # Absent for a stated reason, not silently (a model with no traffic in the window has none:
         # absence for lack of data is the rule everywhere).
-        why = _gauge(
+        why = TextFamily(
             catalog.MODEL_GPU_ATTRIBUTION,
             catalog.MODEL_GPU_ATTRIBUTION_HELP,
             [*catalog.MODEL_KEY, catalog.REASON],
         )
-        for model, version in sorted(models - gpu_models):
-            why.add_metric([model, version, "no_gpu_uuid"], 1.0)
-        for model, version in sorted({k[:2] for k in shares} - set(per_inference)):
-            why.add_metric([model, version, "no_gpu_energy"], 1.0)
+        reasons = [(model, version, "no_gpu_uuid") for model, version in sorted(models - gpu_models)]
+        reasons += [
+            (model, version, "no_gpu_energy")
+            for model, version in sorted({k[:2] for k in shares} - set(per_inference))
+        ]
+        why.add_many(reasons, [1.0] * len(reasons))
         yield why
 
 

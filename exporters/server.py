@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import socket
 import ssl
+import struct
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -37,6 +38,31 @@ IDLE_TIMEOUT = 30.0
 Authorizer = Callable[[str | None], bool]
 
 
+def _write(conn: Any, wfile: Any, body: bytes) -> None:
+    """Write ``body`` in one blocking ``send``, the stall bound kept by ``SO_SNDTIMEO``.
+
+    On a socket with a timeout, ``sendall`` waits in ``poll`` and sends a socket buffer at a time,
+    taking the GIL back between the two and after each chunk; while the scrape or render thread
+    runs Python, each take waits up to the switch interval (5 ms), and the 7 MB body at 2,000
+    models took tens of such turns (the slow GETs of identity clients while the render thread
+    prepared). A blocking ``send`` of the whole body leaves the GIL once until the kernel has it
+    all. A client that stops reading still frees the thread: the send fails after the timeout.
+    """
+    timeout = conn.gettimeout() if type(conn) is socket.socket else None
+    if timeout is None:  # TLS (records, one at a time) or already blocking: as it is
+        wfile.write(body)
+        return
+    seconds = int(timeout)
+    conn.setsockopt(
+        socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, int((timeout - seconds) * 1e6))
+    )
+    conn.settimeout(None)
+    try:
+        conn.sendall(body)  # what the handler's unbuffered wfile does, on the now blocking socket
+    finally:
+        conn.settimeout(timeout)
+
+
 def make_handler(
     metrics: CachedExposition, authorize: Authorizer | None = None
 ) -> type[BaseHTTPRequestHandler]:
@@ -56,7 +82,7 @@ def make_handler(
                 self.send_header(k, v)
             self.end_headers()
             if self.command != "HEAD":
-                self.wfile.write(body)
+                _write(self.connection, self.wfile, body)
 
         def do_GET(self) -> None:
             if authorize is not None and not authorize(self.headers.get("Authorization")):

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import queue
 import re
@@ -41,6 +40,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import compress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +54,7 @@ from tritonwatch.exporters.http import Fetcher, ScrapeError
 from tritonwatch.exporters.latency import Histograms, SampleStore, quantiles_of
 from tritonwatch.exporters.source import Source, Updates
 from tritonwatch.exporters.spans import RequestTiming, SpanJoiner, TraceFileError, trace_file_timings
+from tritonwatch.exporters.summaries import Row, SummaryReader, SummaryRows
 from tritonwatch.otlp import CONTENT_TYPES, JSON, PROTOBUF, OtlpError, Span, decode_body
 
 if TYPE_CHECKING:
@@ -110,7 +111,9 @@ class LatencyPart:
         self.clock = clock
         # One request lands in the store and the histograms together: a scrape never sees it in one only.
         self._lock = threading.Lock()
-        self._summary_cache: tuple[int, dict[tuple[str, str, str], dict[str, float]]] | None = None
+        self._summary_cache: tuple[int, SummaryRows] | None = None
+        self._summary_reader = SummaryReader()
+        self._labels_cache: tuple[list[Row], list[tuple[str, ...]]] | None = None
         # Called with every batch of recorded timings (the LLM part reads streaming responses).
         self.listeners: list[Callable[[list[RequestTiming], float], None]] = []
         self._recorded = 0  # batches recorded: with the Triton scrape and the time slice, the cache key
@@ -203,65 +206,44 @@ class LatencyPart:
             for label, value in q.values.items():
                 quant.add_metric([*key, label, SOURCE_TRACE], value)
             samples.add_metric(list(key), float(q.count))
-        labels: list[tuple[str, ...]] = []
-        found_values: list[float] = []
-        for key, values in self._summaries().items():  # in Triton's order: no sort of 10,000 keys
-            if key in traced:
-                continue  # one source per model and phase: traces win
-            for label, value in values.items():
-                labels.append((*key, label, SOURCE_SUMMARY))
-                found_values.append(value)
+        summary = self._summaries()  # in Triton's order: no sort of 10,000 keys
+        labels = self._summary_labels(summary.rows)
+        found_values = summary.seconds
+        if traced:  # one source per model and phase: traces win
+            keep = [row[:3] not in traced for row in summary.rows]
+            labels, found_values = list(compress(labels, keep)), list(compress(found_values, keep))
         quant.add_many(labels, found_values)
         return [hist, quant, samples]
 
-    def _summaries(self) -> dict[tuple[str, str, str], dict[str, float]]:
-        """Triton's ``*_summary_us`` quantiles (seconds) per (model, version, phase), NaNs left out.
+    def _summary_labels(self, rows: list[Row]) -> list[tuple[str, ...]]:
+        """The rows' label sets (source "summary"), the same tuples while the rows are the same."""
+        cached = self._labels_cache
+        if cached is not None and cached[0] == rows:
+            return cached[1]
+        labels: list[tuple[str, ...]] = [(*row, SOURCE_SUMMARY) for row in rows]
+        self._labels_cache = (rows, labels)
+        return labels
 
-        One model can have several summaries per phase: Triton keeps one per GPU model instance,
-        labelled ``gpu_uuid``. Quantiles cannot be merged exactly without the observations, but the
-        q-quantile of their union always lies between the smallest and the largest of the parts'
-        q-quantiles (each part's CDF is below q left of its own quantile, and at or above q from it).
-        We take the **largest**: never below the true value, so a latency SLO is never shown as met
-        when it is not, and exact when one part holds all the traffic. A part whose ``_count`` is 0
-        has observed nothing and is left out (Triton still prints quantiles for it, e.g. ``3``).
-        Summary counts and sums are not exported, so there is nothing else to merge.
+    def _summaries(self) -> SummaryRows:
+        """Triton's summary quantiles (``exporters/summaries.py``), read once per Triton scrape.
+
+        Only the references are taken under the scrape's lock (a scrape replaces its samples whole,
+        never changes them): the scrape loop and requests rendering /metrics never wait for the read.
         """
-        out: dict[tuple[str, str, str], dict[str, float]] = {}
-        if self.metrics is None:
-            return out
-        with self.metrics.lock:
-            if not self.metrics.fresh:
-                return out
-            generation = self.metrics.window.generation
-            if self._summary_cache is not None and self._summary_cache[0] == generation:
-                return self._summary_cache[1]  # read once per Triton scrape, not per Prometheus scrape
-            samples = self.metrics.samples
-            for phase in catalog.PHASES:
-                series = samples.get(catalog.triton_summary(phase), {})
-                if not series:
-                    continue
-                unobserved = {
-                    frozenset(labelset)
-                    for labelset, n in samples.get(catalog.triton_summary_count(phase), {}).items()
-                    if n == 0
-                }
-                for labelset, value in series.items():
-                    labels = dict(labelset)
-                    q = labels.get(catalog.QUANTILE)
-                    model = labels.get(catalog.MODEL)
-                    if q not in catalog.QUANTILES or model is None or math.isnan(value) or value < 0:
-                        continue
-                    if (
-                        unobserved
-                        and frozenset(kv for kv in labelset if kv[0] != catalog.QUANTILE) in unobserved
-                    ):
-                        continue
-                    quantiles = out.setdefault((model, labels.get(catalog.VERSION, ""), phase), {})
-                    seconds = value / 1e6
-                    if seconds > quantiles.get(q, -1.0):
-                        quantiles[q] = seconds
-            self._summary_cache = (generation, out)
-        return out
+        metrics = self.metrics
+        if metrics is None:
+            return SummaryRows()
+        with metrics.lock:
+            if not metrics.fresh:
+                return SummaryRows()
+            generation = metrics.window.generation
+            samples = metrics.samples
+        cached = self._summary_cache
+        if cached is not None and cached[0] == generation:
+            return cached[1]  # read once per Triton scrape, not per Prometheus scrape
+        rows = self._summary_reader.rows(samples)
+        self._summary_cache = (generation, rows)
+        return rows
 
 
 class Forwarder:
@@ -615,6 +597,9 @@ class TraceSettings(Source):
 
 
 _ROTATED = re.compile(r"^\.(\d+)$")
+# A folder changed within this many seconds of being listed may change again without its mtime
+# moving (a filesystem's timestamps are coarser than some writes): it is listed again until then.
+RACY_SECONDS = 2.0
 
 
 class TraceFileReader(Source):
@@ -624,6 +609,13 @@ class TraceFileReader(Source):
     growing in place is read again from the first trace not yet seen; a rotation that changes was
     rewritten by a restarted Triton and is read whole. Files older than the quantile window at start
     are history and are skipped.
+
+    The folder is listed again only when its mtime moves (a file created, renamed or removed); each
+    tick costs one ``stat`` per file of ours, which is how a file growing or rewritten in place is
+    seen. Files are never deleted: they are Triton's, written where the operator pointed it, and
+    other readers (an archive, a trace viewer, a test computing the truth from them) may need them.
+    Triton never removes its rotations either, so pruning old ones (by age or count) is the
+    operator's job; ``docs/architecture.md`` says so.
     """
 
     target = "trace_file"
@@ -636,30 +628,48 @@ class TraceFileReader(Source):
         self.skip_before = self.started - skip_older_than
         # path -> (inode, size, mtime_ns, traces already recorded)
         self._seen: dict[str, tuple[int, int, int, int]] = {}
+        self._names: list[str] = []  # our files in the folder, as last listed
+        self._listed: int | None = None  # the folder's mtime_ns when listed
+        self._racy = False
         self.files_read = 0
         self.bad_files = 0
+        self.listings = 0
 
     def describe(self) -> str:
         return str(self.path)
 
-    def _candidates(self) -> list[Path]:
+    def _candidates(self) -> list[str]:
+        """Our file names in the folder, listed again only when the folder changed."""
         folder = self.path.parent
+        try:
+            mtime = os.stat(folder).st_mtime_ns
+        except OSError:
+            self._listed = None
+            return []
+        if mtime == self._listed and not self._racy:
+            return self._names
         try:
             names = os.listdir(folder)
         except OSError:
+            self._listed = None
             return []
         base = self.path.name
         out = []
         for name in names:
             suffix = name[len(base) :] if name.startswith(base) else None
             if suffix == "" or (suffix is not None and _ROTATED.match(suffix)):
-                out.append(folder / name)
-        # Oldest first, so timings reach the window in the order Triton wrote them.
-        return sorted(out, key=lambda p: (_mtime(p), p.name))
+                out.append(name)
+        self._names, self._listed = out, mtime
+        self._racy = time.time() - mtime / 1e9 < RACY_SECONDS
+        self.listings += 1
+        return out
 
     def scrape(self) -> None:
+        folder = self.path.parent
         live = set()
-        for path in self._candidates():
+        changed: list[tuple[float, str, Path, os.stat_result]] = []
+        for name in self._candidates():
+            path = folder / name
             key = str(path)
             live.add(key)
             try:
@@ -667,42 +677,42 @@ class TraceFileReader(Source):
             except OSError:
                 continue
             prev = self._seen.get(key)
-            ident = (st.st_ino, st.st_size, st.st_mtime_ns)
-            if prev and prev[:3] == ident:
+            if prev and prev[:3] == (st.st_ino, st.st_size, st.st_mtime_ns):
                 continue
-            if prev is None and st.st_mtime < self.skip_before:
-                self._seen[key] = (*ident, -1)  # history from before the sidecar: not in the window
-                continue
-            try:
-                entries = json.loads(path.read_bytes())
-                timings = trace_file_timings(entries)
-            except (OSError, ValueError, RecursionError):
-                continue  # still being written: try again next round
-            except TraceFileError as exc:
-                if not prev or prev[:3] != ident:
-                    self.bad_files += 1
-                    log.warning("--trace-file %s: %s", path, exc)
-                self._seen[key] = (*ident, 0)
-                continue
-            # Only PATH itself grows in place; a rotation that changes was rewritten (Triton restarted).
-            grew = path == self.path and prev and prev[0] == st.st_ino and prev[1] <= st.st_size
-            done = prev[3] if prev and grew else 0
-            if done < 0:
-                done = len(timings)  # history file that changed: only what is new
-            self.latency.record(timings[done:])
-            self._seen[key] = (*ident, len(timings))
-            self.files_read += 1
+            changed.append((st.st_mtime, name, path, st))
+        # Oldest first, so timings reach the window in the order Triton wrote them.
+        for _mtime, _name, path, st in sorted(changed, key=lambda c: (c[0], c[1])):
+            self._read(path, st)
         self._seen = {k: v for k, v in self._seen.items() if k in live}
+
+    def _read(self, path: Path, st: os.stat_result) -> None:
+        key = str(path)
+        prev = self._seen.get(key)
+        ident = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if prev is None and st.st_mtime < self.skip_before:
+            self._seen[key] = (*ident, -1)  # history from before the sidecar: not in the window
+            return
+        try:
+            entries = json.loads(path.read_bytes())
+            timings = trace_file_timings(entries)
+        except (OSError, ValueError, RecursionError):
+            return  # still being written: try again next round
+        except TraceFileError as exc:
+            self.bad_files += 1
+            log.warning("--trace-file %s: %s", path, exc)
+            self._seen[key] = (*ident, 0)
+            return
+        # Only PATH itself grows in place; a rotation that changes was rewritten (Triton restarted).
+        grew = path == self.path and prev and prev[0] == st.st_ino and prev[1] <= st.st_size
+        done = prev[3] if prev and grew else 0
+        if done < 0:
+            done = len(timings)  # history file that changed: only what is new
+        self.latency.record(timings[done:])
+        self._seen[key] = (*ident, len(timings))
+        self.files_read += 1
 
     def collect(self) -> Iterator[Metric]:
         return iter(())
-
-
-def _mtime(p: Path) -> float:
-    try:
-        return p.stat().st_mtime
-    except OSError:
-        return 0.0
 
 
 class _View:

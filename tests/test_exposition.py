@@ -179,3 +179,44 @@ def test_a_request_during_an_update_sees_what_the_state_shows() -> None:
     calls = source.calls
     assert b"tw_small 6.0" in cache.body()
     assert cache.body() is cache.body() and source.calls == calls + 1  # cached again once it ended
+
+
+def test_a_body_goes_in_one_blocking_send_and_a_stalled_client_still_frees_the_thread() -> None:
+    import socket
+    import struct
+    import threading
+
+    from tritonwatch.exporters.server import _write
+
+    body = b"x" * (8 << 20)  # larger than any socket buffer: the writer must wait for the reader
+    a, b = socket.socketpair()
+    with a, b:
+        a.settimeout(0.5)
+        got = bytearray()
+
+        def read() -> None:
+            while len(got) < len(body):
+                got.extend(b.recv(1 << 16))
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        _write(a, None, body)
+        reader.join(timeout=10)
+        assert bytes(got) == body
+        assert a.gettimeout() == 0.5  # the handler's idle timeout is back for the next request
+        # the send was the blocking one, bounded by the socket's send timeout (0.5 s)
+        assert struct.unpack("ll", a.getsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, 16)) == (0, 500000)
+        # a client that stops reading: the send fails once the timeout passes without progress
+        failed: list[OSError] = []
+
+        def stalled() -> None:
+            try:
+                _write(a, None, body)
+            except OSError as exc:
+                failed.append(exc)
+
+        writer = threading.Thread(target=stalled, daemon=True)
+        writer.start()
+        writer.join(timeout=10)
+        assert not writer.is_alive() and failed
+        assert a.gettimeout() == 0.5

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import threading
 import time
 import urllib.error
@@ -273,3 +274,31 @@ def test_protobuf_bodies_are_forwarded_unchanged_with_their_type(backend: str) -
     assert body == zipped
     assert sent_headers["Content-Type"] == "application/x-protobuf"
     assert sent_headers["Content-Encoding"] == "gzip"
+
+
+def test_trace_files_are_listed_again_only_when_the_folder_changes(tmp_path: Path) -> None:
+    files: list[Any] = json.loads((DATA / "trace_file_sleeper.json").read_text())
+    part = LatencyPart(300.0)
+    reader = TraceFileReader(str(tmp_path / "trace.json"), part, 1.0, skip_older_than=300.0)
+    key = L(model="sleeper", version="1", phase="request")
+    settled = time.time() - 60  # a folder mtime well in the past: no change can hide behind it
+    (tmp_path / "trace.json.0").write_text(json.dumps(files[0]))
+    os.utime(tmp_path, (settled, settled))
+    reader.step()
+    reader.step()
+    assert (reader.listings, reader.files_read) == (1, 1)  # the second tick only stat'ed trace.json.0
+    assert families(part)[catalog.REQUEST_DURATION + "_count"][key] == 4
+    # a new rotation moves the folder's mtime: listed and read
+    (tmp_path / "trace.json.1").write_text(json.dumps(files[1]))
+    reader.step()
+    assert (reader.listings, reader.files_read) == (2, 2)
+    # a file rewritten in place (a restarted Triton) does not move the folder: seen by its stat
+    os.utime(tmp_path, (settled + 1, settled + 1))
+    reader.step()
+    listed = reader.listings
+    (tmp_path / "trace.json.0").write_text(json.dumps(files[2]))
+    os.utime(tmp_path, (settled + 1, settled + 1))
+    reader.step()
+    assert reader.listings == listed and reader.files_read == 3
+    # read files are left where Triton wrote them (Triton's files; the operator prunes them)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.json.0", "trace.json.1"]
