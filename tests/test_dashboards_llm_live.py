@@ -15,6 +15,7 @@ import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,7 +26,7 @@ from support.llm_payloads import TRT_LLM_KEY, VLLM_KEY, trt_llm_scrape, vllm_scr
 from support.sidecar import sidecar_argv
 from support.static_endpoint import StaticEndpoint
 from support.streaming import open_stream
-from support.triton_guard import fail_if_crashed
+from support.triton_guard import crash_is_named, once_more_after_a_crash
 
 from tritonwatch.dashboards import promcheck
 from tritonwatch.dashboards.generate import render_all
@@ -97,13 +98,12 @@ class Stack:
     streamer: Streamer
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+@contextlib.contextmanager
+def live_stack(tmp: Path) -> Iterator[Stack]:
     from tritonwatch.local.triton import LocalTriton
 
-    tmp = tmp_path_factory.mktemp("llm-live")
     traces = tmp / "traces"
-    traces.mkdir()
+    traces.mkdir(parents=True)
     with contextlib.ExitStack() as stack:
         triton = LocalTriton([TEST_MODELS], trace_file=traces / "trace.json", trace_rate=1)
         stack.callback(triton.close)
@@ -157,7 +157,16 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         yield Stack(prom, triton, streamer)
 
 
-def test_every_llm_panel_query_parses_and_shows_the_sources_values(live: Stack) -> None:
+def test_every_llm_panel_query_parses_and_shows_the_sources_values(tmp_path: Path) -> None:
+    once_more_after_a_crash(panels_run, tmp_path)
+
+
+def panels_run(tmp: Path) -> None:
+    with live_stack(tmp) as live, crash_is_named(live.triton, "while the LLM panels were queried"):
+        check_panels(live)
+
+
+def check_panels(live: Stack) -> None:
     dash = json.loads(render_all()[DASHBOARD])
     queries = promcheck.collect({DASHBOARD: dash})
     variables = {**promcheck.dashboard_variables([dash]), **BUILTINS}
@@ -211,6 +220,5 @@ def test_every_llm_panel_query_parses_and_shows_the_sources_values(live: Stack) 
     empty = [f"{r.query.key}: {r.promql}" for r in results if not r.has_data]
     assert not empty, "\n".join(empty)
     assert len(results) >= 16
-    fail_if_crashed(live.triton, "while the LLM panels were queried")
     assert not live.streamer.errors, live.streamer.errors[:3]
     check()

@@ -19,6 +19,7 @@ import pytest
 import requests
 from conftest import TEST_MODELS
 from support.streaming import open_stream
+from support.triton_guard import crash_is_named, once_more_after_a_crash
 
 from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError
@@ -93,12 +94,19 @@ class Client(threading.Thread):
 
 
 def test_streaming_model_ttft_itl_and_tokens_per_second_match_the_truth(tmp_path: Path) -> None:
+    once_more_after_a_crash(streaming_run, tmp_path)
+
+
+def streaming_run(tmp: Path) -> None:
     from tritonwatch.local.triton import LocalTriton
 
-    folder = tmp_path / "traces"
-    folder.mkdir()
+    folder = tmp / "traces"
+    folder.mkdir(parents=True)
     path = folder / "trace.json"
-    with LocalTriton([TEST_MODELS], trace_file=path, trace_rate=1) as triton:
+    with (
+        LocalTriton([TEST_MODELS], trace_file=path, trace_rate=1) as triton,
+        crash_is_named(triton, "while the clients streamed"),
+    ):
         base = triton.http_url
         setting = f"{base}/v2/trace/setting"
         requests.post(setting, json={"log_frequency": "20"}, timeout=5).raise_for_status()

@@ -1,7 +1,7 @@
 """Rate 1 through Triton's JSON trace files (mode=triton): the sidecar's quantiles are the exact ones.
 
-OpenTelemetry at rate 1 crashed Triton 2.51 under load (Triton issue #7795); trace files did not, so
-the accuracy test runs here, at rate 1. The truth is computed from the rotated files themselves with
+OpenTelemetry at rate 1 crashed Triton 2.51 under load (Triton issue #7795); trace files never did
+with this (non-decoupled) model, so the accuracy test runs here, at rate 1. The truth is computed from the rotated files themselves with
 plain JSON: every traced request's phase durations from Triton's timestamps, and their nearest-rank
 quantiles and bucket counts, which the sidecar must give exactly. Each request id names the delay
 it asked for, and no request may have been measured shorter than it slept.
@@ -160,4 +160,4 @@ def test_set_trace_rate_is_applied_logged_and_exposed(
             sidecar.stop()
             requests.post(url, json={"trace_rate": "1"}, timeout=5).raise_for_status()
     assert "set Triton's trace rate to 5 (one request in 5 traced; mode triton)" in caplog.text
-    assert "issue #7795" not in caplog.text  # trace files are safe at any rate: no warning
+    assert "issue #7795" not in caplog.text  # the warning is OTel's (#7795): none for trace files

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import pytest
 from conftest import TEST_MODELS, need_pytriton
-from support.triton_guard import must_survive, restart_if_dead
+from support.triton_guard import (
+    TritonCrashWarning,
+    crash_is_named,
+    must_survive,
+    once_more_after_a_crash,
+    restart_if_dead,
+)
 
 from tritonwatch.local.procs import wait_until
 
@@ -32,3 +39,57 @@ def test_a_crash_fails_with_the_exit_and_the_log_tail_and_is_restarted() -> None
         restart_if_dead(triton)
         assert triton.alive() and triton.ready() and not triton.crashed()
     assert not triton.crashed()  # stopped on purpose: not a crash
+
+
+class _Process:
+    """Stands for a LocalTriton in the guard's eyes: whether it crashed, and its last words."""
+
+    def __init__(self) -> None:
+        self.dead = False
+        self.log_path = "triton.log"
+
+    def crashed(self) -> bool:
+        return self.dead
+
+    def exit_code(self) -> int:
+        return -11
+
+    def log_tail(self, lines: int = 30) -> str:
+        return "Signal (11) received."
+
+
+def test_a_run_is_repeated_once_only_after_triton_died_under_it(tmp_path: Path) -> None:
+    runs: list[Path] = []
+
+    def crashing_once(folder: Path) -> None:
+        runs.append(folder)
+        triton = _Process()
+        with crash_is_named(triton, "under the run"):
+            if len(runs) == 1:
+                triton.dead = True
+                raise ConnectionError("what the run saw")
+
+    with pytest.warns(
+        TritonCrashWarning, match=r"repeated on a fresh Triton: tritonserver died under the run"
+    ):
+        once_more_after_a_crash(crashing_once, tmp_path)
+    assert runs == [tmp_path / "run-1", tmp_path / "run-2"]
+
+    def always_crashing(folder: Path) -> None:
+        triton = _Process()
+        with crash_is_named(triton, "under the run"):
+            triton.dead = True
+
+    with pytest.warns(TritonCrashWarning), pytest.raises(pytest.fail.Exception, match="two runs in a row"):
+        once_more_after_a_crash(always_crashing, tmp_path)
+
+    failed: list[Path] = []
+
+    def wrong(folder: Path) -> None:
+        failed.append(folder)
+        with crash_is_named(_Process(), "under the run"):
+            raise AssertionError("a wrong value is never run again")
+
+    with pytest.raises(AssertionError, match="never run again"):
+        once_more_after_a_crash(wrong, tmp_path)
+    assert failed == [tmp_path / "run-1"]
