@@ -26,7 +26,7 @@ from support.llm_payloads import TRT_LLM_KEY, VLLM_KEY, trt_llm_scrape, vllm_scr
 from support.sidecar import sidecar_argv
 from support.static_endpoint import StaticEndpoint
 from support.streaming import open_stream
-from support.triton_guard import crash_is_named, once_more_after_a_crash
+from support.triton_guard import again_after_a_crash, crash_is_named
 
 from tritonwatch.dashboards import promcheck
 from tritonwatch.dashboards.generate import render_all
@@ -158,7 +158,7 @@ def live_stack(tmp: Path) -> Iterator[Stack]:
 
 
 def test_every_llm_panel_query_parses_and_shows_the_sources_values(tmp_path: Path) -> None:
-    once_more_after_a_crash(panels_run, tmp_path)
+    again_after_a_crash(panels_run, tmp_path)
 
 
 def panels_run(tmp: Path) -> None:

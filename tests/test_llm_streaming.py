@@ -19,7 +19,7 @@ import pytest
 import requests
 from conftest import TEST_MODELS
 from support.streaming import open_stream
-from support.triton_guard import crash_is_named, once_more_after_a_crash
+from support.triton_guard import again_after_a_crash, crash_is_named
 
 from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError
@@ -94,7 +94,7 @@ class Client(threading.Thread):
 
 
 def test_streaming_model_ttft_itl_and_tokens_per_second_match_the_truth(tmp_path: Path) -> None:
-    once_more_after_a_crash(streaming_run, tmp_path)
+    again_after_a_crash(streaming_run, tmp_path)
 
 
 def streaming_run(tmp: Path) -> None:

@@ -10,9 +10,9 @@ import pytest
 from conftest import TEST_MODELS, need_pytriton
 from support.triton_guard import (
     TritonCrashWarning,
+    again_after_a_crash,
     crash_is_named,
     must_survive,
-    once_more_after_a_crash,
     restart_if_dead,
 )
 
@@ -33,7 +33,7 @@ def test_a_crash_fails_with_the_exit_and_the_log_tail_and_is_restarted() -> None
                 wait_until(lambda: not triton.alive(), 15, "Triton to die")
                 raise ConnectionRefusedError("what the test itself would have seen")
         message = str(failed.value)
-        assert message.startswith("tritonserver died during this test (exit code -11;")
+        assert message.startswith("tritonserver died during this test (exit code -11 (SIGSEGV);")
         assert "Last lines of" in message and str(triton.log_path) in message
         assert "Signal (11) received" in message  # Triton's own last words, from its log
         restart_if_dead(triton)
@@ -58,7 +58,7 @@ class _Process:
         return "Signal (11) received."
 
 
-def test_a_run_is_repeated_once_only_after_triton_died_under_it(tmp_path: Path) -> None:
+def test_a_run_is_repeated_only_after_triton_died_under_it_three_runs_at_most(tmp_path: Path) -> None:
     runs: list[Path] = []
 
     def crashing_once(folder: Path) -> None:
@@ -70,18 +70,23 @@ def test_a_run_is_repeated_once_only_after_triton_died_under_it(tmp_path: Path) 
                 raise ConnectionError("what the run saw")
 
     with pytest.warns(
-        TritonCrashWarning, match=r"repeated on a fresh Triton: tritonserver died under the run"
+        TritonCrashWarning,
+        match=r"run 1 repeated on a fresh Triton: tritonserver died under the run \(exit code -11 \(SIGSEGV\)",
     ):
-        once_more_after_a_crash(crashing_once, tmp_path)
+        again_after_a_crash(crashing_once, tmp_path)
     assert runs == [tmp_path / "run-1", tmp_path / "run-2"]
 
+    crashed: list[Path] = []
+
     def always_crashing(folder: Path) -> None:
+        crashed.append(folder)
         triton = _Process()
         with crash_is_named(triton, "under the run"):
             triton.dead = True
 
-    with pytest.warns(TritonCrashWarning), pytest.raises(pytest.fail.Exception, match="two runs in a row"):
-        once_more_after_a_crash(always_crashing, tmp_path)
+    with pytest.warns(TritonCrashWarning), pytest.raises(pytest.fail.Exception, match="3 runs in a row"):
+        again_after_a_crash(always_crashing, tmp_path)
+    assert crashed == [tmp_path / f"run-{n}" for n in (1, 2, 3)]
 
     failed: list[Path] = []
 
@@ -91,5 +96,5 @@ def test_a_run_is_repeated_once_only_after_triton_died_under_it(tmp_path: Path) 
             raise AssertionError("a wrong value is never run again")
 
     with pytest.raises(AssertionError, match="never run again"):
-        once_more_after_a_crash(wrong, tmp_path)
+        again_after_a_crash(wrong, tmp_path)
     assert failed == [tmp_path / "run-1"]

@@ -1,18 +1,21 @@
 """One Triton crash is one clear test failure, with Triton's own last words, never a cascade.
 
-Triton 2.51 can die under OpenTelemetry tracing (signal 11, Triton issue #7795), and, rarely, while it
-writes a trace file for every request of a decoupled (streaming) model (a libc trap, seen about once
-in several thousand streamed requests with four clients; never in a 150 s run of 1,500 alone). A test
+Triton 2.51 can die under OpenTelemetry tracing (signal 11, Triton issue #7795), and, now and then, while
+it writes a trace file for every request of a decoupled (streaming) model (a libc trap, SIGILL, with
+four clients streaming; not reproduced on purpose in 150 s runs of 1,500 streamed requests). A test
 that saw its Triton die fails with the exit code and the tail of Triton's log; the session fixture then
 starts Triton afresh for the next test instead of letting every later test fail on a refused connection.
 
-The streaming tests, whose truth is a whole run on one Triton, use ``once_more_after_a_crash``: a run
-that saw Triton die is run again on a fresh Triton, once, with a warning that carries Triton's last
-words. Only a crash of Triton's own process earns the second run; any failed assertion fails at once.
+The streaming tests, whose truth is a whole run on one Triton, use ``again_after_a_crash``: a run
+that saw Triton die is run again on a fresh Triton (up to three runs in all), with a warning that
+carries Triton's exit and last words. Only a death of Triton's own process earns another run; any
+failed assertion fails at once. (Triton died under 2 of about 8 runs of the 4-client streaming test
+on 3 December 2026, by SIGILL, printing nothing.)
 """
 
 from __future__ import annotations
 
+import signal
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,9 +26,15 @@ import pytest
 
 
 def crash_report(triton: Any, during: str) -> str:
+    code = triton.exit_code()
+    try:
+        how = f"{code} ({signal.Signals(-code).name})" if code is not None and code < 0 else str(code)
+    except ValueError:
+        how = str(code)
     return (
-        f"tritonserver died {during} (exit code {triton.exit_code()}; signal 11 under OpenTelemetry "
-        f"tracing is Triton issue #7795). Last lines of {triton.log_path}:\n{triton.log_tail(25)}"
+        f"tritonserver died {during} (exit code {how}; Triton 2.51 dies under OpenTelemetry tracing at "
+        f"low rates, issue #7795, and now and then under trace files at rate 1 with a decoupled model). "
+        f"Last lines of {triton.log_path}:\n{triton.log_tail(25)}"
     )
 
 
@@ -74,15 +83,14 @@ def crash_is_named(triton: Any, during: str) -> Iterator[None]:
         raise TritonCrashed(crash_report(triton, during))
 
 
-def once_more_after_a_crash(run: Callable[[Path], None], tmp: Path) -> None:
-    """``run`` in a folder of its own; again in another, once, if Triton died under the first."""
-    try:
-        run(tmp / "run-1")
-    except TritonCrashed as crash:
-        warnings.warn(TritonCrashWarning(f"run repeated on a fresh Triton: {crash}"), stacklevel=2)
-    else:
-        return
-    try:
-        run(tmp / "run-2")
-    except TritonCrashed as crash:
-        pytest.fail(f"Triton died under two runs in a row: {crash}", pytrace=False)
+def again_after_a_crash(run: Callable[[Path], None], tmp: Path, runs: int = 3) -> None:
+    """``run`` in a folder of its own; again in another, up to ``runs`` in all, while Triton dies under it."""
+    for n in range(1, runs + 1):
+        try:
+            run(tmp / f"run-{n}")
+        except TritonCrashed as crash:
+            if n == runs:
+                pytest.fail(f"Triton died under {runs} runs in a row: {crash}", pytrace=False)
+            warnings.warn(TritonCrashWarning(f"run {n} repeated on a fresh Triton: {crash}"), stacklevel=2)
+        else:
+            return
