@@ -46,6 +46,28 @@ def nearest_rank(values: list[float], q: float) -> float:
     return ordered[max(0, -(-int(q * len(ordered) * 1000) // 1000) - 1)]
 
 
+def traced_ttfts(folder: Path) -> list[float]:
+    """Seconds from REQUEST_START to the first INFER_RESPONSE_COMPLETE of each traced streamer request
+    in Triton's complete rotated trace files (a request's timestamps may span several entries)."""
+    streamer: set[int] = set()
+    stamps: dict[int, dict[str, list[int]]] = {}
+    for f in folder.glob("trace.json.*"):
+        try:
+            entries = json.loads(f.read_bytes())
+        except ValueError:
+            continue  # still being written
+        for e in entries:
+            if e.get("model_name") == "streamer":
+                streamer.add(e["id"])
+            for ts in e.get("timestamps", []):
+                stamps.setdefault(e["id"], {}).setdefault(ts["name"], []).append(int(ts["ns"]))
+    return [
+        (min(stamps[i]["INFER_RESPONSE_COMPLETE"]) - stamps[i]["REQUEST_START"][0]) / 1e9
+        for i in streamer
+        if "INFER_RESPONSE_COMPLETE" in stamps.get(i, {})
+    ]
+
+
 def streamer_traces_on_disk(folder: Path) -> int:
     """Distinct traced streamer requests in Triton's complete rotated trace files (trace.json.N)."""
     ids = set()
@@ -168,12 +190,16 @@ def streaming_run(tmp: Path) -> None:
         want = frozenset({"model": KEY[0], "version": KEY[1], **labels}.items())
         return next(v for ls, v in series[name].items() if frozenset(ls) == want)
 
-    # The traced requests are the first `done` to complete; the asked TTFTs of all completed requests
-    # differ from them by at most the 19 still in Triton's buffer: nearest rank over both agrees here.
+    # The truth is what Triton measured, in the files the sidecar read: each traced request's first
+    # response less its REQUEST_START. (Against the TTFTs the clients asked for, a stall of the loaded
+    # machine once put the p99 at 0.79 s for an asked 0.4 s: Triton's real TTFT, rightly reported.)
+    ttfts = traced_ttfts(folder)
+    assert len(ttfts) == seen["on_disk"]
+    assert min(ttfts) >= min(PLAN)[1] / 1000  # no request answered sooner than the model slept
     for q in ("0.5", "0.99"):
-        truth = nearest_rank(asked, float(q))
+        truth = nearest_rank(ttfts, float(q))
         got = value(after, catalog.LLM_TTFT_QUANTILE, quantile=q, source="trace")
-        assert abs(got - truth) <= 0.05 * truth, (q, got, truth)
+        assert abs(got - truth) <= 1e-9, (q, got, truth)
     itl = value(after, catalog.LLM_ITL_QUANTILE, quantile="0.5", source="trace")
     assert abs(itl - GAP_MS / 1000) <= 0.05 * GAP_MS / 1000, itl
 
