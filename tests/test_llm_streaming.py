@@ -46,9 +46,9 @@ def nearest_rank(values: list[float], q: float) -> float:
     return ordered[max(0, -(-int(q * len(ordered) * 1000) // 1000) - 1)]
 
 
-def traced_ttfts(folder: Path) -> list[float]:
-    """Seconds from REQUEST_START to the first INFER_RESPONSE_COMPLETE of each traced streamer request
-    in Triton's complete rotated trace files (a request's timestamps may span several entries)."""
+def streamer_traces(folder: Path) -> dict[int, dict[str, list[int]]]:
+    """Each traced streamer request in Triton's complete rotated trace files (trace.json.N): its
+    timestamps by name, in ns (a request's timestamps may span several entries)."""
     streamer: set[int] = set()
     stamps: dict[int, dict[str, list[int]]] = {}
     for f in folder.glob("trace.json.*"):
@@ -61,23 +61,16 @@ def traced_ttfts(folder: Path) -> list[float]:
                 streamer.add(e["id"])
             for ts in e.get("timestamps", []):
                 stamps.setdefault(e["id"], {}).setdefault(ts["name"], []).append(int(ts["ns"]))
+    return {i: stamps.get(i, {}) for i in streamer}
+
+
+def ttfts(traces: dict[int, dict[str, list[int]]]) -> list[float]:
+    """Seconds from REQUEST_START to the first INFER_RESPONSE_COMPLETE of each traced request."""
     return [
-        (min(stamps[i]["INFER_RESPONSE_COMPLETE"]) - stamps[i]["REQUEST_START"][0]) / 1e9
-        for i in streamer
-        if "INFER_RESPONSE_COMPLETE" in stamps.get(i, {})
+        (min(t["INFER_RESPONSE_COMPLETE"]) - t["REQUEST_START"][0]) / 1e9
+        for t in traces.values()
+        if "INFER_RESPONSE_COMPLETE" in t
     ]
-
-
-def streamer_traces_on_disk(folder: Path) -> int:
-    """Distinct traced streamer requests in Triton's complete rotated trace files (trace.json.N)."""
-    ids = set()
-    for f in folder.glob("trace.json.*"):
-        try:
-            entries = json.loads(f.read_bytes())
-        except ValueError:
-            continue  # still being written
-        ids |= {e["id"] for e in entries if e.get("model_name") == "streamer"}
-    return len(ids)
 
 
 class Client(threading.Thread):
@@ -170,7 +163,7 @@ def streaming_run(tmp: Path) -> None:
             def all_files_read() -> bool:
                 # The truth is what Triton wrote: the streamer traces in its complete rotated files
                 # (the client-side count can differ by a request finishing as the clients stop).
-                seen["on_disk"] = on_disk = streamer_traces_on_disk(folder)
+                seen["on_disk"] = on_disk = len(streamer_traces(folder))
                 seen["sidecar"] = got = traced()
                 return on_disk >= done and got == on_disk
 
@@ -193,11 +186,11 @@ def streaming_run(tmp: Path) -> None:
     # The truth is what Triton measured, in the files the sidecar read: each traced request's first
     # response less its REQUEST_START. (Against the TTFTs the clients asked for, a stall of the loaded
     # machine once put the p99 at 0.79 s for an asked 0.4 s: Triton's real TTFT, rightly reported.)
-    ttfts = traced_ttfts(folder)
-    assert len(ttfts) == seen["on_disk"]
-    assert min(ttfts) >= min(PLAN)[1] / 1000  # no request answered sooner than the model slept
+    traced = ttfts(streamer_traces(folder))
+    assert len(traced) == seen["on_disk"]
+    assert min(traced) >= min(PLAN)[1] / 1000  # no request answered sooner than the model slept
     for q in ("0.5", "0.99"):
-        truth = nearest_rank(ttfts, float(q))
+        truth = nearest_rank(traced, float(q))
         got = value(after, catalog.LLM_TTFT_QUANTILE, quantile=q, source="trace")
         assert abs(got - truth) <= 1e-9, (q, got, truth)
     itl = value(after, catalog.LLM_ITL_QUANTILE, quantile="0.5", source="trace")

@@ -47,11 +47,10 @@ def fail_if_crashed(triton: Any, during: str) -> None:
 def must_survive(triton: Any, during: str = "during this test") -> Iterator[None]:
     """Wraps a test's work on ``triton``: if Triton died, that (not a refused connection) is the failure."""
     try:
-        yield
-    except Exception:
-        fail_if_crashed(triton, during)
-        raise
-    fail_if_crashed(triton, during)
+        with crash_is_named(triton, during):
+            yield
+    except TritonCrashed as crash:
+        pytest.fail(str(crash), pytrace=False)
 
 
 def restart_if_dead(triton: Any, timeout: float = 120) -> None:
