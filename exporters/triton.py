@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from tritonwatch import catalog
-from tritonwatch.expfmt import Parser, Samples
+from tritonwatch.expfmt import Layout, Parser, Samples
 from tritonwatch.exporters import memory
 from tritonwatch.exporters.http import Fetcher, ScrapeError
 from tritonwatch.exporters.source import Partial, Source
@@ -44,6 +44,7 @@ class TritonMetrics(Source):
         self.max_models = max_models
         self.tracked: frozenset[ModelKey] = frozenset()
         self.dropped_models = 0.0  # models left out over --max-models, summed over scrapes
+        self._present: tuple[Layout | None, set[ModelKey]] = (None, set())  # models of the last layout
         self.fetcher = Fetcher(timeout, max_bytes)
         self.lock = threading.Lock()
         self.fresh = False  # False after a failed scrape: derived values are dropped, not served stale
@@ -73,10 +74,18 @@ class TritonMetrics(Source):
 
         Bounds the sidecar's label cardinality whatever Triton serves; what is left out is counted.
         """
-        # Every loaded model has these series: reading them, not all ~50 families, keeps this cheap.
-        present = {
-            k for family in _ANCHOR_FAMILIES for labels in samples.get(family, ()) if (k := model_key(labels))
-        }
+        layout = getattr(samples, "layout", None)
+        if layout is not None and layout is self._present[0]:
+            present = self._present[1]  # the same label sets as the last scrape: the same models
+        else:
+            # Every loaded model has these series: reading them, not all ~50 families, keeps this cheap.
+            present = {
+                k
+                for family in _ANCHOR_FAMILIES
+                for labels in samples.get(family, ())
+                if (k := model_key(labels))
+            }
+            self._present = (layout, present)
         if len(present) <= self.max_models:
             self.tracked = frozenset(present)
             return samples

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from tritonwatch import catalog, otlp
-from tritonwatch.expfmt import ExpositionError, Parser, parse
+from tritonwatch.expfmt import ExpositionError, Parser, SeriesView, parse
 
 DATA = Path(__file__).resolve().parent / "data"
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -224,6 +224,35 @@ def test_reused_parser_takes_a_value_a_fresh_parse_takes() -> None:
     reused.parse("# TYPE foo gauge\nfoo 1\n")
     for text in ("# TYPE foo gauge\nfoo 0.0\t\n", "# TYPE foo gauge\nfoo 2 \t \n"):
         assert reused.parse(text) == Parser().parse(text) == {"foo": {(): float(text.split()[5])}}
+
+
+def test_an_unchanged_layout_reads_as_the_dicts_a_fresh_parse_gives() -> None:
+    # The second payload of a layout comes back as SeriesView mappings, not dicts: every way the
+    # sidecar reads a family (lookup, get, in, len, iteration, items, values) gives the dict's answer.
+    first = RECORDED
+    second = "\n".join(
+        ln if ln.startswith("#") or not ln else f"{ln.rpartition(' ')[0]} {k}.5"
+        for k, ln in enumerate(first.split("\n"))
+    )
+    reused = Parser()
+    reused.parse(first)
+    parsed = reused.parse(second)
+    fresh = Parser().parse(second)
+    assert parsed.layout is not None and parsed == fresh
+    views = [s for s in parsed.values() if isinstance(s, SeriesView)]
+    assert len(views) == len(parsed) > 10
+    for name, view in parsed.items():
+        want = fresh[name]
+        assert not isinstance(want, SeriesView)
+        assert len(view) == len(want) and list(view) == list(want)
+        assert list(view.items()) == list(want.items()) and list(view.values()) == list(want.values())
+        for labels, value in want.items():
+            assert view[labels] == view.get(labels) == value and labels in view
+        absent = (("model", "no such model"),)
+        assert absent not in view and view.get(absent) is None and view.get(absent, -1.0) == -1.0
+        with pytest.raises(KeyError):
+            view[absent]
+    assert repr(parsed[next(iter(parsed))]) == repr(fresh[next(iter(fresh))])
 
 
 RECORDED = (DATA / "triton_metrics_load_1.txt").read_text()

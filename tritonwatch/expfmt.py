@@ -11,13 +11,14 @@ Errors raise ``ExpositionError`` with the line number.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, ItemsView, Iterable, Iterator, Mapping, Sequence, ValuesView
+from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 LabelSet = tuple[tuple[str, str], ...]
-Samples = dict[str, dict[LabelSet, float]]
+# What a parse gives, read-only: each sample name's values by label set (a dict, or a ``SeriesView``).
+Samples = Mapping[str, Mapping[LabelSet, float]]
 
 
 class ExpositionError(ValueError):
@@ -128,9 +129,82 @@ class Layout:
     """
 
     series: tuple[tuple[str, tuple[LabelSet, ...], int, int], ...]
+    # Per sample name, each label set's position: built the first time a ``SeriesView`` of this
+    # layout is looked up by label set, then shared by every later payload with the layout.
+    _positions: dict[str, dict[LabelSet, int]] = field(default_factory=dict, compare=False, repr=False)
+
+    def positions(self, name: str, labelsets: tuple[LabelSet, ...]) -> dict[LabelSet, int]:
+        found = self._positions.get(name)
+        if found is None:
+            found = self._positions[name] = {ls: k for k, ls in enumerate(labelsets)}
+        return found
 
 
-class Parsed(dict[str, dict[LabelSet, float]]):
+class _Items(ItemsView[LabelSet, float]):
+    _mapping: SeriesView
+
+    def __iter__(self) -> Iterator[tuple[LabelSet, float]]:
+        view = self._mapping
+        return zip(view.labelsets, view.values_list, strict=True)
+
+
+class _Values(ValuesView[float]):
+    _mapping: SeriesView
+
+    def __iter__(self) -> Iterator[float]:
+        return iter(self._mapping.values_list)
+
+
+class SeriesView(Mapping[LabelSet, float]):
+    """One sample name's values in a payload of a remembered layout, as a read-only mapping.
+
+    An unchanged layout has the same label sets in the same order every scrape: building a dict of
+    them again would hash every label set for consumers that mostly read the flat values (the
+    window) or a few names. The label sets are the layout's, the values a slice of the payload's,
+    and a lookup by label set uses positions the layout keeps. It equals the dict a fresh parse gives.
+    """
+
+    __slots__ = ("labelsets", "values_list", "_layout", "_name")
+
+    def __init__(
+        self, layout: Layout, name: str, labelsets: tuple[LabelSet, ...], values: list[float]
+    ) -> None:
+        self._layout = layout
+        self._name = name
+        self.labelsets = labelsets
+        self.values_list = values
+
+    def __getitem__(self, key: LabelSet) -> float:
+        return self.values_list[self._layout.positions(self._name, self.labelsets)[key]]
+
+    @overload
+    def get(self, key: LabelSet, /) -> float | None: ...
+    @overload
+    def get(self, key: LabelSet, /, default: float | Any) -> float | Any: ...
+    def get(self, key: LabelSet, default: Any = None) -> Any:
+        k = self._layout.positions(self._name, self.labelsets).get(key)
+        return default if k is None else self.values_list[k]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._layout.positions(self._name, self.labelsets)
+
+    def __iter__(self) -> Iterator[LabelSet]:
+        return iter(self.labelsets)
+
+    def __len__(self) -> int:
+        return len(self.labelsets)
+
+    def items(self) -> ItemsView[LabelSet, float]:
+        return _Items(self)
+
+    def values(self) -> ValuesView[float]:
+        return _Values(self)
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
+
+
+class Parsed(dict[str, Mapping[LabelSet, float]]):
     """``Samples`` that also carry the kept values as one flat list, ``flat``, in ``layout`` order.
 
     ``layout`` is None when the payload has none to give (a timestamp, a series twice, no final
@@ -212,7 +286,7 @@ class Parser:
         del floats[self._kept_count :]
         layout = self._layout
         assert layout is not None
-        out = Parsed((name, dict(zip(ls, floats[a:b], strict=True))) for name, ls, a, b in layout.series)
+        out = Parsed((name, SeriesView(layout, name, ls, floats[a:b])) for name, ls, a, b in layout.series)
         out.layout, out.flat = layout, floats
         return out
 
@@ -221,7 +295,7 @@ class Parser:
         heads = self._heads
         types: dict[str, str] = {}
         kept_of: dict[str, bool] = {}  # per sample name, valid until the next TYPE line
-        out = Parsed()
+        built: dict[str, dict[LabelSet, float]] = {}
         kept: dict[str, list[tuple[int, LabelSet, float]]] = {}
         other: list[int] = []
         layout_ok = True
@@ -262,12 +336,13 @@ class Parser:
                 other.append(index)
                 continue
             value = float(value_text)  # _VALUE holds: float() reads it as Go's ParseFloat does
-            series = out.get(name)
+            series = built.get(name)
             if series is None:
-                series = out[name] = {}
+                series = built[name] = {}
                 kept[name] = []
             series[head[1]] = value
             kept[name].append((index, head[1], value))
+        out = Parsed(built)
         if layout_ok:
             self._remember_layout(pieces, kept, other, out)
         else:
