@@ -60,11 +60,22 @@ def prometheus_config(
         jobs.setdefault(t.job, []).append(t)
     scrape_configs = []
     for job, ts in jobs.items():
+        path = ts[0].metrics_path
         scrape_configs.append(
             {
                 "job_name": job,
-                "metrics_path": ts[0].metrics_path,
-                "static_configs": [{"targets": [t.address], "labels": t.labels or {}} for t in ts],
+                "metrics_path": path,
+                # A target of the job on another path says so itself (Prometheus's __metrics_path__).
+                "static_configs": [
+                    {
+                        "targets": [t.address],
+                        "labels": {
+                            **(t.labels or {}),
+                            **({"__metrics_path__": t.metrics_path} if t.metrics_path != path else {}),
+                        },
+                    }
+                    for t in ts
+                ],
             }
         )
     cfg: dict[str, object] = {
