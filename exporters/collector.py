@@ -20,6 +20,7 @@ A value that is undefined over the window (no traffic, no cache) is absent, neve
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import nullcontext
 from itertools import compress
 from typing import Protocol
 
@@ -166,28 +167,23 @@ class SidecarCollector(Collector):
 
     def _derived_families(self) -> Iterator[Metric]:
         metrics = self.metrics
-        cached = self._derived_cache
-        if self.serve_prepared and cached is not None:
-            # As last prepared, without the scrape's lock: prepare() holds it while it evaluates
-            # (up to a second on a loaded machine at thousands of models), and a request waiting for
-            # it held every other request behind the render lock (the slow GETs of issue 17). Each
-            # read is of one attribute; up is set just after a good scrape's data and dropped just
-            # after a failure's, so values never outrun up 1.
+        # Served as last prepared, without the scrape's lock: prepare() holds it while it evaluates
+        # (up to a second on a loaded machine at thousands of models), and a request waiting for it
+        # held every other request behind the render lock (the slow GETs of issue 17). Each read is of
+        # one attribute; up is set just after a good scrape's data and dropped just after a
+        # failure's, so values never outrun up 1. Not prepared (yet): built here, under the lock.
+        served = self.serve_prepared and self._derived_cache is not None
+        with nullcontext() if served else metrics.lock:
             if not metrics.fresh or not metrics.health.up:
                 return
-            generation, families, sizes = cached
-        else:
-            with metrics.lock:
-                # up is set just after a good scrape's data: both, so that values never outrun up 1
-                if not metrics.fresh or not metrics.health.up:
-                    return
+            cached = self._derived_cache
+            if not served:
                 window = metrics.window
-                cached = self._derived_cache
                 if cached is None or (cached[0] != window.generation and not self.serve_prepared):
                     # Built once per Triton scrape, whatever the number of Prometheus scrapes.
-                    built = self._families(self._read(window))
-                    cached = self._derived_cache = (window.generation, *built)
-                generation, families, sizes = cached
+                    cached = self._derived_cache = (window.generation, *self._families(self._read(window)))
+            assert cached is not None
+            generation, families, sizes = cached
         yield from families
         state = self.api.state if self.api else None
         eff = self._efficiency_cache
