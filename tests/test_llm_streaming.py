@@ -13,12 +13,13 @@ import json
 import threading
 import time
 import urllib.request
+import warnings
 from pathlib import Path
 
 import pytest
 import requests
 from conftest import TEST_MODELS
-from support.streaming import open_stream
+from support.streaming import TritonRejectedWarning, open_stream, rejected_by_triton
 from support.triton_guard import again_after_a_crash, crash_is_named
 
 from tritonwatch import catalog
@@ -95,6 +96,8 @@ class Client(threading.Thread):
         self.arrivals: list[float] = []  # wall-clock time of each token received
         self.asked_ttft: list[float] = []  # seconds, per completed request
         self.errors: list[str] = []
+        self.rejected: list[str] = []  # refused by Triton for an input the model declares
+        self.requests = 0
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -114,6 +117,10 @@ class Client(threading.Thread):
                 # Recorded, not fatal: the test fails on it by name rather than on a dead client's counts.
                 self.errors.append(f"asked {tokens} tokens: {exc!r}"[:300])
                 return
+            self.requests += 1
+            if got == 0 and rejected_by_triton(r.status_code, other, tuple(body)):
+                self.rejected.append(f"asked {tokens} tokens: HTTP {r.status_code} {other}"[:300])
+                continue
             if got != tokens:
                 self.errors.append(f"asked {tokens} tokens, got {got} (HTTP {r.status_code}; {other})")
             self.asked_ttft.append(ttft / 1000)
@@ -191,6 +198,13 @@ def streaming_run(tmp: Path) -> None:
             stop.set()
             sidecar.stop()
     assert not [e for c in clients for e in c.errors]
+    # A request Triton refused for one of the model's own inputs is Triton's fault, not the sidecar's
+    # (support/streaming.py): shown as a warning, and bounded, so a client sending a wrong body (every
+    # request refused) still fails here.
+    rejected = [e for c in clients for e in c.rejected]
+    for e in rejected:
+        warnings.warn(TritonRejectedWarning(e), stacklevel=1)
+    assert len(rejected) <= 0.01 * sum(c.requests for c in clients), rejected[:3]
     assert done >= 300, f"only {done} requests traced"
 
     def value(series: dict, name: str, **labels: str) -> float:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import TEST_MODELS, need_pytriton
+from support.streaming import rejected_by_triton
 from support.triton_guard import (
     TritonCrashWarning,
     again_after_a_crash,
@@ -98,3 +99,13 @@ def test_a_run_is_repeated_only_after_triton_died_under_it_three_runs_at_most(tm
     with pytest.raises(AssertionError, match="never run again"):
         again_after_a_crash(wrong, tmp_path)
     assert failed == [tmp_path / "run-1"]
+
+
+def test_only_triton_refusing_a_declared_input_is_its_fault() -> None:
+    inputs = ("tokens", "ttft_ms", "gap_ms")
+    seen = [b'data: {"error":"[request id: <id_unknown>] unknown request input name ttft_ms"}']
+    assert rejected_by_triton(400, seen, inputs)
+    # A name the model does not declare is the client's mistake; other statuses and errors are not this.
+    assert not rejected_by_triton(400, [seen[0].replace(b"ttft_ms", b"prompt")], inputs)
+    assert not rejected_by_triton(200, seen, inputs)
+    assert not rejected_by_triton(400, [b'data: {"error":"model is not ready"}'], inputs)
