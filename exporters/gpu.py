@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from tritonwatch import catalog
-from tritonwatch.expfmt import Layout, Samples, parse
+from tritonwatch.expfmt import Samples, parse, per_layout
 from tritonwatch.exporters.config import SidecarConfig
 from tritonwatch.exporters.exposition import TextFamily
 from tritonwatch.exporters.gpuquery import (
@@ -148,16 +148,12 @@ class TritonGpuWindow:
         self.energy: IncreaseWindow[str] = IncreaseWindow(window)
         self.readings: dict[str, GpuReading] = {}
         self.used: frozenset[str] = frozenset()
-        self._used_layout: Layout | None = None  # the payload layout ``used`` was read from
         self.gpu_models: frozenset[ModelKey] = frozenset()  # models with gpu_uuid execution counters
 
     def observe(self, now: float, samples: Samples) -> None:
         # Every execution counter of a GPU instance carries a gpu_uuid that ``used`` holds: a Triton
         # with no GPU (CPU instances only) has no rows, and its thousands of series are not scanned.
-        layout = getattr(samples, "layout", None)
-        if layout is None or layout is not self._used_layout:  # label sets, so GPUs, as last time
-            self.used = triton_gpu_uuids(samples)
-            self._used_layout = layout
+        self.used = per_layout(samples, triton_gpu_uuids)
         rows = []
         gpu_models: set[ModelKey] = set()
         for family, name, scale in _EXEC_FAMILIES if self.used else ():

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from tritonwatch import catalog
-from tritonwatch.expfmt import Layout, Parser, Samples
+from tritonwatch.expfmt import Parser, Samples, per_layout
 from tritonwatch.exporters import memory
 from tritonwatch.exporters.http import Fetcher, ScrapeError
 from tritonwatch.exporters.source import Partial, Source
@@ -44,7 +44,6 @@ class TritonMetrics(Source):
         self.max_models = max_models
         self.tracked: frozenset[ModelKey] = frozenset()
         self.dropped_models = 0.0  # models left out over --max-models, summed over scrapes
-        self._present: tuple[Layout | None, set[ModelKey]] = (None, set())  # models of the last layout
         self.fetcher = Fetcher(timeout, max_bytes)
         self.lock = threading.Lock()
         self.fresh = False  # False after a failed scrape: derived values are dropped, not served stale
@@ -74,20 +73,9 @@ class TritonMetrics(Source):
 
         Bounds the sidecar's label cardinality whatever Triton serves; what is left out is counted.
         """
-        layout = getattr(samples, "layout", None)
-        if layout is not None and layout is self._present[0]:
-            present = self._present[1]  # the same label sets as the last scrape: the same models
-        else:
-            # Every loaded model has these series: reading them, not all ~50 families, keeps this cheap.
-            present = {
-                k
-                for family in _ANCHOR_FAMILIES
-                for labels in samples.get(family, ())
-                if (k := model_key(labels))
-            }
-            self._present = (layout, present)
+        present = per_layout(samples, _models_named)
         if len(present) <= self.max_models:
-            self.tracked = frozenset(present)
+            self.tracked = present
             return samples
         keep = sorted(present & self.tracked)[: self.max_models]
         keep += sorted(present - self.tracked)[: self.max_models - len(keep)]
@@ -98,6 +86,13 @@ class TritonMetrics(Source):
             name: {labels: v for labels, v in series.items() if (k := model_key(labels)) is None or k in kept}
             for name, series in samples.items()
         }
+
+
+def _models_named(samples: Samples) -> frozenset[ModelKey]:
+    # Every loaded model has these series: reading them, not all ~50 families, keeps this cheap.
+    return frozenset(
+        k for family in _ANCHOR_FAMILIES for labels in samples.get(family, ()) if (k := model_key(labels))
+    )
 
 
 TRIM_EVERY = 10  # scrapes between handing freed memory back (see exporters/memory.py)

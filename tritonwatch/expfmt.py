@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, ItemsView, Iterable, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
 LabelSet = tuple[tuple[str, str], ...]
 # What a parse gives, read-only: each sample name's values by label set (a dict, or a ``SeriesView``).
@@ -129,15 +129,24 @@ class Layout:
     """
 
     series: tuple[tuple[str, tuple[LabelSet, ...], int, int], ...]
-    # Per sample name, each label set's position: built the first time a ``SeriesView`` of this
-    # layout is looked up by label set, then shared by every later payload with the layout.
-    _positions: dict[str, dict[LabelSet, int]] = field(default_factory=dict, compare=False, repr=False)
+    # What consumers derived from the label sets alone (a family's positions by label set, the models
+    # a payload names), kept with the layout: the same for every later payload that has it.
+    _derived: dict[object, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def derive(self, key: object, build: Callable[[], T]) -> T:
+        """``build()``, once per layout and ``key``."""
+        if key not in self._derived:
+            self._derived[key] = build()
+        return cast(T, self._derived[key])
 
     def positions(self, name: str, labelsets: tuple[LabelSet, ...]) -> dict[LabelSet, int]:
-        found = self._positions.get(name)
-        if found is None:
-            found = self._positions[name] = {ls: k for k, ls in enumerate(labelsets)}
-        return found
+        return self.derive(("positions", name), lambda: {ls: k for k, ls in enumerate(labelsets)})
+
+
+def per_layout(samples: Samples, read: Callable[[Samples], T]) -> T:
+    """``read(samples)`` for a reading of label sets only: computed once per parser layout."""
+    layout = getattr(samples, "layout", None)
+    return read(samples) if layout is None else layout.derive(read, lambda: read(samples))
 
 
 class _Items(ItemsView[LabelSet, float]):
