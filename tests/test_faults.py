@@ -296,7 +296,14 @@ def test_dcgm_exporter_disappears_and_comes_back() -> None:
         argv = ["--triton", node.triton_url, "--triton-metrics", node.triton_metrics_url, "--dcgm", dcgm.url]
         argv += ["--interval", "0.05", "--timeout", "0.3", "--window", "5"]
         with running_sidecar(argv) as sc:
-            first = poll(sc.port, lambda s: dcgm_temps(s) == used, "DCGM temperatures of the used GPUs")
+            # The derived families are served as last prepared by the render thread, which may still be
+            # one from the first scrape (a window with no span, so no rates): wait for the rates too,
+            # else their absence below could be that and not a DCGM outage taking them down.
+            first = poll(
+                sc.port,
+                lambda s: dcgm_temps(s) == used and "resnet50" in rated_models(s),
+                "DCGM temperatures of the used GPUs and a request rate for resnet50",
+            )
             assert value(first, catalog.UP, target="dcgm") == 1.0
             dcgm.stop()
             down = poll(
@@ -306,7 +313,7 @@ def test_dcgm_exporter_disappears_and_comes_back() -> None:
             )
             assert not dcgm_temps(down)  # DCGM-only: dropped, not kept from the last reading
             assert value(down, catalog.UP, target="triton") == 1.0
-            assert "resnet50" in {dict(ls)["model"] for ls in down.get(catalog.REQUEST_RATE, {})}
+            assert "resnet50" in rated_models(down)
             dcgm.start()  # same port
             poll(
                 sc.port,
@@ -316,6 +323,10 @@ def test_dcgm_exporter_disappears_and_comes_back() -> None:
     finally:
         dcgm.stop()
         node.stop()
+
+
+def rated_models(s: Samples) -> set[str]:
+    return {dict(ls)["model"] for ls in s.get(catalog.REQUEST_RATE, {})}
 
 
 def dcgm_temps(s: Samples) -> dict[str, float]:
