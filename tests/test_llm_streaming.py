@@ -71,6 +71,12 @@ def since_start(t: dict[str, list[int]]) -> list[float]:
     return [(ns - start) / 1e9 for ns in sorted(t.get("INFER_RESPONSE_COMPLETE", [])) if ns >= start]
 
 
+def failed_in_backend(t: dict[str, list[int]]) -> bool:
+    """Whether the backend began the request but never read its inputs (Triton writes 0 for the
+    COMPUTE_INPUT_END it did not reach): the one response traced is the error."""
+    return bool(t.get("COMPUTE_START")) and t.get("COMPUTE_INPUT_END") == [0]
+
+
 def ttfts(traces: dict[int, dict[str, list[int]]]) -> list[float]:
     """Seconds from REQUEST_START to the first INFER_RESPONSE_COMPLETE of each traced request."""
     return [since[0] for t in traces.values() if (since := since_start(t))]
@@ -212,7 +218,12 @@ def streaming_run(tmp: Path) -> None:
     traces = streamer_traces(folder)
     traced = ttfts(traces)
     assert len(traced) == seen["on_disk"]
-    assert min(traced) >= min(PLAN)[1] / 1000  # no request answered sooner than the model slept
+    # No request answered sooner than the model slept, but for one Triton failed in the backend (it
+    # has a trace: an error response, with no COMPUTE_INPUT_END; see support/streaming.py), each of
+    # which a client saw refused.
+    failed = [i for i, t in traces.items() if failed_in_backend(t)]
+    assert len(failed) <= len(rejected), failed
+    assert min(ttfts({i: t for i, t in traces.items() if i not in failed})) >= min(PLAN)[1] / 1000
     for q in ("0.5", "0.99"):
         truth = nearest_rank(traced, float(q))
         got = value(after, catalog.LLM_TTFT_QUANTILE, quantile=q, source="trace")

@@ -20,12 +20,14 @@ class TritonRejectedWarning(UserWarning):
     """Triton refused a request whose body it accepted every other time (see ``rejected_by_triton``)."""
 
 
-# Triton 2.51, tracing every request of the decoupled streamer at rate 1 under four clients, once
-# answered one request of about 500 with HTTP 400 "unknown request input name ttft_ms": the very body
-# it had accepted every ten requests before, for an input the model declares (3 December 2026, the
-# third of three fresh-clone runs). The request reached no model and left no trace, so the truths the
-# test reads from Triton's trace files and counters are unchanged by it; the same server has died
-# under the same load now and then (support/triton_guard.py).
+# Triton 2.51, tracing every request of the decoupled streamer at rate 1 under four clients, now and
+# then answers one request of about 500 with HTTP 400 "unknown request input name ttft_ms" (or
+# "tokens"): the very body it accepted every ten requests before, for an input the model declares
+# (twice in about 20 fresh-clone runs, 3 December 2026). Once the request reached no model and left no
+# trace; once it reached the Python backend, which could not read the input: its trace has
+# COMPUTE_START, COMPUTE_INPUT_END 0 and one INFER_RESPONSE_COMPLETE (the error) 0.2 ms after
+# REQUEST_START. The sidecar reads that trace as Triton wrote it, as the test's truth does; the same
+# server has died under the same load now and then (support/triton_guard.py).
 _KNOWN_INPUT_REFUSED = b"unknown request input name"
 
 
