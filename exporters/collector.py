@@ -165,6 +165,13 @@ class SidecarCollector(Collector):
         self._derived_cache = (generation, *self._families(columns))
         return True
 
+    @property
+    def prepared_generation(self) -> int | None:
+        """The window generation the derived families now served were built from; None before the
+        first. With ``serve_prepared`` it can trail the window's while the render thread works."""
+        cached = self._derived_cache
+        return None if cached is None else cached[0]
+
     def _derived_families(self) -> Iterator[Metric]:
         metrics = self.metrics
         # Served as last prepared, without the scrape's lock: prepare() holds it while it evaluates

@@ -133,8 +133,15 @@ class Clocked:
 
         wait_until(scraped, 15, f"the sidecar to scrape {stats.count['success']} successes", interval=0.05)
         generation = m.window.generation
-        # One scrape more: the collector's cached derived values are at least that generation.
-        wait_until(lambda: m.window.generation > generation, 15, "one more sidecar scrape", interval=0.05)
+        collector = self.sidecar.collector
+        # Derived values are served as last prepared by the render thread, which may trail the
+        # window's scrapes on a loaded machine: wait until what is served is built from a later one.
+        wait_until(
+            lambda: (collector.prepared_generation or 0) > generation,
+            15,
+            "derived values from a later sidecar scrape",
+            interval=0.05,
+        )
         return self.values()
 
 
