@@ -156,8 +156,7 @@ class SidecarCollector(Collector):
         with self.metrics.lock:
             window = self.metrics.window
             generation = window.generation
-            cached = self._derived_cache
-            if cached is not None and cached[0] == generation:
+            if self.prepared_generation == generation:
                 return False
             # Only the window's reads under the scrape's lock (the other parts' collect() waits on
             # it); the families are written from them after.

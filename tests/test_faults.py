@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from support.fake_triton import FakeTriton, RecordedCounters, fake_triton
-from support.harness import poll, read_metrics, running_sidecar, value
+from support.harness import models_served, poll, read_metrics, running_sidecar, value
 
 from tritonwatch import catalog
 from tritonwatch.expfmt import Samples, parse
@@ -301,7 +301,7 @@ def test_dcgm_exporter_disappears_and_comes_back() -> None:
             # else their absence below could be that and not a DCGM outage taking them down.
             first = poll(
                 sc.port,
-                lambda s: dcgm_temps(s) == used and "resnet50" in rated_models(s),
+                lambda s: dcgm_temps(s) == used and "resnet50" in models_served(s),
                 "DCGM temperatures of the used GPUs and a request rate for resnet50",
             )
             assert value(first, catalog.UP, target="dcgm") == 1.0
@@ -313,7 +313,7 @@ def test_dcgm_exporter_disappears_and_comes_back() -> None:
             )
             assert not dcgm_temps(down)  # DCGM-only: dropped, not kept from the last reading
             assert value(down, catalog.UP, target="triton") == 1.0
-            assert "resnet50" in rated_models(down)
+            assert "resnet50" in models_served(down)
             dcgm.start()  # same port
             poll(
                 sc.port,
@@ -323,10 +323,6 @@ def test_dcgm_exporter_disappears_and_comes_back() -> None:
     finally:
         dcgm.stop()
         node.stop()
-
-
-def rated_models(s: Samples) -> set[str]:
-    return {dict(ls)["model"] for ls in s.get(catalog.REQUEST_RATE, {})}
 
 
 def dcgm_temps(s: Samples) -> dict[str, float]:

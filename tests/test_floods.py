@@ -6,16 +6,12 @@ from collections.abc import Iterator
 
 import pytest
 from support.fake_triton import FakeTriton, fake_triton
-from support.harness import poll, running_sidecar, value
+from support.harness import models_served, poll, running_sidecar, value
 
 from tritonwatch import catalog
 from tritonwatch.expfmt import Samples
 
 FAST = ["--interval", "0.05", "--timeout", "0.5", "--window", "30"]
-
-
-def models_served(samples: Samples) -> set[str]:
-    return {dict(ls)["model"] for ls in samples.get(catalog.REQUEST_RATE, {})}
 
 
 @pytest.fixture()

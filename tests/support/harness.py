@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 import requests
 
+from tritonwatch import catalog
 from tritonwatch.cli import build_parser
 from tritonwatch.expfmt import Samples, parse
 from tritonwatch.exporters.config import SidecarConfig, resolve
@@ -55,6 +56,11 @@ def value(samples: Samples, name: str, **labels: str) -> float | None:
         if sorted(ls) == want:
             return v
     return None
+
+
+def models_served(samples: Samples) -> set[str]:
+    """The models the sidecar serves a request rate for."""
+    return {dict(ls)["model"] for ls in samples.get(catalog.REQUEST_RATE, {})}
 
 
 def poll(port: int, check: Callable[[Samples], bool], what: str, timeout: float = 15.0) -> Samples:
