@@ -29,7 +29,7 @@ from typing import Any
 from tritonwatch import catalog
 from tritonwatch.alerts import windows
 from tritonwatch.catalog import le_matcher
-from tritonwatch.slo import SLO, Objective, SLOFile, format_duration
+from tritonwatch.slo import SLO, FrontCounters, Objective, SLOFile, format_duration
 
 Rule = dict[str, Any]
 Group = dict[str, Any]
@@ -227,6 +227,18 @@ def availability_error_ratio(spec: SLOFile, model: str, window: str) -> str:
     return f"{num}\n/\n{den}"
 
 
+def front_error_ratio(spec: SLOFile, front: FrontCounters, window: str) -> str:
+    """Errors over all responses from the counters of the component in front of Triton.
+
+    Its series carry no ``model`` label (the rule adds it): summed by the grouping labels only. A front
+    that creates its error series with the first error (Envoy, NGINX) reads 0 until then, not nothing.
+    """
+    by = f"sum by ({_by(spec)}) " if spec.grouping else "sum"
+    errors = f"{by}(rate({front.errors.promql()}[{window}]))"
+    total = f"{by}(rate({front.total.promql()}[{window}]))"
+    return f"(\n  {errors}\nor\n  0 * {total}\n)\n/\n{total}"
+
+
 def latency_histogram(kind: str) -> tuple[str, tuple[str, ...]]:
     """The histogram (and its fixed matchers) a latency-shaped objective reads."""
     if kind == "time_to_first_token":
@@ -254,6 +266,9 @@ def latency_error_ratio(
 
 def sli_expr(spec: SLOFile, obj: Objective, window: str) -> str:
     if obj.kind == "availability":
+        front = front_counters(spec, obj)
+        if front is not None:
+            return front_error_ratio(spec, front, window)
         return availability_error_ratio(spec, obj.model, window)
     lat = spec.slo_for(obj.model).latency_for(obj.kind)
     assert lat is not None
@@ -264,9 +279,18 @@ def sli_record(window: str) -> str:
     return catalog.slo_sli_error_record(window)
 
 
+def front_counters(spec: SLOFile, obj: Objective) -> FrontCounters | None:
+    """The front's counters an availability objective reads, None when it reads Triton's."""
+    a = spec.slo_for(obj.model).availability
+    return a.source if obj.kind == "availability" and a is not None else None
+
+
 def sli_rules(spec: SLOFile, obj: Objective) -> list[Rule]:
+    labels = {SLO_LABEL: obj.name}
+    if front_counters(spec, obj) is not None:
+        labels[catalog.MODEL] = obj.model  # the front's series do not name the model
     return [
-        {"record": sli_record(w), "expr": sli_expr(spec, obj, w), "labels": {SLO_LABEL: obj.name}}
+        {"record": sli_record(w), "expr": sli_expr(spec, obj, w), "labels": dict(sorted(labels.items()))}
         for w in windows.sli_windows(spec.window)
     ]
 
