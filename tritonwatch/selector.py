@@ -143,7 +143,7 @@ class _Reader:
     def string(self) -> str:
         self.skip()
         if not self.text.startswith('"', self.pos):
-            raise self.fail('a double-quoted value')
+            raise self.fail("a double-quoted value")
         out: list[str] = []
         i = self.pos + 1
         while i < len(self.text):

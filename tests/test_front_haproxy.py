@@ -1,0 +1,165 @@
+"""Availability from what clients see: the real Triton behind the real HAProxy, a real Prometheus.
+
+``flaky`` and ``steady`` are python models (``tests/front_models/``); flaky answers every
+``FAIL_EVERY``-th request with an error response, which the client gets as HTTP 500 and Triton 2.51
+counts as a success. HAProxy (Debian 2.6, one backend per model, its built-in exporter) is in front;
+Prometheus scrapes HAProxy, Triton and the sidecar with the rules ``tritonwatch rules`` writes for
+``alerts/examples/haproxy-slo.yaml``. The SLO's recorded error ratio must be the share of 5xx the
+clients saw, while Triton's own error ratio reads 0, and the sidecar marks both models.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from conftest import ROOT, need_binary, need_pytriton
+from support.harness import poll, value
+from support.haproxy import HAProxy
+
+from tritonwatch import catalog
+
+FRONT_MODELS = ROOT / "tests" / "front_models"
+SLO_FILE = ROOT / "alerts" / "examples" / "haproxy-slo.yaml"
+FAIL_EVERY = 8  # flaky: every 8th request asks to fail, 12.5 %
+REQUESTS = 320  # per model
+FLAKY_ERRORS = 'haproxy_backend_http_responses_total{proxy="flaky",code="5xx"}'
+FLAKY_TOTAL = 'haproxy_backend_http_responses_total{proxy="flaky"}'
+
+
+@dataclass
+class Stack:
+    front: HAProxy
+    prometheus_url: str
+    sidecar_port: int
+    rules_dir: Path
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        resp = requests.get(f"{self.prometheus_url}/api/v1/query", params={"query": expr}, timeout=10)
+        resp.raise_for_status()
+        result: list[dict[str, Any]] = resp.json()["data"]["result"]
+        return result
+
+    def scalar(self, expr: str) -> float | None:
+        result = self.query(expr)
+        assert len(result) <= 1, (expr, result)
+        return float(result[0]["value"][1]) if result else None
+
+
+def _poll(check: Any, what: str, timeout: float = 30.0) -> Any:
+    from tritonwatch.local.procs import wait_until
+
+    wait_until(lambda: bool(check()), timeout, what)
+    return check()
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[Stack]:
+    need_pytriton()
+    haproxy = need_binary("haproxy")
+    need_binary("prometheus")
+    from tritonwatch.alerts.generate import render, write
+    from tritonwatch.exporters.sidecar import Sidecar
+    from tritonwatch.local.promstack import Prometheus, ScrapeTarget, prometheus_config
+    from tritonwatch.local.triton import LocalTriton
+
+    rules_dir = tmp_path / "rules"
+    write(render(str(SLO_FILE)), rules_dir)
+    with contextlib.ExitStack() as stack:
+        triton = LocalTriton([FRONT_MODELS])
+        stack.callback(triton.close)
+        triton.start()
+        triton.wait_ready(120)
+        front = HAProxy(haproxy, tmp_path / "haproxy", ["flaky", "steady"], f"127.0.0.1:{triton.http_port}")
+        stack.callback(front.stop)
+        front.wait_ready()
+        side = Sidecar.local(triton.http_url, triton.metrics_url, interval=1, window=60).start()
+        stack.callback(side.stop)
+        targets = [
+            ScrapeTarget("front", front.metrics_address),
+            ScrapeTarget("triton", f"127.0.0.1:{triton.metrics_port}"),
+            ScrapeTarget("tritonwatch", f"127.0.0.1:{side.port}"),
+        ]
+        rule_files = sorted(rules_dir.glob("*.rules.yml"))
+        prom = Prometheus(tmp_path / "prometheus", prometheus_config(targets, rule_files))
+        stack.callback(prom.stop)
+        prom.wait_ready()
+        yield Stack(front, prom.url, side.port, rules_dir)
+
+
+def _drive(url: str, model: str, fail_every: int, seen: Counter[int]) -> None:
+    """REQUESTS inferences through the front, one client (session) per thread; counts the statuses."""
+    with requests.Session() as session:
+        for i in range(REQUESTS):
+            x = -1.0 if fail_every and i % fail_every == 0 else 1.0
+            body = {"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [x]}]}
+            resp = session.post(f"{url}/v2/models/{model}/infer", json=body, timeout=30)
+            seen[resp.status_code] += 1
+
+
+@pytest.mark.triton
+def test_slo_error_ratio_is_what_clients_saw_while_triton_reads_zero(stack: Stack) -> None:
+    # Every target scraped, and HAProxy's counters held at 0 before any request: rate() then
+    # starts from the first sample, for the 5xx series and the others alike.
+    _poll(lambda: len(stack.query("up == 1")) == 3, "Prometheus scraping HAProxy, Triton and the sidecar")
+    _poll(lambda: stack.scalar(f"sum({FLAKY_TOTAL})") == 0, "HAProxy's flaky counters at 0 in Prometheus")
+
+    seen: dict[str, Counter[int]] = {"flaky": Counter(), "steady": Counter()}
+    threads = [
+        threading.Thread(target=_drive, args=(stack.front.url, "flaky", FAIL_EVERY, seen["flaky"])),
+        threading.Thread(target=_drive, args=(stack.front.url, "steady", 0, seen["steady"])),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    flaky = seen["flaky"]
+    client_5xx = sum(n for code, n in flaky.items() if 500 <= code < 600)
+    assert sum(flaky.values()) == REQUESTS
+    assert client_5xx == REQUESTS // FAIL_EVERY, flaky  # every request asked to fail got a 5xx
+    assert seen["steady"] == Counter({200: REQUESTS})
+
+    # Wait for Prometheus to hold the final counts, then for a rule evaluation after that scrape.
+    _poll(lambda: stack.scalar(f"sum({FLAKY_TOTAL})") == REQUESTS, "HAProxy's final counts in Prometheus")
+    scraped = stack.scalar(f"max(timestamp({FLAKY_ERRORS}))")
+    assert scraped is not None
+    slo_sli = 'slo:sli_error:ratio_rate5m{slo="flaky-availability"}'
+    _poll(lambda: (stack.scalar(f"timestamp({slo_sli})") or 0) > scraped, "the SLI evaluated after it")
+
+    recorded = stack.scalar(slo_sli)
+    clients = client_5xx / REQUESTS
+    assert recorded is not None
+    assert abs(recorded - clients) * 100 < 0.3, (recorded, clients)
+    labels = stack.query(slo_sli)[0]["metric"]
+    assert labels == {"__name__": "slo:sli_error:ratio_rate5m", "slo": "flaky-availability", "model": "flaky"}
+
+    # Triton counted every one of those requests as a success: its own error ratio is 0.
+    triton_successes = f'sum({catalog.TRITON_SUCCESS}{{model="flaky"}})'
+    _poll(lambda: stack.scalar(triton_successes) == REQUESTS, "Triton's final counts in Prometheus")
+    assert stack.scalar(f'sum({catalog.TRITON_FAILURE}{{model="flaky"}})') == 0
+    triton_ratio = f'{catalog.ERROR_RATIO_RECORD}{{model="flaky"}}'
+    _poll(lambda: stack.scalar(triton_ratio) is not None, "Triton's error ratio recorded")
+    assert stack.scalar(triton_ratio) == 0
+    # steady's SLO reads Triton's counters, and there nothing failed either.
+    assert stack.scalar('slo:sli_error:ratio_rate5m{slo="steady-availability"}') == 0
+
+    # The sidecar says where Triton is blind: both python models, nothing else.
+    samples = poll(
+        stack.sidecar_port,
+        lambda s: len(s.get(catalog.MODEL_UNCOUNTED_ERRORS, {})) == 2 and catalog.ERROR_RATIO in s,
+        "the uncounted-errors marker and an error ratio",
+    )
+    marked = {tuple(sorted(dict(ls).items())) for ls in samples[catalog.MODEL_UNCOUNTED_ERRORS]}
+    assert marked == {
+        (("model", m), ("reason", "python_backend"), ("version", "1")) for m in ("flaky", "steady")
+    }
+    assert all(v == 1 for v in samples[catalog.MODEL_UNCOUNTED_ERRORS].values())
+    assert value(samples, catalog.ERROR_RATIO, model="flaky", version="1") == 0
