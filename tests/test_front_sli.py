@@ -1,0 +1,304 @@
+"""Availability from the front (``availability.from``) and where Triton is blind, without processes.
+
+The selector grammar refuses anything but a metric name and label matchers, with one line naming
+the field and nothing written; the SLI rules read only the front's counters; the promtool tests
+generated for them pass, and fail against a rule that reads Triton's counters instead; and
+``uncounted.reasons`` marks python, decoupled and ensemble models from their configs.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from support.fake_triton import FakeTriton, fake_triton
+
+from tritonwatch import catalog, slo, uncounted
+from tritonwatch.alerts import promtests, rules
+from tritonwatch.alerts.generate import render, write
+from tritonwatch.cli import main
+from tritonwatch.errors import UsageError
+from tritonwatch.exporters.triton import TritonApi
+from tritonwatch.selector import parse_selector, satisfying_labels
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "alerts" / "examples" / "haproxy-slo.yaml"
+ERRORS = 'haproxy_backend_http_responses_total{proxy="flaky",code="5xx"}'
+TOTAL = 'haproxy_backend_http_responses_total{proxy="flaky"}'
+FIELD = "spec.slos[0].availability.from"
+
+
+def doc(errors: object = ERRORS, total: object = TOTAL, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "tritonwatch/v1",
+        "kind": "ServiceLevelObjectives",
+        "metadata": {"name": "front"},
+        "spec": {
+            "window": "28d",
+            **spec,
+            "slos": [
+                {
+                    "model": "flaky",
+                    "availability": {"objective": 99.9, "from": {"errors": errors, "total": total}},
+                }
+            ],
+        },
+    }
+
+
+HOSTILE = [
+    (
+        "up) or vector(1",
+        "errors: not a counter selector",
+        "expected the end of the selector at column 3, got ') or vector(1'",
+    ),
+    ('up{job="x"}\n# comment', "errors: control character '\\n' in selector", ""),
+    (
+        f"rate({ERRORS}[5m])",
+        "errors: not a counter selector",
+        "expected the end of the selector at column 5, got '(",
+    ),
+    (f"sum({ERRORS})", "errors: not a counter selector", "at column 4"),
+    (
+        f"{ERRORS} or vector(1)",
+        "errors: not a counter selector",
+        "expected the end of the selector at column 64, got 'or vector(1)'",
+    ),
+    (f"{ERRORS}[5m]", "errors: not a counter selector", "got '[5m]'"),
+    (f"{ERRORS} offset 1h", "errors: not a counter selector", "got 'offset 1h'"),
+    (f"{ERRORS} # a comment", "errors: not a counter selector", "got '# a comment'"),
+    ('x{__name__="up"}', "errors: not a counter selector", "a label name not starting with __"),
+    ("x{code='5xx'}", "errors: not a counter selector", "expected a double-quoted value"),
+    ('x{code="5\\n"}', "errors: not a counter selector", 'an escape \\" or \\\\ only'),
+    ('x{code="5xx"', "errors: not a counter selector", "expected ',' or '}' at column 13, got the end"),
+    ('x{code="5xx"}}', "errors: not a counter selector", "got '}'"),
+    ('x{code=~"(5"}', "errors: label code: not a valid regular expression", ""),
+    ('x{code=~"(?!2)..."}', "errors: label code: lookarounds and backreferences are not RE2", ""),
+    ('x{code="5xx",code="4xx"}', "errors: label 'code' matched twice with =", ""),
+    ("x\ty", "errors: control character '\\t'", ""),
+    ("", "errors: not a counter selector", "expected a metric name at column 1"),
+    (["up"], "errors: must be a counter selector string (got list)", ""),
+    ("x" * 1025, "errors: longer than 1024 characters", ""),
+]
+
+
+@pytest.mark.parametrize(("errors", "message", "detail"), HOSTILE)
+def test_hostile_selectors_are_refused_with_one_line_and_nothing_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], errors: object, message: str, detail: str
+) -> None:
+    f = tmp_path / "slo.yaml"
+    f.write_text(yaml.safe_dump(doc(errors=errors)))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "slo.rules.yml").write_text("earlier output\n")  # a file of an earlier run stays as it was
+    code = main(["rules", "--slo", str(f), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and f"{f}: {FIELD}.{message}" in err and detail in err, err
+    assert [p.name for p in out.iterdir()] == ["slo.rules.yml"]
+    assert (out / "slo.rules.yml").read_text() == "earlier output\n"
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"total": ERRORS}, f"{FIELD}.errors: selects the same series as {FIELD}.total"),
+        ({"total": None}, f"{FIELD}.total: required"),
+        ({"sum": "x"}, f"{FIELD}.sum: unknown field (expected one of: errors, total)"),
+    ],
+)
+def test_incomplete_or_equal_pairs_are_refused(edit: dict[str, object], message: str) -> None:
+    raw = doc()
+    front = raw["spec"]["slos"][0]["availability"]["from"]
+    for k, v in edit.items():
+        if v is None:
+            del front[k]
+        else:
+            front[k] = v
+    with pytest.raises(UsageError) as exc:
+        slo.parse(raw)
+    assert str(exc.value) == message
+
+
+def test_a_selector_reaches_the_rules_as_rendered_from_its_parts() -> None:
+    sel = parse_selector(' istio_requests_total { response_code =~ "5..", app!="a\\"b\\\\" } ', "f")
+    assert sel.promql() == 'istio_requests_total{response_code=~"5..",app!="a\\"b\\\\"}'
+    assert sel.matches("istio_requests_total", {"response_code": "503"})
+    assert not sel.matches("istio_requests_total", {"response_code": "5033"})  # anchored, as in PromQL
+    assert not sel.matches("istio_requests_total", {"response_code": "503", "app": 'a"b\\'})
+
+
+def test_front_sli_reads_only_the_fronts_counters() -> None:
+    spec = slo.load(EXAMPLE)
+    [flaky] = [o for o in spec.objectives() if o.model == "flaky"]
+    [five] = [r for r in rules.sli_rules(spec, flaky) if r["record"] == "slo:sli_error:ratio_rate5m"]
+    assert five == {
+        "record": "slo:sli_error:ratio_rate5m",
+        "expr": f"(\n  sum(rate({ERRORS}[5m]))\nor\n  0 * sum(rate({TOTAL}[5m]))\n)\n/\nsum(rate({TOTAL}[5m]))",
+        "labels": {"model": "flaky", "slo": "flaky-availability"},
+    }
+    grouped = slo.parse(doc(grouping=["cluster"]))
+    expr = rules.sli_expr(grouped, grouped.objectives()[0], "1h")
+    assert expr.startswith(f"(\n  sum by (cluster) (rate({ERRORS}[1h]))") and "nv_inference" not in expr
+    # steady keeps Triton's counters
+    [steady] = [o for o in spec.objectives() if o.model == "steady"]
+    assert catalog.TRITON_FAILURE in rules.sli_expr(spec, steady, "5m")
+
+
+def test_test_series_are_built_for_the_usual_fronts() -> None:
+    base = {"job": "front"}
+    istio_err = parse_selector('istio_requests_total{destination_service_name="m",response_code=~"5.."}', "e")
+    istio_all = parse_selector('istio_requests_total{destination_service_name="m"}', "t")
+    assert satisfying_labels(istio_err, base) == {
+        "job": "front",
+        "destination_service_name": "m",
+        "response_code": "500",
+    }
+    assert satisfying_labels(istio_all, base, unlike=istio_err) == {
+        "job": "front",
+        "destination_service_name": "m",
+        "response_code": "2xx",
+    }
+    nginx = parse_selector('nginx_ingress_controller_requests{ingress="m",status=~"5.."}', "e")
+    assert satisfying_labels(nginx) == {"ingress": "m", "status": "500"}
+    # total selecting nothing but errors: no good series can exist
+    only = parse_selector('x{code=~"5.."}', "t")
+    assert satisfying_labels(only, unlike=parse_selector('x{code=~"5.*"}', "e")) is None
+
+
+@pytest.mark.needs("promtool")
+def test_promtool_tests_for_the_front_sli_pass_and_catch_a_rule_that_reads_triton(tmp_path: Path) -> None:
+    out = tmp_path / "rules"
+    write(render(str(EXAMPLE)), out)
+    tests = yaml.safe_load((out / "tests" / "slo.test.yml").read_text())
+    names = [t["name"] for t in tests["tests"]]
+    assert "flaky-availability: Triton's own counters are not read" in names
+    assert "flaky-availability: requests the client canceled are not errors" not in names
+    promtool = shutil.which("promtool")
+    assert promtool
+    ok = subprocess.run(
+        [promtool, "test", "rules", "tests/slo.test.yml"], cwd=out, capture_output=True, text=True
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stdout.count("SUCCESS") == 1
+
+    # The same tests against rules whose flaky SLI reads Triton's counters: they must fail.
+    spec = slo.load(EXAMPLE)
+    triton_spec = copy.deepcopy(yaml.safe_load((out / "slo.rules.yml").read_text()))
+    for group in triton_spec["groups"]:
+        for rule in group["rules"]:
+            if (
+                rule.get("record", "").startswith("slo:sli_error:")
+                and rule["labels"]["slo"] == "flaky-availability"
+            ):
+                window = rule["record"].removeprefix("slo:sli_error:ratio_rate")
+                rule["expr"] = rules.availability_error_ratio(spec, "flaky", window)
+                del rule["labels"]["model"]
+    (out / "slo.rules.yml").write_text(yaml.safe_dump(triton_spec))
+    bad = subprocess.run(
+        [promtool, "test", "rules", "tests/slo.test.yml"], cwd=out, capture_output=True, text=True
+    )
+    assert bad.returncode == 1
+    assert "flaky-availability: Triton's own counters are not read" in bad.stdout + bad.stderr
+
+
+def test_promtests_refuse_a_total_that_selects_only_errors() -> None:
+    spec = slo.parse(doc(errors='x{code=~"5.*"}', total='x{code=~"5.."}'))
+    with pytest.raises(UsageError) as exc:
+        promtests.test_files(spec)
+    assert str(exc.value) == f"{FIELD}.total: every series it selects is an error too"
+
+
+# --- where Triton is blind -------------------------------------------------------------------------
+def cfg(**fields: Any) -> dict[str, Any]:
+    return {"name": "m", "max_batch_size": 0, **fields}
+
+
+def ensemble(*steps: str) -> dict[str, Any]:
+    return cfg(
+        platform="ensemble",
+        ensemble_scheduling={"step": [{"model_name": s, "model_version": -1} for s in steps]},
+    )
+
+
+def test_reasons_from_configs() -> None:
+    configs = {
+        "pre": cfg(backend="python"),
+        "llm": cfg(backend="vllm", model_transaction_policy={"decoupled": True}),
+        "trt": cfg(backend="tensorrtllm"),
+        "onnx": cfg(platform="onnxruntime_onnx"),
+        "stream": cfg(backend="tensorrtllm", model_transaction_policy={"decoupled": True}),
+        "pipeline": ensemble("pre", "trt"),  # tensorrtllm_backend's shape: python pre/post around the engine
+        "outer": ensemble("inner"),
+        "inner": ensemble("onnx", "pre"),
+        "clean": ensemble("onnx", "trt"),
+        "missing": ensemble("not_loaded"),
+    }
+    shapes = {m: uncounted.shape(c) for m, c in configs.items()}
+    assert uncounted.reasons(shapes) == {
+        "inner": ("ensemble_step",),
+        "llm": ("python_backend", "decoupled"),
+        "outer": ("ensemble_step",),
+        "pipeline": ("ensemble_step",),
+        "pre": ("python_backend",),
+        "stream": ("decoupled",),
+    }
+    assert set(catalog.UNCOUNTED_ERROR_REASONS) == {"python_backend", "decoupled", "ensemble_step"}
+
+
+def test_an_ensemble_that_names_itself_ends() -> None:
+    shapes = {
+        "loop": uncounted.shape(ensemble("loop")),
+        "a": uncounted.shape(ensemble("b")),
+        "b": uncounted.shape(ensemble("a")),
+    }
+    assert uncounted.reasons(shapes) == {}
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ([], "a model config must be an object"),
+        (cfg(backend=3), "backend and platform must be strings"),
+        (
+            cfg(model_transaction_policy={"decoupled": "yes"}),
+            "model_transaction_policy.decoupled must be a boolean",
+        ),
+        (cfg(ensemble_scheduling={"step": {"model_name": "x"}}), "ensemble_scheduling.step must be a list"),
+        (cfg(ensemble_scheduling={"step": [{"model_name": ""}]}), "every ensemble step needs a model_name"),
+    ],
+)
+def test_a_config_of_the_wrong_shape_is_refused(config: object, message: str) -> None:
+    with pytest.raises(ValueError) as exc:
+        uncounted.shape(config)
+    assert str(exc.value) == message
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_sidecar_api_keeps_reasons_per_ready_model_and_counts_a_bad_config() -> None:
+    with fake_triton() as fake:
+        assert isinstance(fake, FakeTriton)
+        fake.configs["fail_always"] = cfg(backend="python", model_transaction_policy={"decoupled": True})
+        fake.configs["fraud_detector"] = cfg(platform="onnxruntime_onnx", max_batch_size=64)
+        clock = Clock()
+        api = TritonApi(fake.base_url, 1.0, 5.0, clock=clock, config_refresh=2.0)
+        api.step()
+        assert api.state.uncounted == {"fail_always": ("python_backend", "decoupled")}
+        assert api.health.errors == {}
+        # A config that turns hostile is counted; the last good shape is kept, as max_batch_size is.
+        fake.configs["fail_always"] = cfg(model_transaction_policy={"decoupled": "yes"})
+        clock.now = 3.0
+        api.step()
+        assert api.health.errors == {"config_bad_json": 1.0}
+        assert api.state.uncounted == {"fail_always": ("python_backend", "decoupled")}
