@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import requests
 from conftest import ROOT, need_binary, need_pytriton
-from support.harness import poll, value
 from support.haproxy import HAProxy
+from support.harness import poll, value
 
 from tritonwatch import catalog
 
