@@ -25,6 +25,7 @@ from support.haproxy import HAProxy
 from support.harness import poll, value
 
 from tritonwatch import catalog
+from tritonwatch.dashboards import queries as q
 
 FRONT_MODELS = ROOT / "tests" / "front_models"
 SLO_FILE = ROOT / "alerts" / "examples" / "haproxy-slo.yaml"
@@ -151,6 +152,12 @@ def test_slo_error_ratio_is_what_clients_saw_while_triton_reads_zero(stack: Stac
     # steady's SLO reads Triton's counters, and there nothing failed either.
     assert stack.scalar('slo:sli_error:ratio_rate5m{slo="steady-availability"}') == 0
 
+    # The dashboards' gap panel, on the same data: the clients' share, Triton's 0, the difference.
+    flaky_only = 'model=~"flaky"'
+    assert stack.scalar(q.slo_error_ratio(flaky_only)) == recorded
+    assert stack.scalar(q.triton_error_ratio(flaky_only)) == 0
+    assert stack.scalar(q.error_ratio_gap(flaky_only, flaky_only)) == recorded
+
     # The sidecar says where Triton is blind: both python models, nothing else.
     samples = poll(
         stack.sidecar_port,
@@ -163,3 +170,10 @@ def test_slo_error_ratio_is_what_clients_saw_while_triton_reads_zero(stack: Stac
     }
     assert all(v == 1 for v in samples[catalog.MODEL_UNCOUNTED_ERRORS].values())
     assert value(samples, catalog.ERROR_RATIO, model="flaky", version="1") == 0
+    # ... and the dashboards' marker table reads it back through Prometheus.
+    marker = 'model=~"flaky|steady",version=~"1"'
+    _poll(lambda: len(stack.query(q.uncounted_errors(marker))) == 2, "the marker in Prometheus")
+    assert {r["metric"]["model"]: r["metric"]["reason"] for r in stack.query(q.uncounted_errors(marker))} == {
+        "flaky": "python_backend",
+        "steady": "python_backend",
+    }
