@@ -11,6 +11,7 @@ clients saw, while Triton's own error ratio reads 0, and the sidecar marks both 
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from support.haproxy import HAProxy
 from support.harness import poll, value
 
 from tritonwatch import catalog
+from tritonwatch.cli import main
 from tritonwatch.dashboards import queries as q
 
 FRONT_MODELS = ROOT / "tests" / "front_models"
@@ -41,6 +43,7 @@ class Stack:
     prometheus_url: str
     sidecar_port: int
     rules_dir: Path
+    triton_url: str
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         resp = requests.get(f"{self.prometheus_url}/api/v1/query", params={"query": expr}, timeout=10)
@@ -61,8 +64,10 @@ def _poll(check: Any, what: str, timeout: float = 30.0) -> Any:
     return check()
 
 
-@pytest.fixture
-def stack(tmp_path: Path) -> Iterator[Stack]:
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """One stack for the module: the second test only reads configs, it sends no request."""
+    tmp_path = tmp_path_factory.mktemp("front")
     need_pytriton()
     haproxy = need_binary("haproxy")
     need_binary("prometheus")
@@ -92,7 +97,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
         prom = Prometheus(tmp_path / "prometheus", prometheus_config(targets, rule_files))
         stack.callback(prom.stop)
         prom.wait_ready()
-        yield Stack(front, prom.url, side.port, rules_dir)
+        yield Stack(front, prom.url, side.port, rules_dir, triton.http_url)
 
 
 def _drive(url: str, model: str, fail_every: int, seen: Counter[int]) -> None:
@@ -177,3 +182,20 @@ def test_slo_error_ratio_is_what_clients_saw_while_triton_reads_zero(stack: Stac
         "flaky": "python_backend",
         "steady": "python_backend",
     }
+
+
+@pytest.mark.triton
+def test_rules_warn_where_an_availability_slo_reads_tritons_counters_for_a_python_model(
+    stack: Stack, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """steady's availability reads Triton's counters and steady is a python model: one warning line;
+    flaky's comes from HAProxy: none. The rules written are those of a run without --triton."""
+    out = tmp_path / "with-triton"
+    with caplog.at_level(logging.WARNING, logger="tritonwatch.alerts.blind"):
+        assert main(["rules", "--slo", str(SLO_FILE), "--out", str(out), "--triton", stack.triton_url]) == 0
+    assert [r.getMessage() for r in caplog.records] == [
+        "spec.slos[1].availability (steady): reads Triton's counters, which do not count this model's "
+        "errors (python_backend): set availability.from (docs/uncounted-errors.md)"
+    ]
+    for path in stack.rules_dir.rglob("*.yml"):
+        assert (out / path.relative_to(stack.rules_dir)).read_text() == path.read_text()

@@ -302,3 +302,50 @@ def test_sidecar_api_keeps_reasons_per_ready_model_and_counts_a_bad_config() -> 
         api.step()
         assert api.health.errors == {"config_bad_json": 1.0}
         assert api.state.uncounted == {"fail_always": ("python_backend", "decoupled")}
+
+
+# --- tritonwatch rules --triton -------------------------------------------------------------------
+def test_rules_triton_names_a_model_without_config_and_an_unreachable_url(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    f = tmp_path / "slo.yaml"
+    raw = doc()
+    raw["spec"]["slos"] += [
+        {"model": "fail_always", "availability": {"objective": 99}},
+        {"model": "fraud_detector", "availability": {"objective": 99}},
+        {"model": "pipeline", "availability": {"objective": 99}},
+    ]
+    f.write_text(yaml.safe_dump(raw))
+    with fake_triton() as fake:
+        fake.configs["fraud_detector"] = cfg(platform="onnxruntime_onnx")
+        fake.configs["pipeline"] = ensemble("pre", "fraud_detector")
+        fake.configs["pre"] = cfg(backend="python")
+        with caplog.at_level("WARNING", logger="tritonwatch.alerts.blind"):
+            code = main(["rules", "--slo", str(f), "--out", str(tmp_path / "out"), "--triton", fake.base_url])
+        assert code == 0
+        assert [r.getMessage() for r in caplog.records] == [
+            f"spec.slos[1].availability (fail_always): not checked: {fake.base_url} gave no config (HTTP 400)",
+            "spec.slos[3].availability (pipeline): reads Triton's counters, which do not count this model's "
+            "errors (ensemble_step): set availability.from (docs/uncounted-errors.md)",
+        ]
+        port = fake.port
+    # Triton gone (the port closed): one line naming the URL, nothing written.
+    out = tmp_path / "out2"
+    code = main(["rules", "--slo", str(f), "--out", str(out), "--triton", f"http://127.0.0.1:{port}"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"--triton http://127.0.0.1:{port}/v2/models/fail_always/config: cannot read (" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("url", ["ftp://triton:8000", "triton:8000", "http://", "http://x:8000/?a=1"])
+def test_rules_triton_refuses_what_is_not_an_http_base_url(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str
+) -> None:
+    out = tmp_path / "out"
+    code = main(["rules", "--slo", str(EXAMPLE), "--out", str(out), "--triton", url])
+    err = capsys.readouterr().err
+    assert (
+        code == 2 and err.count("\n") == 1 and f"--triton {url!r}: must be Triton's HTTP API base URL" in err
+    )
+    assert not out.exists()
