@@ -227,18 +227,6 @@ def availability_error_ratio(spec: SLOFile, model: str, window: str) -> str:
     return f"{num}\n/\n{den}"
 
 
-def front_error_ratio(spec: SLOFile, front: FrontCounters, window: str) -> str:
-    """Errors over all responses from the counters of the component in front of Triton.
-
-    Its series carry no ``model`` label (the rule adds it): summed by the grouping labels only. A front
-    that creates its error series with the first error (Envoy, NGINX) reads 0 until then, not nothing.
-    """
-    by = f"sum by ({_by(spec)}) " if spec.grouping else "sum"
-    errors = f"{by}(rate({front.errors.promql()}[{window}]))"
-    total = f"{by}(rate({front.total.promql()}[{window}]))"
-    return f"(\n  {errors}\nor\n  0 * {total}\n)\n/\n{total}"
-
-
 def latency_histogram(kind: str) -> tuple[str, tuple[str, ...]]:
     """The histogram (and its fixed matchers) a latency-shaped objective reads."""
     if kind == "time_to_first_token":
@@ -268,7 +256,7 @@ def sli_expr(spec: SLOFile, obj: Objective, window: str) -> str:
     if obj.kind == "availability":
         front = front_counters(spec, obj)
         if front is not None:
-            return front_error_ratio(spec, front, window)
+            return front.error_ratio_promql(window, spec.grouping)
         return availability_error_ratio(spec, obj.model, window)
     lat = spec.slo_for(obj.model).latency_for(obj.kind)
     assert lat is not None

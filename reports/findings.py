@@ -133,7 +133,7 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
                     "action",
                     subject,
                     f"Availability {f.availability * 100:.3f} % is below its objective "
-                    f"{f.availability_objective * 100:g} % (error ratio {_pct(m.error_ratio or 0)}, "
+                    f"{f.availability_objective * 100:g} % (error ratio {_pct(1 - f.availability)}, "
                     f"{(1 - f.availability) / (1 - f.availability_objective):.1f}× the error budget): "
                     f"look at the failure reasons ({catalog.TRITON_FAILURE} by reason) and the error budget alerts.",
                 )

@@ -11,11 +11,13 @@ clients saw, while Triton's own error ratio reads 0, and the sidecar marks both 
 from __future__ import annotations
 
 import contextlib
+import csv
 import logging
 import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +164,27 @@ def test_slo_error_ratio_is_what_clients_saw_while_triton_reads_zero(stack: Stac
     assert stack.scalar(q.slo_error_ratio(flaky_only)) == recorded
     assert stack.scalar(q.triton_error_ratio(flaky_only)) == 0
     assert stack.scalar(q.error_ratio_gap(flaky_only, flaky_only)) == recorded
+
+    # The capacity report takes flaky's availability from HAProxy too (steady's from Triton).
+    out = stack.rules_dir.parent / "report"
+    end = datetime.fromtimestamp(scraped + 2, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    argv = [
+        "report",
+        "--prometheus",
+        stack.prometheus_url,
+        "--end",
+        end,
+        "--days",
+        "1",
+        "--slo",
+        str(SLO_FILE),
+    ]
+    assert main([*argv, "--out", str(out)]) == 0
+    with (out / "models.csv").open() as f:
+        rows = {row["model"]: row for row in csv.DictReader(f)}
+    assert float(rows["flaky"]["availability"]) == pytest.approx(1 - clients, abs=1e-9)
+    assert float(rows["flaky"]["error_ratio"]) == 0  # Triton's own, kept as Triton reports it
+    assert float(rows["steady"]["availability"]) == 1
 
     # The sidecar says where Triton is blind: both python models, nothing else.
     samples = poll(

@@ -84,6 +84,17 @@ class FrontCounters:
     errors: Selector
     total: Selector
 
+    def error_ratio_promql(self, window: str, grouping: tuple[str, ...] = (), fn: str = "rate") -> str:
+        """Errors over all responses over ``window`` (``fn``: rate or increase, the ratio is the same).
+
+        Summed by the grouping labels only: the front's series do not name the model. A front that
+        creates its error series with the first error (Envoy, NGINX) reads 0 until then, not nothing.
+        """
+        by = f"sum by ({', '.join(grouping)}) " if grouping else "sum"
+        errors = f"{by}({fn}({self.errors.promql()}[{window}]))"
+        total = f"{by}({fn}({self.total.promql()}[{window}]))"
+        return f"(\n  {errors}\nor\n  0 * {total}\n)\n/\n{total}"
+
 
 @dataclass(frozen=True)
 class Availability:
