@@ -1,8 +1,7 @@
 """``tritonwatch rules --triton URL``: warn where an availability SLO rests on counters Triton leaves blind.
 
 The rules come from the SLO file alone, which cannot say how a model runs. Given Triton's HTTP API,
-this reads the config of every model whose availability objective reads Triton's counters (and of
-an ensemble's steps), and logs one warning line per model whose errors Triton may not count
+this reads the config of every model whose availability objective reads Triton's counters, and logs one warning line per model whose errors Triton may not count
 (``tritonwatch.uncounted``): its availability would read 100 % while clients get HTTP 500. The
 output files do not change; ``availability.from`` is the fix (docs/uncounted-errors.md).
 """
@@ -22,7 +21,6 @@ from tritonwatch.slo import SLOFile
 log = logging.getLogger(__name__)
 TIMEOUT = 10.0
 MAX_BYTES = 1 << 20  # a model config is a few KB
-MAX_CONFIGS = 1000  # ensembles of ensembles: a bound, whatever the server answers
 
 
 def check_url(url: str) -> str:
@@ -55,23 +53,16 @@ def read_config(base: str, model: str) -> object:
 
 
 def shapes_of(base: str, models: list[str]) -> tuple[dict[str, uncounted.ModelShape], dict[str, str]]:
-    """The shapes of ``models`` and of every ensemble step below them; and why a model has none."""
+    """The shapes of ``models``; and why a model has none."""
     shapes: dict[str, uncounted.ModelShape] = {}
     missing: dict[str, str] = {}
-    todo = list(models)
-    while todo and len(shapes) + len(missing) < MAX_CONFIGS:
-        model = todo.pop(0)
-        if model in shapes or model in missing:
-            continue
+    for model in dict.fromkeys(models):
         try:
             shapes[model] = uncounted.shape(read_config(base, model))
         except ConfigMissing as exc:
             missing[model] = str(exc)
-            continue
         except ValueError as exc:
             missing[model] = f"config: {exc}"
-            continue
-        todo += shapes[model].steps
     return shapes, missing
 
 

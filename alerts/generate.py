@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="Triton's HTTP API base (e.g. http://127.0.0.1:8000): read the SLO models' configs and warn, one "
         "line per model on stderr, where an availability SLO reads Triton's counters for a model whose "
-        "errors Triton does not count (python backend, decoupled, ensembles of those); output unchanged",
+        "errors Triton does not count (python backend, decoupled); output unchanged",
     )
 
 

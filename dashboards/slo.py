@@ -29,7 +29,7 @@ def error_gap(lay: p.Layout, slo_selector: str, model_selector: str) -> list[cor
         p.table(
             "Errors Triton may not count",
             f"{catalog.MODEL_UNCOUNTED_ERRORS}: models whose failed requests Triton may count as "
-            "successes (python backend, decoupled, ensembles of those), from their configs. Their "
+            "successes (python backend, decoupled), from their configs. Their "
             "error ratio from Triton reads low: take availability from the front (availability.from).",
             "none",
             [Q(q.uncounted_errors(model_selector))],

@@ -5,7 +5,10 @@
 counts as a success. HAProxy (Debian 2.6, one backend per model, its built-in exporter) is in front;
 Prometheus scrapes HAProxy, Triton and the sidecar with the rules ``tritonwatch rules`` writes for
 ``alerts/examples/haproxy-slo.yaml``. The SLO's recorded error ratio must be the share of 5xx the
-clients saw, while Triton's own error ratio reads 0, and the sidecar marks both models.
+clients saw, while Triton's own error ratio reads 0, and the sidecar marks both models. The dashboards'
+gap panel and the capacity report read the same; ``tritonwatch rules --triton`` warns for steady,
+whose availability reads Triton's counters. On the session's Triton, the decoupled ``streamer`` is
+marked ``decoupled`` too.
 """
 
 from __future__ import annotations
@@ -222,3 +225,27 @@ def test_rules_warn_where_an_availability_slo_reads_tritons_counters_for_a_pytho
     ]
     for path in stack.rules_dir.rglob("*.yml"):
         assert (out / path.relative_to(stack.rules_dir)).read_text() == path.read_text()
+
+
+def test_the_shared_triton_marks_its_python_models_and_the_decoupled_one(triton: Any) -> None:
+    """The session's Triton: fraud_detector (ONNX served through the python shim), fail_always and
+    sleeper are python models; streamer is python and decoupled. Read from their real configs."""
+    from tritonwatch.exporters.sidecar import Sidecar
+
+    side = Sidecar.local(triton.http_url, triton.metrics_url, interval=1, window=60).start()
+    try:
+        samples = poll(
+            side.port,
+            lambda s: len(s.get(catalog.MAX_BATCH_SIZE, {})) == 4,
+            "every model's config read",
+        )
+    finally:
+        side.stop()
+    marked = sorted((dict(ls)["model"], dict(ls)["reason"]) for ls in samples[catalog.MODEL_UNCOUNTED_ERRORS])
+    assert marked == [
+        ("fail_always", "python_backend"),
+        ("fraud_detector", "python_backend"),
+        ("sleeper", "python_backend"),
+        ("streamer", "decoupled"),
+        ("streamer", "python_backend"),
+    ]

@@ -3,7 +3,7 @@
 The selector grammar refuses anything but a metric name and label matchers, with one line naming
 the field and nothing written; the SLI rules read only the front's counters; the promtool tests
 generated for them pass, and fail against a rule that reads Triton's counters instead; and
-``uncounted.reasons`` marks python, decoupled and ensemble models from their configs.
+``uncounted.reasons`` marks python and decoupled models from their configs.
 """
 
 from __future__ import annotations
@@ -233,44 +233,27 @@ def test_reasons_from_configs() -> None:
         "trt": cfg(backend="tensorrtllm"),
         "onnx": cfg(platform="onnxruntime_onnx"),
         "stream": cfg(backend="tensorrtllm", model_transaction_policy={"decoupled": True}),
-        "pipeline": ensemble("pre", "trt"),  # tensorrtllm_backend's shape: python pre/post around the engine
-        "outer": ensemble("inner"),
-        "inner": ensemble("onnx", "pre"),
-        "clean": ensemble("onnx", "trt"),
-        "missing": ensemble("not_loaded"),
+        # An ensemble counts a python step's error response itself (measured on Triton 2.51): unmarked.
+        "pipeline": ensemble("pre", "trt"),
     }
     shapes = {m: uncounted.shape(c) for m, c in configs.items()}
     assert uncounted.reasons(shapes) == {
-        "inner": ("ensemble_step",),
         "llm": ("python_backend", "decoupled"),
-        "outer": ("ensemble_step",),
-        "pipeline": ("ensemble_step",),
         "pre": ("python_backend",),
         "stream": ("decoupled",),
     }
-    assert set(catalog.UNCOUNTED_ERROR_REASONS) == {"python_backend", "decoupled", "ensemble_step"}
-
-
-def test_an_ensemble_that_names_itself_ends() -> None:
-    shapes = {
-        "loop": uncounted.shape(ensemble("loop")),
-        "a": uncounted.shape(ensemble("b")),
-        "b": uncounted.shape(ensemble("a")),
-    }
-    assert uncounted.reasons(shapes) == {}
+    assert set(catalog.UNCOUNTED_ERROR_REASONS) == {"python_backend", "decoupled"}
 
 
 @pytest.mark.parametrize(
     ("config", "message"),
     [
         ([], "a model config must be an object"),
-        (cfg(backend=3), "backend and platform must be strings"),
+        (cfg(backend=3), "backend must be a string"),
         (
             cfg(model_transaction_policy={"decoupled": "yes"}),
             "model_transaction_policy.decoupled must be a boolean",
         ),
-        (cfg(ensemble_scheduling={"step": {"model_name": "x"}}), "ensemble_scheduling.step must be a list"),
-        (cfg(ensemble_scheduling={"step": [{"model_name": ""}]}), "every ensemble step needs a model_name"),
     ],
 )
 def test_a_config_of_the_wrong_shape_is_refused(config: object, message: str) -> None:
@@ -318,15 +301,14 @@ def test_rules_triton_names_a_model_without_config_and_an_unreachable_url(
     f.write_text(yaml.safe_dump(raw))
     with fake_triton() as fake:
         fake.configs["fraud_detector"] = cfg(platform="onnxruntime_onnx")
-        fake.configs["pipeline"] = ensemble("pre", "fraud_detector")
-        fake.configs["pre"] = cfg(backend="python")
+        fake.configs["pipeline"] = cfg(backend="python")
         with caplog.at_level("WARNING", logger="tritonwatch.alerts.blind"):
             code = main(["rules", "--slo", str(f), "--out", str(tmp_path / "out"), "--triton", fake.base_url])
         assert code == 0
         assert [r.getMessage() for r in caplog.records] == [
             f"spec.slos[1].availability (fail_always): not checked: {fake.base_url} gave no config (HTTP 400)",
             "spec.slos[3].availability (pipeline): reads Triton's counters, which do not count this model's "
-            "errors (ensemble_step): set availability.from (docs/uncounted-errors.md)",
+            "errors (python_backend): set availability.from (docs/uncounted-errors.md)",
         ]
         port = fake.port
     # Triton gone (the port closed): one line naming the URL, nothing written.

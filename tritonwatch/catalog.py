@@ -325,8 +325,6 @@ UNCOUNTED_ERROR_REASONS: dict[str, str] = {
     "python_backend": "a python-based backend (python, vllm): an error response "
     "(InferenceResponse(error=...), HTTP 500 at the client) counts as a success",
     "decoupled": "a decoupled model: errors sent through the response sender count as successes",
-    "ensemble_step": "an ensemble with a step of the kinds above: a step's error response is a success "
-    "for the step and the ensemble",
 }
 MODEL_UNCOUNTED_ERRORS_HELP = (
     "1 for each reason Triton's nv_inference_request_failure may not count the model's errors, from its "
