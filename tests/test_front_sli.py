@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.fake_triton import FakeTriton, fake_triton
 
 from tritonwatch import catalog, slo, uncounted
@@ -131,6 +133,57 @@ def test_a_selector_reaches_the_rules_as_rendered_from_its_parts() -> None:
     assert sel.matches("istio_requests_total", {"response_code": "503"})
     assert not sel.matches("istio_requests_total", {"response_code": "5033"})  # anchored, as in PromQL
     assert not sel.matches("istio_requests_total", {"response_code": "503", "app": 'a"b\\'})
+
+
+# Text built from the selector grammar's own pieces and PromQL's, so that hypothesis reaches deep.
+_PIECES = st.sampled_from(
+    [
+        "x",
+        "up",
+        "{",
+        "}",
+        ",",
+        "=",
+        "!=",
+        "=~",
+        "!~",
+        '"',
+        "\\",
+        "a",
+        "5..",
+        " ",
+        ")",
+        "(",
+        "or",
+        "vector(1)",
+        "#",
+        "\n",
+        "[5m]",
+        "offset",
+        "__name__",
+        "|",
+        ".*",
+        "(?=",
+        "'",
+        "sum",
+        ":",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PIECES, max_size=14).map("".join))
+def test_any_text_is_a_selector_that_renders_back_to_itself_or_one_line_naming_the_field(text: str) -> None:
+    try:
+        sel = parse_selector(text, "f.errors")
+    except UsageError as exc:
+        message = str(exc)
+        assert message.startswith("f.errors: ") and "\n" not in message
+        return
+    rendered = sel.promql()
+    assert parse_selector(rendered, "again") == sel  # what the rules get parses to the same thing
+    head = rendered.split("{")[0]  # the metric name: nothing but name characters
+    assert "\n" not in rendered and head == sel.metric and head.replace("_", "a").replace(":", "a").isalnum()
 
 
 def test_front_sli_reads_only_the_fronts_counters() -> None:
