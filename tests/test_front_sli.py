@@ -384,3 +384,32 @@ def test_rules_triton_refuses_what_is_not_an_http_base_url(
         code == 2 and err.count("\n") == 1 and f"--triton {url!r}: must be Triton's HTTP API base URL" in err
     )
     assert not out.exists()
+
+
+@pytest.mark.needs("promtool")
+@pytest.mark.parametrize(
+    ("errors", "total"),
+    [
+        (
+            'istio_requests_total{reporter="destination",destination_service_name="flaky",response_code=~"5.."}',
+            'istio_requests_total{reporter="destination",destination_service_name="flaky"}',
+        ),
+        (
+            'envoy_cluster_upstream_rq_xx{envoy_cluster_name="flaky",envoy_response_code_class="5"}',
+            'envoy_cluster_upstream_rq_xx{envoy_cluster_name="flaky"}',
+        ),
+        ("frontend_errors_total", "frontend_requests_total"),  # two counters: total does not hold errors
+    ],
+)
+def test_promtool_tests_pass_for_the_presets_with_grouping(tmp_path: Path, errors: str, total: str) -> None:
+    f = tmp_path / "slo.yaml"
+    f.write_text(yaml.safe_dump(doc(errors=errors, total=total, grouping=["cluster"])))
+    out = tmp_path / "out"
+    assert main(["rules", "--slo", str(f), "--out", str(out)]) == 0
+    promtool = shutil.which("promtool")
+    assert promtool
+    run = subprocess.run(
+        [promtool, "test", "rules", "tests/slo.test.yml"], cwd=out, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "sum by (cluster) (rate(" in (out / "slo.rules.yml").read_text()
