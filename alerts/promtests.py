@@ -20,7 +20,7 @@ from tritonwatch import catalog
 from tritonwatch.alerts import rules, windows
 from tritonwatch.errors import UsageError
 from tritonwatch.selector import satisfying_labels
-from tritonwatch.slo import SLO, FrontCounters, Objective, SLOFile
+from tritonwatch.slo import SLO, Objective, SLOFile
 
 INTERVAL = "1m"
 SLO_RULES = ("slo.rules.yml",)
@@ -158,34 +158,25 @@ FRONT_INSTANCE = "front:8404"
 FRONT_JOB = "front"
 
 
-def _front_series(spec: SLOFile, front: FrontCounters, where: str) -> tuple[Case, bool]:
-    """A case's worth of the front's series: one the errors selector picks and one only total picks.
+def _front_traffic(spec: SLOFile, case: Case, obj: Objective, bad_per_minute: Decimal, samples: int) -> None:
+    """The front's series: one the errors selector picks, and one only total picks.
 
-    The bool tells whether total selects the error series too (HAProxy's, Envoy's and NGINX's do:
-    one metric split by status) or counts requests on its own.
+    Where total selects the error series too (HAProxy's, Envoy's and NGINX's do: one metric split by
+    status), the other series carries the good requests only; else it counts every request.
     """
+    front = rules.front_counters(spec, obj)
+    assert front is not None
+    where = f"spec.slos[{spec.slos.index(spec.slo_for(obj.model))}].availability.from"
     base = {"instance": FRONT_INSTANCE, "job": FRONT_JOB, **_group(spec)}
     bad = satisfying_labels(front.errors, base)
     if bad is None:
         raise UsageError(f"{where}.errors: cannot build promtool test series that it selects")
-    included = front.total.matches(front.errors.metric, bad)
-    good = satisfying_labels(front.total, base, unlike=front.errors)
-    if good is None:
+    other = satisfying_labels(front.total, base, unlike=front.errors)
+    if other is None:
         raise UsageError(f"{where}.total: every series it selects is an error too")
-    case = Case("")
-    case.add(front.errors.metric, bad, "")
-    case.add(front.total.metric, good, "")
-    return case, included
-
-
-def _front_traffic(spec: SLOFile, case: Case, obj: Objective, bad_per_minute: Decimal, samples: int) -> None:
-    front = rules.front_counters(spec, obj)
-    assert front is not None
-    where = f"spec.slos[{spec.slos.index(spec.slo_for(obj.model))}].availability.from"
-    series, included = _front_series(spec, front, where)
-    (bad, _), (good, _) = series.series
-    case.series.append((bad, counter(bad_per_minute, samples)))
-    case.series.append((good, counter(RPM - bad_per_minute if included else RPM, samples)))
+    included = front.total.matches(front.errors.metric, bad)
+    case.add(front.errors.metric, bad, counter(bad_per_minute, samples))
+    case.add(front.total.metric, other, counter(RPM - bad_per_minute if included else RPM, samples))
 
 
 def _traffic(spec: SLOFile, case: Case, obj: Objective, bad_per_minute: Decimal, samples: int) -> Case:
