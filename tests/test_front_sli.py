@@ -253,11 +253,17 @@ def test_promtool_tests_for_the_front_sli_pass_and_catch_a_rule_that_reads_trito
                 rule["expr"] = rules.availability_error_ratio(spec, "flaky", window)
                 del rule["labels"]["model"]
     (out / "slo.rules.yml").write_text(yaml.safe_dump(triton_spec))
+    # flaky's two short cases only: the long ones would fail too, at more cost.
+    wanted = ("flaky-availability: total outage", "flaky-availability: Triton's own counters")
+    tests["tests"] = [t for t in tests["tests"] if t["name"].startswith(wanted)]
+    assert len(tests["tests"]) == 2
+    (out / "tests" / "flaky.test.yml").write_text(yaml.safe_dump(tests))
     bad = subprocess.run(
-        [promtool, "test", "rules", "tests/slo.test.yml"], cwd=out, capture_output=True, text=True
+        [promtool, "test", "rules", "tests/flaky.test.yml"], cwd=out, capture_output=True, text=True
     )
     assert bad.returncode == 1
-    assert "flaky-availability: Triton's own counters are not read" in bad.stdout + bad.stderr
+    for name in wanted:  # each case fails: one fires on Triton's outage, one misses the front's
+        assert name in bad.stdout + bad.stderr
 
 
 def test_promtests_refuse_a_total_that_selects_only_errors() -> None:
