@@ -188,6 +188,9 @@ def test_slo_error_ratio_is_what_clients_saw_while_triton_reads_zero(stack: Stac
     assert float(rows["flaky"]["availability"]) == pytest.approx(1 - clients, abs=1e-9)
     assert float(rows["flaky"]["error_ratio"]) == 0  # Triton's own, kept as Triton reports it
     assert float(rows["steady"]["availability"]) == 1
+    findings = (out / "report.md").read_text()
+    assert "Availability 87.500 % is below its objective 99.9 %" in findings
+    assert f"look at the errors the front answered ({FLAKY_ERRORS})" in findings
 
     # The sidecar says where Triton is blind: both python models, nothing else.
     samples = poll(
