@@ -34,6 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the SLO file (apiVersion tritonwatch/v1; default: the bundled alerts/slo.yaml, the demo's models)",
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    parser.add_argument(
+        "--triton",
+        default=None,
+        metavar="URL",
+        help="Triton's HTTP API base (e.g. http://127.0.0.1:8000): read the SLO models' configs and warn, one "
+        "line per model on stderr, where an availability SLO reads Triton's counters for a model whose "
+        "errors Triton does not count (python backend, decoupled); output unchanged",
+    )
 
 
 class _Dumper(yaml.SafeDumper):
@@ -101,7 +109,13 @@ def default_slo() -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    files = render(args.slo or str(default_slo()))
+    slo_path = args.slo or str(default_slo())
+    files = render(slo_path)
+    if args.triton:
+        from tritonwatch import slo
+        from tritonwatch.alerts import blind
+
+        blind.warn(slo.load(slo_path), args.triton)
     written = write(files, Path(args.out))
     for path in written:
         print(path)

@@ -19,6 +19,7 @@ from typing import Any
 from tritonwatch import catalog
 from tritonwatch.alerts import rules, windows
 from tritonwatch.errors import UsageError
+from tritonwatch.selector import satisfying_labels
 from tritonwatch.slo import SLO, Objective, SLOFile
 
 INTERVAL = "1m"
@@ -153,10 +154,37 @@ def _burn_factors(spec: SLOFile) -> tuple[Decimal, Decimal]:
     return Decimal(str(round((ticket + page) / 2, 1))), Decimal("0.5")
 
 
+FRONT_INSTANCE = "front:8404"
+FRONT_JOB = "front"
+
+
+def _front_traffic(spec: SLOFile, case: Case, obj: Objective, bad_per_minute: Decimal, samples: int) -> None:
+    """The front's series: one the errors selector picks, and one only total picks.
+
+    Where total selects the error series too (HAProxy's, Envoy's and NGINX's do: one metric split by
+    status), the other series carries the good requests only; else it counts every request.
+    """
+    front = rules.front_counters(spec, obj)
+    assert front is not None
+    where = f"spec.slos[{spec.slos.index(spec.slo_for(obj.model))}].availability.from"
+    base = {"instance": FRONT_INSTANCE, "job": FRONT_JOB, **_group(spec)}
+    bad = satisfying_labels(front.errors, base)
+    if bad is None:
+        raise UsageError(f"{where}.errors: cannot build promtool test series that it selects")
+    other = satisfying_labels(front.total, base, unlike=front.errors)
+    if other is None:
+        raise UsageError(f"{where}.total: every series it selects is an error too")
+    included = front.total.matches(front.errors.metric, bad)
+    case.add(front.errors.metric, bad, counter(bad_per_minute, samples))
+    case.add(front.total.metric, other, counter(RPM - bad_per_minute if included else RPM, samples))
+
+
 def _traffic(spec: SLOFile, case: Case, obj: Objective, bad_per_minute: Decimal, samples: int) -> Case:
     """RPM requests a minute for the objective's model, ``bad_per_minute`` of them bad."""
     model = obj.model
-    if obj.kind == "availability":
+    if rules.front_counters(spec, obj) is not None:
+        _front_traffic(spec, case, obj, bad_per_minute, samples)
+    elif obj.kind == "availability":
         case.add(catalog.TRITON_SUCCESS, triton_labels(spec, model), counter(RPM - bad_per_minute, samples))
         case.add(
             catalog.TRITON_FAILURE,
@@ -214,7 +242,15 @@ def burn_cases(spec: SLOFile, obj: Objective) -> list[Case]:
     _traffic(spec, quiet, obj, RPM * obj.budget * quiet_burn, LONG)
     quiet.checks += [Check("10m", rules.BURN), Check(f"{LONG}m", rules.BURN)]
     out.append(quiet)
-    if obj.kind == "availability":
+    if rules.front_counters(spec, obj) is not None:
+        # Triton failing every request must not move an SLI that reads the front's counters.
+        blind = Case(f"{obj.name}: Triton's own counters are not read")
+        blind.add(catalog.TRITON_SUCCESS, triton_labels(spec, obj.model), counter(0, 30))
+        blind.add(catalog.TRITON_FAILURE, triton_labels(spec, obj.model, reason="BACKEND"), counter(RPM, 30))
+        _front_traffic(spec, blind, obj, Decimal(0), 30)
+        blind.checks.append(Check("10m", rules.BURN))
+        out.append(blind)
+    elif obj.kind == "availability":
         canceled = Case(f"{obj.name}: requests the client canceled are not errors")
         canceled.add(catalog.TRITON_SUCCESS, triton_labels(spec, obj.model), counter(RPM / 2, 30))
         canceled.add(catalog.TRITON_FAILURE, triton_labels(spec, obj.model, reason="BACKEND"), counter(0, 30))

@@ -29,7 +29,7 @@ from typing import Any
 from tritonwatch import catalog
 from tritonwatch.alerts import windows
 from tritonwatch.catalog import le_matcher
-from tritonwatch.slo import SLO, Objective, SLOFile, format_duration
+from tritonwatch.slo import SLO, FrontCounters, Objective, SLOFile, format_duration
 
 Rule = dict[str, Any]
 Group = dict[str, Any]
@@ -254,6 +254,9 @@ def latency_error_ratio(
 
 def sli_expr(spec: SLOFile, obj: Objective, window: str) -> str:
     if obj.kind == "availability":
+        front = front_counters(spec, obj)
+        if front is not None:
+            return front.error_ratio_promql(window, spec.grouping)
         return availability_error_ratio(spec, obj.model, window)
     lat = spec.slo_for(obj.model).latency_for(obj.kind)
     assert lat is not None
@@ -264,9 +267,18 @@ def sli_record(window: str) -> str:
     return catalog.slo_sli_error_record(window)
 
 
+def front_counters(spec: SLOFile, obj: Objective) -> FrontCounters | None:
+    """The front's counters an availability objective reads, None when it reads Triton's."""
+    a = spec.slo_for(obj.model).availability
+    return a.source if obj.kind == "availability" and a is not None else None
+
+
 def sli_rules(spec: SLOFile, obj: Objective) -> list[Rule]:
+    labels = {SLO_LABEL: obj.name}
+    if front_counters(spec, obj) is not None:
+        labels[catalog.MODEL] = obj.model  # the front's series do not name the model
     return [
-        {"record": sli_record(w), "expr": sli_expr(spec, obj, w), "labels": {SLO_LABEL: obj.name}}
+        {"record": sli_record(w), "expr": sli_expr(spec, obj, w), "labels": dict(sorted(labels.items()))}
         for w in windows.sli_windows(spec.window)
     ]
 

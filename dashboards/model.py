@@ -15,6 +15,7 @@ from grafanalib import core
 from tritonwatch import catalog
 from tritonwatch.dashboards import panels as p
 from tritonwatch.dashboards import queries as q
+from tritonwatch.dashboards.slo import error_gap
 
 NAME = "model"
 TITLE = "Triton model detail"
@@ -59,6 +60,8 @@ def build() -> core.Dashboard:
             thresholds=(("red", None), ("green", 1)),
         ),
     ]
+    lay.row()
+    panels += error_gap(lay, q.MODEL_ONLY, q.MODEL_SELECTOR)
     lay.row()
     panels += [
         p.timeseries(

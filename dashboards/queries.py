@@ -142,6 +142,33 @@ def slo_burn_rate(window: str, selector: str = SLO_SELECTOR) -> str:
     return f"{err} / on ({catalog.SLO}, {catalog.MODEL}) group_left () (1 - {obj})"
 
 
+# --- errors Triton does not count (docs/uncounted-errors.md) ------------------------------------
+# slo.py names an availability objective "<model>-availability": the SLO series that read requests.
+AVAILABILITY_SLO = 'slo=~".+-availability"'
+MODEL_ONLY = 'model=~"$model"'
+
+
+def uncounted_errors(selector: str = SELECTOR) -> str:
+    """Per model, version and reason: 1 where Triton may not count the model's errors."""
+    return f"max by ({catalog.MODEL}, {catalog.VERSION}, {catalog.REASON}) ({_with(catalog.MODEL_UNCOUNTED_ERRORS, selector)})"
+
+
+def slo_error_ratio(selector: str = MODEL_ONLY, window: str = "5m") -> str:
+    """The availability SLO's error ratio per model, from the front where the SLO file says so."""
+    rec = catalog.recorded(catalog.slo_sli_error_record(window), selector=f"{selector},{AVAILABILITY_SLO}")
+    return f"max by ({catalog.MODEL}) ({rec})"
+
+
+def triton_error_ratio(selector: str = MODEL_ONLY, window: str = "5m") -> str:
+    """Triton's own error ratio per model over the SLO record's window, the catalog's formula."""
+    return f"max by ({catalog.MODEL}) ({catalog.promql(catalog.signal(catalog.ERROR_RATIO), window, selector=selector)})"
+
+
+def error_ratio_gap(slo_selector: str = MODEL_ONLY, model_selector: str = MODEL_ONLY) -> str:
+    """What the SLO's source saw fail and Triton did not count (0 where the SLO reads Triton)."""
+    return f"{slo_error_ratio(slo_selector)} - on ({catalog.MODEL}) {triton_error_ratio(model_selector)}"
+
+
 # --- variable values ----------------------------------------------------------------------------
 # Models, versions and instances come from a Triton series every loaded model has (at 0 before its
 # first request), so a model with no traffic is still selectable.

@@ -22,6 +22,36 @@ BURN_LINES = (("green", None), ("blue", 1), ("orange", 6), ("red", 14.4))
 BUDGET = (("red", None), ("orange", 0.25), ("green", 0.5))
 
 
+def error_gap(lay: p.Layout, slo_selector: str, model_selector: str) -> list[core.Panel]:
+    """Where Triton is blind: its uncounted-errors marker, and its error ratio beside the SLO's."""
+    Q = p.Query
+    return [
+        p.table(
+            "Errors Triton may not count",
+            f"{catalog.MODEL_UNCOUNTED_ERRORS}: models whose failed requests Triton may count as "
+            "successes (python backend, decoupled), from their configs. Their "
+            "error ratio from Triton reads low: take availability from the front (availability.from).",
+            "none",
+            [Q(q.uncounted_errors(model_selector))],
+            lay.place(8, 7),
+            hide_columns=("Time", "Value"),
+        ),
+        p.timeseries(
+            "Error ratio: clients vs Triton",
+            "The availability SLO's error ratio (5m; from the front's counters where the SLO file sets "
+            "availability.from) beside Triton's own error ratio, and the gap: errors Triton did not "
+            "count (0 where the SLO reads Triton's counters).",
+            "percentunit",
+            [
+                Q(q.slo_error_ratio(slo_selector), "SLO source {{model}}"),
+                Q(q.triton_error_ratio(model_selector), "Triton {{model}}"),
+                Q(q.error_ratio_gap(slo_selector, model_selector), "not counted by Triton {{model}}"),
+            ],
+            lay.place(16, 7),
+        ),
+    ]
+
+
 def build() -> core.Dashboard:
     lay = p.Layout()
     Q = p.Query
@@ -95,6 +125,7 @@ def build() -> core.Dashboard:
             lay.place(8, 9),
             thresholds=BUDGET,
         ),
+        *error_gap(lay, q.SLO_SELECTOR, q.MODEL_ONLY),
         p.table(
             "SLO alerts firing",
             f"Firing {catalog.SLO_BURN_ALERT} alerts with severity, SLO and model.",

@@ -153,6 +153,15 @@ def render() -> str:
         "| --- | --- |",
         *(f"| `{k}` | {v} |" for k, v in catalog.GPU_ATTRIBUTION_REASONS.items()),
         "",
+        f"`{catalog.MODEL_UNCOUNTED_ERRORS}{{model, version, {catalog.REASON}}}` is 1 for each reason Triton's",
+        f"`{catalog.TRITON_FAILURE}` may not count the model's errors, read from its config, so that its",
+        f"`{catalog.ERROR_RATIO}` and an availability SLO on Triton's counters read low (see",
+        "docs/uncounted-errors.md; take availability from the front with `availability.from`):",
+        "",
+        f"| `{catalog.REASON}` | meaning |",
+        "| --- | --- |",
+        *(f"| `{k}` | {v} |" for k, v in catalog.UNCOUNTED_ERROR_REASONS.items()),
+        "",
     ]
     return "\n".join(lines + llm_section())
 

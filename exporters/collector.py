@@ -9,6 +9,7 @@ It never calls Triton on Prometheus's request path. Emits (labels ``model``, ``v
     tritonwatch_models_dropped_total            models over --max-models, summed over scrapes
     tritonwatch_model_ready                     1/0 from the repository index
     tritonwatch_model_max_batch_size            from the model config
+    tritonwatch_model_uncounted_errors_info{reason}  1 where Triton may not count the model's errors
     tritonwatch_model_request_rate, _error_ratio, _latency_seconds{phase}, _queue_time_ratio,
     tritonwatch_model_batch_size, _batch_efficiency_ratio, _cache_hit_ratio, _pending_requests
     tritonwatch_model_batch_executions_total{batch_size}, _batch_compute_seconds_total{batch_size}
@@ -126,10 +127,15 @@ class SidecarCollector(Collector):
         labels = list(catalog.MODEL_KEY)
         ready = TextFamily(catalog.MODEL_READY, catalog.MODEL_READY_HELP, labels)
         mbs = TextFamily(catalog.MAX_BATCH_SIZE, catalog.MAX_BATCH_SIZE_HELP, labels)
+        blind = TextFamily(
+            catalog.MODEL_UNCOUNTED_ERRORS, catalog.MODEL_UNCOUNTED_ERRORS_HELP, [*labels, catalog.REASON]
+        )
         for (model, version), ok in sorted(st.ready.items()):
             ready.add_metric([model, version], 1.0 if ok else 0.0)
             if ok and model in st.max_batch_size:
                 mbs.add_metric([model, version], float(st.max_batch_size[model]))
+            for reason in st.uncounted.get(model, ()) if ok else ():
+                blind.add_metric([model, version, reason], 1.0)
         execs = TextFamily(
             catalog.BATCH_EXECUTIONS.removesuffix("_total"),
             "Executions by batch size, from the statistics API's batch_stats (resets with Triton).",
@@ -146,7 +152,7 @@ class SidecarCollector(Collector):
             for size, stat in sorted(per.items()):
                 execs.add_metric([model, version, str(size)], stat.executions)
                 compute.add_metric([model, version, str(size)], stat.compute_seconds)
-        yield from (ready, mbs, execs, compute)
+        yield from (ready, mbs, blind, execs, compute)
 
     def prepare(self) -> bool:
         """Build the derived families of the latest Triton scrape if not yet built; True if it did.

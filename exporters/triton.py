@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-from tritonwatch import catalog
+from tritonwatch import catalog, uncounted
 from tritonwatch.expfmt import Parser, Samples, per_layout
 from tritonwatch.exporters import memory
 from tritonwatch.exporters.http import Fetcher, ScrapeError
@@ -111,6 +111,8 @@ class ApiState:
     # by model name (config is per model); only models the last good index lists as READY
     max_batch_size: dict[str, int] = field(default_factory=dict)
     batch_stats: dict[ModelKey, dict[int, BatchStat]] = field(default_factory=dict)
+    # by model name: why Triton may not count its errors (tritonwatch/uncounted.py), from the configs
+    uncounted: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,7 @@ class ConfigEntry:
     max_batch_size: int | None
     retry_at: float
     failures: int = 0  # consecutive failed reads: the backoff doubles with each
+    shape: uncounted.ModelShape | None = None
 
 
 class TritonApi(Source):
@@ -184,7 +187,7 @@ class TritonApi(Source):
             ready = dict(sorted(ready.items())[: self.max_models])
         return ready
 
-    def _config(self, model: str) -> int:
+    def _config(self, model: str) -> tuple[int, uncounted.ModelShape]:
         url = f"{self.base}/v2/models/{quote(model, safe='')}/config"
         cfg = self.fetcher.json("GET", url)
         try:
@@ -193,7 +196,10 @@ class TritonApi(Source):
             mbs = -1
         if mbs < 0:
             raise ScrapeError("bad_json", f"{url}: no valid max_batch_size")
-        return mbs
+        try:
+            return mbs, uncounted.shape(cfg)
+        except ValueError as exc:
+            raise ScrapeError("bad_json", f"{url}: {exc}") from None
 
     def _batch_stats(self) -> dict[ModelKey, dict[int, BatchStat]]:
         url = f"{self.base}/v2/models/stats"
@@ -220,12 +226,14 @@ class TritonApi(Source):
             if entry is not None and now < entry.retry_at:
                 continue
             try:
-                self._configs[model] = ConfigEntry(self._config(model), now + self.config_refresh)
+                mbs, shape = self._config(model)
+                self._configs[model] = ConfigEntry(mbs, now + self.config_refresh, shape=shape)
             except ScrapeError as exc:
                 failures = entry.failures + 1 if entry else 1
                 backoff = min(self.config_refresh, self.interval * 2 ** (failures - 1))
                 kept = entry.max_batch_size if entry else None
-                self._configs[model] = ConfigEntry(kept, now + backoff, failures)
+                kept_shape = entry.shape if entry else None
+                self._configs[model] = ConfigEntry(kept, now + backoff, failures, kept_shape)
                 errors.append((f"config_{exc.reason}", str(exc)))
         return {m: e.max_batch_size for m, e in self._configs.items() if e.max_batch_size is not None}
 
@@ -250,11 +258,12 @@ class TritonApi(Source):
                 self._failed["stats"] = (f"stats_{exc.reason}", str(exc))
                 errors.append(self._failed["stats"])
         mbs = self._configs_for(ready, now, errors)
+        blind = uncounted.reasons({m: e.shape for m, e in self._configs.items() if e.shape is not None})
         if ready:  # the index's cap and unloaded models apply to the statistics too
             batch = {k: v for k, v in batch.items() if k in ready}
         elif len(batch) > self.max_models:
             batch = dict(sorted(batch.items())[: self.max_models])
-        self.state = ApiState(ready=ready, max_batch_size=mbs, batch_stats=batch)  # one atomic swap
+        self.state = ApiState(ready=ready, max_batch_size=mbs, batch_stats=batch, uncounted=blind)  # one swap
         return Partial(tuple(errors), up=not self._failed)
 
     def on_failure(self) -> None:

@@ -54,7 +54,9 @@ class ModelFigures:
 
     @property
     def availability(self) -> float | None:
-        e = self.week.error_ratio
+        """From the front's counters where the SLO says so (Triton does not count every error)."""
+        front = self.slo is not None and self.slo.availability is not None and self.slo.availability.source
+        e = self.week.front_error_ratio if front else self.week.error_ratio
         return None if e is None else 1.0 - e
 
     @property

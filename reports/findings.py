@@ -90,6 +90,13 @@ def _capacity(f: ModelFigures) -> str:
     return f"its declared capacity of {fc.capacity:g} req/s"
 
 
+def _where_errors(f: ModelFigures) -> str:
+    if f.slo is not None and f.slo.availability is not None and f.slo.availability.source is not None:
+        # Triton does not count these errors (docs/uncounted-errors.md): its reasons would show none.
+        return f"the errors the front answered ({f.slo.availability.source.errors.promql()})"
+    return f"the failure reasons ({catalog.TRITON_FAILURE} by reason)"
+
+
 def _model(f: ModelFigures, end: datetime) -> list[Finding]:
     m, subject, out = f.week, f"model {f.name}", []
     fc = f.forecast
@@ -133,9 +140,9 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
                     "action",
                     subject,
                     f"Availability {f.availability * 100:.3f} % is below its objective "
-                    f"{f.availability_objective * 100:g} % (error ratio {_pct(m.error_ratio or 0)}, "
+                    f"{f.availability_objective * 100:g} % (error ratio {_pct(1 - f.availability)}, "
                     f"{(1 - f.availability) / (1 - f.availability_objective):.1f}× the error budget): "
-                    f"look at the failure reasons ({catalog.TRITON_FAILURE} by reason) and the error budget alerts.",
+                    f"look at {_where_errors(f)} and the error budget alerts.",
                 )
             )
     threshold = f.latency_threshold

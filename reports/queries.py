@@ -9,6 +9,7 @@ formula over the raw Triton series.
 from __future__ import annotations
 
 from tritonwatch import catalog
+from tritonwatch.slo import FrontCounters
 
 BY = catalog.by_clause()  # "model, version"
 GPU_BY = catalog.GPU_UUID
@@ -34,6 +35,11 @@ def server_failures(window: str) -> str:
 
 def error_ratio(window: str) -> str:
     return catalog.promql(catalog.signal(catalog.ERROR_RATIO), window)
+
+
+def front_error_ratio(front: FrontCounters, window: str) -> str:
+    """An SLO's error ratio from the front's counters (``availability.from``), as its rules read it."""
+    return front.error_ratio_promql(window, fn="increase")
 
 
 def mean_batch_size(window: str) -> str:

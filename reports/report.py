@@ -91,7 +91,12 @@ def run(args: argparse.Namespace) -> int:
     client = PromClient(args.prometheus, timeout=args.timeout, progress=progress)
     try:
         days, note = history_days(client, end, args.days, history)
-        week = collect(client, end, args.days, days, thresholds, note)
+        fronts = (
+            {s.model: s.availability.source for s in slos.slos if s.availability and s.availability.source}
+            if slos
+            else {}
+        )
+        week = collect(client, end, args.days, days, thresholds, note, fronts)
         progress.step("capacity, forecasts and charts")
         models, gpus = figures.build(week, slos)
         report = render.Report(

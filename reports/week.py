@@ -11,6 +11,7 @@ error.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -20,6 +21,7 @@ from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError
 from tritonwatch.reports import queries as q
 from tritonwatch.reports.promapi import Labels, PromClient, label
+from tritonwatch.slo import FrontCounters
 
 ModelKey = tuple[str, str]
 PEAK_STEP = timedelta(minutes=5)
@@ -34,6 +36,8 @@ class ModelWeek:
     requests_total: float | None = None
     peak_request_rate: float | None = None
     error_ratio: float | None = None
+    # From the front's counters where the SLO file sets availability.from: what clients saw fail.
+    front_error_ratio: float | None = None
     mean_batch_size: float | None = None
     max_batch_size: float | None = None
     batch_efficiency: float | None = None
@@ -128,6 +132,7 @@ def collect(
     history: int | None = None,
     thresholds: dict[str, float] | None = None,
     history_note: str = "",
+    fronts: Mapping[str, FrontCounters] | None = None,
 ) -> Week:
     """``history``: days of request rate and GPU utilisation to fetch (default ``days``);
     ``thresholds``: model -> latency threshold (s) whose SLI series to fetch for the period."""
@@ -151,6 +156,13 @@ def collect(
                 setattr(models[k], attr, v)
 
     fill("error_ratio", q.error_ratio(window), "error ratio")
+    for model, front in sorted((fronts or {}).items()):
+        # The front cannot tell versions apart: its ratio is every version's.
+        ratio = client.instant(q.front_error_ratio(front, window), end, f"{model}: errors the front saw")
+        value = next((v for v in ratio.values() if math.isfinite(v)), None)
+        for k, m in models.items():
+            if k[0] == model:
+                m.front_error_ratio = value
     fill("mean_batch_size", q.mean_batch_size(window), "batch size")
     fill("max_batch_size", q.max_batch_size(window), "max batch size")
     fill("cache_hit_ratio", q.cache_hit_ratio(window), "cache hit ratio")

@@ -33,6 +33,7 @@ PACKAGES = {
     "amtool": "the Debian package prometheus-alertmanager",
     "chromium": "the Debian package chromium",
     "kubectl": "kubectl (apt-get install kubectl, or the upstream binary)",
+    "haproxy": "the Debian package haproxy",
 }
 
 

@@ -215,6 +215,7 @@ def test_restart_resets_counters_without_negative_or_absurd_values(
 API_FAMILIES = (
     catalog.MODEL_READY,
     catalog.MAX_BATCH_SIZE,
+    catalog.MODEL_UNCOUNTED_ERRORS,  # fraud_detector's recorded config: backend python (the ONNX shim)
     catalog.BATCH_EXECUTIONS,
     catalog.BATCH_EFFICIENCY,
 )
@@ -233,6 +234,7 @@ API_FAMILIES = (
 def test_triton_api_fault_drops_only_what_needs_the_api(
     fake: FakeTriton, sidecar: Sidecar, healthy: Samples, mode: str, reason: str, gone: tuple[str, ...]
 ) -> None:
+    assert all(healthy.get(name) for name in API_FAMILIES)  # each one there before the fault
     before = errors(healthy, "triton_api", reason)
     fake.release.clear()
     fake.api_mode = mode

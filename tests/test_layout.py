@@ -29,7 +29,9 @@ CORE = {
     "tritonwatch.flags",
     "tritonwatch.inputs",
     "tritonwatch.otlp",
+    "tritonwatch.selector",
     "tritonwatch.slo",
+    "tritonwatch.uncounted",
 }
 # Leaves at the top: the entry point and the generators of committed docs and manifests.
 TOP = {

@@ -98,6 +98,8 @@ MODEL_READY = "tritonwatch_model_ready"
 MAX_BATCH_SIZE = "tritonwatch_model_max_batch_size"
 REQUEST_RATE = "tritonwatch_model_request_rate"
 ERROR_RATIO = "tritonwatch_model_error_ratio"
+# Models whose failed requests Triton may count as successes: 1 per (model, version, reason).
+MODEL_UNCOUNTED_ERRORS = "tritonwatch_model_uncounted_errors_info"
 LATENCY = "tritonwatch_model_latency_seconds"
 QUEUE_TIME_RATIO = "tritonwatch_model_queue_time_ratio"
 BATCH_SIZE_MEAN = "tritonwatch_model_batch_size"
@@ -318,6 +320,18 @@ BATCH_EFFICIENCY_VIEW = View(
 )
 MAX_BATCH_SIZE_HELP = "max_batch_size from the model configuration (0: the model does not batch)."
 MODEL_READY_HELP = "1 when the model version is READY in Triton's repository index, else 0."
+# Why Triton's failure counter may miss a model's errors (docs/uncounted-errors.md; server#7713, #8521).
+UNCOUNTED_ERROR_REASONS: dict[str, str] = {
+    "python_backend": "a python-based backend (python, vllm): an error response "
+    "(InferenceResponse(error=...), HTTP 500 at the client) counts as a success",
+    "decoupled": "a decoupled model: errors sent through the response sender count as successes",
+}
+MODEL_UNCOUNTED_ERRORS_HELP = (
+    "1 for each reason Triton's nv_inference_request_failure may not count the model's errors, from its "
+    "config: "
+    + "; ".join(f"{k}: {v}" for k, v in UNCOUNTED_ERROR_REASONS.items())
+    + ". Its error ratio then reads low: take availability from the front (availability.from)."
+)
 
 
 # Families the sidecar must keep from Triton's /metrics (everything else is skipped when parsing).

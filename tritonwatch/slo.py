@@ -19,6 +19,7 @@ import yaml
 
 from tritonwatch import catalog
 from tritonwatch.errors import UsageError
+from tritonwatch.selector import Selector, parse_selector
 
 API_VERSION = "tritonwatch/v1"
 KIND = "ServiceLevelObjectives"
@@ -74,10 +75,36 @@ def format_duration(seconds: float) -> str:
 
 
 @dataclass(frozen=True)
+class FrontCounters:
+    """Counters of a component in front of Triton (ingress, proxy, gateway) that sees every response.
+
+    Used instead of Triton's own counters, which do not count a python model's error responses.
+    """
+
+    errors: Selector
+    total: Selector
+
+    def error_ratio_promql(self, window: str, grouping: tuple[str, ...] = (), fn: str = "rate") -> str:
+        """Errors over all responses over ``window`` (``fn``: rate or increase, the ratio is the same).
+
+        Summed by the grouping labels only: the front's series do not name the model. A front that
+        creates its error series with the first error (Envoy, NGINX) reads 0 until then, not nothing.
+        """
+        by = f"sum by ({', '.join(grouping)}) " if grouping else "sum"
+        errors = f"{by}({fn}({self.errors.promql()}[{window}]))"
+        total = f"{by}({fn}({self.total.promql()}[{window}]))"
+        return f"(\n  {errors}\nor\n  0 * {total}\n)\n/\n{total}"
+
+
+@dataclass(frozen=True)
 class Availability:
-    """Share of requests (percent) that succeed; failures with reason CANCELED are the client's."""
+    """Share of requests (percent) that succeed; failures with reason CANCELED are the client's.
+
+    ``source`` None: from Triton's counters; else from the front's (``availability.from``).
+    """
 
     objective: Decimal
+    source: FrontCounters | None = None
 
 
 @dataclass(frozen=True)
@@ -284,6 +311,15 @@ def _parse_latency(raw: object, where: str) -> Latency:
     return Latency(threshold=bucket, objective=objective, min_samples=int(min_samples))
 
 
+def _parse_front(raw: object, where: str) -> FrontCounters:
+    f = _Fields(raw, where, ("errors", "total"))
+    errors = parse_selector(f.required("errors"), f.at("errors"))
+    total = parse_selector(f.required("total"), f.at("total"))
+    if errors == total:
+        raise UsageError(f"{f.at('errors')}: selects the same series as {f.at('total')}")
+    return FrontCounters(errors=errors, total=total)
+
+
 def _one(raw: object, where: str, key: str, check: Callable[[Decimal], str | None]) -> float:
     return float(_Fields(raw, where, (key,)).number(key, check))
 
@@ -312,8 +348,9 @@ def _parse_slo(raw: object, where: str) -> SLO:
         raise UsageError(f"{where}: needs at least one objective ({', '.join(_OBJECTIVES)})")
     availability = None
     if f.has("availability"):
-        a = _Fields(f.raw["availability"], f.at("availability"), ("objective",))
-        availability = Availability(objective=a.number("objective", _percent))
+        a = _Fields(f.raw["availability"], f.at("availability"), ("objective", "from"))
+        source = _parse_front(a.raw["from"], a.at("from")) if a.has("from") else None
+        availability = Availability(objective=a.number("objective", _percent), source=source)
     latency = _parse_latency(f.raw["latency"], f.at("latency")) if f.has("latency") else None
     capacity = None
     if f.has("capacity"):
