@@ -82,6 +82,7 @@ def _pooled(windows: Sequence[CounterWindow], sig: catalog.Signal, key: ModelKey
         present = [v for v in values if v is not None]
         return sum(present) if present else None
     num = sum(w.increase(t, key) for w in windows for t in sig.numerator)
+    num -= sum(w.increase(t, key) for w in windows for t in sig.minus)
     den = sum(w.increase(t, key) for w in windows for t in sig.denominator)
     den -= sum(w.increase(t, key) for w in windows for t in sig.subtract)
     return max(num, 0.0) / den if den > 0 else None
