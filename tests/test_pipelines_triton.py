@@ -1,0 +1,299 @@
+"""Pipelines on the real local Triton: an ensemble counts each client request once, by step.
+
+One Triton serves ``tests/pipeline_models`` (``pipeline`` = ``pre`` 2 ms → ``core`` 10 ms, dynamic
+batching → ``post`` 1 ms, and ``bls_pipeline`` calling the same steps) for the whole module. Clients
+send a known mix: ``x`` NaN fails in ``pre`` (it raises), ``x`` = 600 fails in ``core`` (``2x`` over
+1000: an error response), every other ``x`` succeeds. As in ``test_sidecar_triton``, the sidecar's
+clock stands at 0 s at the quiet snapshot before the load and at SPAN s at the one after, so its
+rates are the increases / SPAN exactly and its ratios are ratios of the same integers.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from conftest import ROOT, need_pytriton
+
+from tritonwatch import catalog
+from tritonwatch.expfmt import Samples, parse
+from tritonwatch.exporters.sidecar import Sidecar
+from tritonwatch.local.procs import wait_until
+
+PIPELINE_MODELS = ROOT / "tests" / "pipeline_models"
+ENSEMBLE = "pipeline"
+STEPS = ("pre", "core", "post")
+MODELS = (ENSEMBLE, *STEPS, "bls_pipeline")
+SPAN = 100.0
+NAN_EVERY, OVER_EVERY = (10, 3), (10, 7)  # (period, offset) of the inputs that fail in pre, in core
+OVER = 600.0
+
+
+pytestmark = pytest.mark.triton
+
+
+@pytest.fixture(scope="module")
+def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    need_pytriton()
+    from tritonwatch.local.triton import LocalTriton
+
+    traces = tmp_path_factory.mktemp("traces")
+    server = LocalTriton(
+        [PIPELINE_MODELS], trace_file=traces / "trace.json", trace_rate=1, trace_log_frequency=1
+    )
+    try:
+        server.start()
+        server.wait_ready(120)
+        yield server
+    finally:
+        server.close()
+
+
+def stats(base: str) -> dict[str, dict[str, Any]]:
+    """Every model's cumulative statistics: count and ns per pair, inferences, executions."""
+    out = {}
+    for s in requests.get(f"{base}/v2/models/stats", timeout=5).json()["model_stats"]:
+        pairs = s["inference_stats"]
+        out[s["name"]] = {
+            "count": {k: int(v["count"]) for k, v in pairs.items()},
+            "ns": {k: int(v["ns"]) for k, v in pairs.items()},
+            "inferences": int(s["inference_count"]),
+            "executions": int(s["execution_count"]),
+        }
+    return out
+
+
+def metrics(triton: Any) -> Samples:
+    return parse(requests.get(triton.metrics_url, timeout=5).text, catalog.TRITON_FAMILIES)
+
+
+def per_model(samples: Samples, family: str, **match: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for labels, v in samples.get(family, {}).items():
+        d = dict(labels)
+        if all(d.get(k) == want for k, want in match.items()):
+            out[d["model"]] = out.get(d["model"], 0.0) + v
+    return out
+
+
+def quiet(triton: Any) -> tuple[dict[str, dict[str, Any]], Samples]:
+    """The statistics and /metrics once Triton is at rest: two reads alike, /metrics saying the same."""
+    got: list[Any] = []
+
+    def settled() -> bool:
+        first = stats(triton.http_url)
+        m = metrics(triton)
+        second = stats(triton.http_url)
+        got[:] = [second, m]
+        successes = per_model(m, catalog.TRITON_SUCCESS)
+        return first == second and all(
+            successes.get(k, 0.0) == s["count"]["success"] for k, s in second.items()
+        )
+
+    wait_until(settled, 30, "Triton at rest (statistics and /metrics alike)", interval=0.1)
+    return got[0], got[1]
+
+
+class Clocked:
+    """A sidecar on the module's Triton whose clock the test sets."""
+
+    def __init__(self, triton: Any) -> None:
+        self.now = 0.0
+        self.sidecar = Sidecar.local(triton.http_url, triton.metrics_url, interval=0.5, window=3600.0)
+        self.sidecar.metrics.clock = lambda: self.now
+        self.sidecar.start()
+
+    def values(self) -> Samples:
+        resp = requests.get(f"http://127.0.0.1:{self.sidecar.port}/metrics", timeout=2)
+        resp.raise_for_status()
+        return parse(resp.text)
+
+    def seen(self, state: Samples) -> Samples:
+        """Wait until the sidecar's served values come from a scrape of the state ``state`` shows."""
+        m = self.sidecar.metrics
+        want = per_model(state, catalog.TRITON_SUCCESS)
+
+        def scraped() -> bool:
+            with m.lock:
+                return m.fresh and per_model(m.samples, catalog.TRITON_SUCCESS) == want
+
+        wait_until(scraped, 15, "the sidecar to scrape Triton at rest", interval=0.05)
+        generation = m.window.generation
+        collector = self.sidecar.collector
+        api = self.sidecar.api
+        wait_until(
+            lambda: (
+                (collector.prepared_generation or 0) > generation
+                and api is not None
+                and bool(api.state.ensembles)
+            ),
+            15,
+            "derived values from a later scrape, and the model configs read",
+            interval=0.05,
+        )
+        return self.values()
+
+
+@pytest.fixture
+def clocked(triton: Any) -> Iterator[Clocked]:
+    c = Clocked(triton)
+    try:
+        yield c
+    finally:
+        c.sidecar.stop()
+
+
+def x_of(i: int) -> float:
+    if i % NAN_EVERY[0] == NAN_EVERY[1]:
+        return math.nan
+    if i % OVER_EVERY[0] == OVER_EVERY[1]:
+        return OVER
+    return float(i % 100)
+
+
+def drive(triton: Any, model: str, clients: int, per_client: int, mix: bool) -> tuple[int, int]:
+    """``clients`` threads, each with its own client, sending ``per_client`` requests; (ok, failed)."""
+    import numpy as np
+    import tritonclient.http as httpclient
+
+    outcome: list[bool] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def worker(k: int) -> None:
+        client = httpclient.InferenceServerClient(triton.http_url.removeprefix("http://"))
+        try:
+            for i in range(per_client):
+                x = x_of(i) if mix else float(i % 100)
+                shape = [1, 1] if model == ENSEMBLE else [1]
+                inp = httpclient.InferInput("x", shape, "FP32")
+                inp.set_data_from_numpy(np.full(shape, x, dtype=np.float32))
+                try:
+                    out = client.infer(model, [inp]).as_numpy("out")
+                    ok = out is not None and float(out.reshape(-1)[0]) == 2 * x + 1
+                except httpclient.InferenceServerException as exc:
+                    ok = False
+                    if not (math.isnan(x) or x == OVER):
+                        with lock:
+                            errors.append(f"{x}: {exc}")
+                with lock:
+                    outcome.append(ok)
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors[:3]
+    return outcome.count(True), outcome.count(False)
+
+
+def delta(after: dict[str, dict[str, Any]], before: dict[str, dict[str, Any]], model: str, pair: str) -> int:
+    return int(after[model]["count"][pair] - before[model]["count"][pair])
+
+
+def served(values: Samples, name: str, model: str, **labels: str) -> float | None:
+    want = {"model": model, "version": "1", **labels}
+    for ls, v in values.get(name, {}).items():
+        if dict(ls) == want:
+            return v
+    return None
+
+
+def roles(values: Samples) -> dict[str, str]:
+    return {dict(ls)["model"]: dict(ls)[catalog.ROLE] for ls in values.get(catalog.MODEL_ROLE_INFO, {})}
+
+
+def test_an_ensemble_counts_each_client_request_once(triton: Any, clocked: Clocked) -> None:
+    before, m_before = quiet(triton)
+    clocked.seen(m_before)
+    ok, failed = drive(triton, ENSEMBLE, clients=4, per_client=30, mix=True)
+    assert (ok, failed) == (96, 24)  # 4 x 3 NaN inputs, 4 x 3 over-range ones
+    clocked.now = SPAN
+    after, m_after = quiet(triton)
+    values = clocked.seen(m_after)
+
+    # Topology from the configs.
+    assert roles(values) == {
+        "pipeline": "ensemble",
+        "pre": "step",
+        "core": "step",
+        "post": "step",
+        "bls_pipeline": "model",
+    }
+    steps = {
+        (dict(ls)[catalog.STEP], dict(ls)[catalog.POSITION])
+        for ls, v in values.get(catalog.ENSEMBLE_STEP_INFO, {}).items()
+        if v == 1.0 and dict(ls)["model"] == ENSEMBLE
+    }
+    assert steps == {("pre", "1"), ("core", "2"), ("post", "3")}
+
+    # Triton 2.51 counts every failed ensemble request twice, reason OTHER (docs/pipelines.md).
+    other = per_model(m_after, catalog.TRITON_FAILURE, reason="OTHER")[ENSEMBLE] - per_model(
+        m_before, catalog.TRITON_FAILURE, reason="OTHER"
+    ).get(ENSEMBLE, 0.0)
+    assert other == catalog.ENSEMBLE_FAILURES_PER_REQUEST * failed
+    # The sidecar counts each once: failed / all client requests, exactly.
+    assert served(values, catalog.ERROR_RATIO, ENSEMBLE) == failed / (ok + failed)
+
+    # Steps: pre saw every request and raised on the 12 NaN ones; core answered the 12 over-range
+    # ones with an error response, which Triton counts as a success of core; post saw the rest.
+    assert delta(after, before, "pre", "success") == ok + 12
+    assert delta(after, before, "pre", "fail") == 12
+    assert delta(after, before, "core", "success") == ok + 12
+    assert delta(after, before, "core", "fail") == 0
+    assert delta(after, before, "post", "success") == ok
+    assert delta(after, before, ENSEMBLE, "success") == ok
+
+    # Fleet: the request rate of the models clients call (steps are not entries) is the client rate.
+    rates = {dict(ls)["model"]: v for ls, v in values.get(catalog.REQUEST_RATE, {}).items()}
+    entry = {m for m, r in roles(values).items() if r != catalog.ROLE_STEP}
+    assert sum(v for m, v in rates.items() if m in entry) == ok / SPAN
+    assert rates[ENSEMBLE] == ok / SPAN
+
+    # No batch size for an ensemble, which executes nothing itself; its steps have theirs.
+    assert served(values, catalog.BATCH_SIZE_MEAN, ENSEMBLE) is None
+    assert served(values, catalog.BATCH_EFFICIENCY, ENSEMBLE) is None
+    assert served(values, catalog.BATCH_SIZE_MEAN, "core") is not None
+
+    # Queue share of the ensemble: its request time not spent computing in its steps, from the
+    # same /metrics counters the sidecar read.
+    def increase(family: str) -> float:
+        return per_model(m_after, family)[ENSEMBLE] - per_model(m_before, family).get(ENSEMBLE, 0.0)
+
+    request_us = increase(catalog.triton_duration("request"))
+    compute_us = sum(increase(catalog.triton_duration(p)) for p in catalog.COMPUTE_PHASES)
+    assert served(values, catalog.QUEUE_TIME_RATIO, ENSEMBLE) == (request_us - compute_us) / request_us
+
+
+def test_a_failure_free_ensemble_computes_exactly_its_steps(triton: Any) -> None:
+    before, _ = quiet(triton)
+    ok, failed = drive(triton, ENSEMBLE, clients=8, per_client=15, mix=False)
+    assert (ok, failed) == (120, 0)
+    after, _ = quiet(triton)
+    for pair in catalog.COMPUTE_PHASES:
+        ensemble_ns = after[ENSEMBLE]["ns"][pair] - before[ENSEMBLE]["ns"][pair]
+        steps_ns = sum(after[s]["ns"][pair] - before[s]["ns"][pair] for s in STEPS)
+        assert ensemble_ns == steps_ns, pair
+    # Eight clients against core's one instance: the ensemble's requests wait in its steps' queues,
+    # which its own queue counter (its scheduling only) does not see.
+    request_ns = after[ENSEMBLE]["ns"]["success"] - before[ENSEMBLE]["ns"]["success"]
+    compute_ns = sum(after[ENSEMBLE]["ns"][p] - before[ENSEMBLE]["ns"][p] for p in catalog.COMPUTE_PHASES)
+    own_queue_ns = after[ENSEMBLE]["ns"]["queue"] - before[ENSEMBLE]["ns"]["queue"]
+    assert own_queue_ns < 0.01 * request_ns < request_ns - compute_ns
+
+
+def test_served_configs_name_the_models_clients_call() -> None:
+    from tritonwatch.local.modelrepo import entry_models, read_repository
+
+    models = read_repository(PIPELINE_MODELS)
+    assert {m.name: m.steps for m in models if m.is_ensemble} == {ENSEMBLE: STEPS}
+    assert entry_models(models) == ["bls_pipeline", ENSEMBLE]
+    demo = read_repository(ROOT / "model_repository")
+    assert entry_models(demo) == ["fraud_pipeline"]
