@@ -13,11 +13,13 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
-from conftest import ROOT, need_pytriton
+from conftest import ROOT, need_binary, need_pytriton
+from support.agreement import STEP, WINDOW, Replica, promtool_agree, sidecar_values
 
 from tritonwatch import catalog
 from tritonwatch.expfmt import Samples, parse
@@ -270,6 +272,42 @@ def test_an_ensemble_counts_each_client_request_once(triton: Any, clocked: Clock
     request_us = increase(catalog.triton_duration("request"))
     compute_us = sum(increase(catalog.triton_duration(p)) for p in catalog.COMPUTE_PHASES)
     assert served(values, catalog.QUEUE_TIME_RATIO, ENSEMBLE) == (request_us - compute_us) / request_us
+
+
+def test_both_engines_agree_on_a_live_ensemble(triton: Any, tmp_path: Path) -> None:
+    """Payloads the real Triton serves under the good/bad mix, replayed on the 15 s clock through the
+    sidecar's window and through the generated recording rules (with the sidecar's role series)."""
+    promtool = need_binary("promtool")
+    steps = 2 * WINDOW // STEP + 1
+    payloads: list[str] = []
+    result: list[tuple[int, int]] = []
+    load = threading.Thread(target=lambda: result.append(drive(triton, ENSEMBLE, 4, 150, mix=True)))
+    load.start()
+    try:
+        for _ in range(steps):
+            last = per_model(parse(payloads[-1]), catalog.TRITON_SUCCESS)[ENSEMBLE] if payloads else -1.0
+            got: list[str] = []
+
+            def moved(last: float = last, got: list[str] = got) -> bool:
+                got[:] = [requests.get(triton.metrics_url, timeout=5).text]
+                return per_model(parse(got[0]), catalog.TRITON_SUCCESS)[ENSEMBLE] > last
+
+            wait_until(moved, 30, "the ensemble's success count to grow", interval=0.02)
+            payloads.append(got[0])
+    finally:
+        load.join(120)
+    assert result and result[0][1] > 0, result
+    replica = Replica(
+        "triton:8002", payloads, {m: 8 for m in MODELS if m != "bls_pipeline"}, frozenset({ENSEMBLE})
+    )
+    expected = sidecar_values([replica])
+    mine = {(r, k): v for (k, r, labels), v in expected.items() if dict(labels)["model"] == ENSEMBLE}
+    error_record = catalog.signal(catalog.ERROR_RATIO).record
+    # The ensemble's error ratio moved (failures in the window) and it has no batch efficiency.
+    assert any(v for (r, _k), v in mine.items() if r == error_record)
+    assert all(v is None for (r, _k), v in mine.items() if r == catalog.BATCH_EFFICIENCY_RECORD)
+    compared, _ = promtool_agree([replica], tmp_path, promtool)
+    assert compared >= 21 * 20, compared
 
 
 def test_a_failure_free_ensemble_computes_exactly_its_steps(triton: Any) -> None:
