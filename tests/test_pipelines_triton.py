@@ -10,6 +10,7 @@ rates are the increases / SPAN exactly and its ratios are ratios of the same int
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ import pytest
 import requests
 from conftest import ROOT, need_binary, need_pytriton
 from support.agreement import STEP, WINDOW, Replica, promtool_agree, sidecar_values
+from support.sleeper import nearest_rank
 
 from tritonwatch import catalog
 from tritonwatch.expfmt import Samples, parse
@@ -39,14 +41,17 @@ pytestmark = pytest.mark.triton
 
 
 @pytest.fixture(scope="module")
-def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def trace_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Triton's trace file: every request traced, each trace written at once as PATH.N."""
+    return tmp_path_factory.mktemp("traces") / "trace.json"
+
+
+@pytest.fixture(scope="module")
+def triton(trace_path: Path) -> Iterator[Any]:
     need_pytriton()
     from tritonwatch.local.triton import LocalTriton
 
-    traces = tmp_path_factory.mktemp("traces")
-    server = LocalTriton(
-        [PIPELINE_MODELS], trace_file=traces / "trace.json", trace_rate=1, trace_log_frequency=1
-    )
+    server = LocalTriton([PIPELINE_MODELS], trace_file=trace_path, trace_rate=1, trace_log_frequency=1)
     try:
         server.start()
         server.wait_ready(120)
@@ -157,8 +162,12 @@ def x_of(i: int) -> float:
     return float(i % 100)
 
 
-def drive(triton: Any, model: str, clients: int, per_client: int, mix: bool) -> tuple[int, int]:
-    """``clients`` threads, each with its own client, sending ``per_client`` requests; (ok, failed)."""
+def drive(
+    triton: Any, model: str, clients: int, per_client: int, mix: bool, tag: str = ""
+) -> tuple[int, int]:
+    """``clients`` threads, each with its own client, sending ``per_client`` requests; (ok, failed).
+
+    Request ids are ``<tag>-<client>-<i>-<x>``."""
     import numpy as np
     import tritonclient.http as httpclient
 
@@ -175,7 +184,7 @@ def drive(triton: Any, model: str, clients: int, per_client: int, mix: bool) -> 
                 inp = httpclient.InferInput("x", shape, "FP32")
                 inp.set_data_from_numpy(np.full(shape, x, dtype=np.float32))
                 try:
-                    out = client.infer(model, [inp]).as_numpy("out")
+                    out = client.infer(model, [inp], request_id=f"{tag}-{k}-{i}-{x:g}").as_numpy("out")
                     ok = out is not None and float(out.reshape(-1)[0]) == 2 * x + 1
                 except httpclient.InferenceServerException as exc:
                     ok = False
@@ -335,3 +344,127 @@ def test_served_configs_name_the_models_clients_call() -> None:
     assert entry_models(models) == ["bls_pipeline", ENSEMBLE]
     demo = read_repository(ROOT / "model_repository")
     assert entry_models(demo) == ["fraud_pipeline"]
+
+
+# --- step breakdown from trace files ------------------------------------------------------------
+def file_traces(folder: Path) -> dict[Any, dict[str, Any]]:
+    """Every trace in Triton's complete rotated files, read with plain JSON: id -> model, parent,
+    request id, events (ns)."""
+    out: dict[Any, dict[str, Any]] = {}
+    for path in sorted(folder.glob("trace.json.*")):
+        for entry in json.loads(path.read_text()):
+            t = out.setdefault(entry["id"], {"events": {}})
+            for k in ("model_name", "parent_id", "request_id"):
+                if k in entry:
+                    t[k] = entry[k]
+            for ts in entry.get("timestamps", []):
+                t["events"].setdefault(ts["name"], ts["ns"])
+    return out
+
+
+def cut(traces: dict[Any, dict[str, Any]]) -> dict[Any, list[tuple[str, int, int]]]:
+    """Each ensemble request's steps as (step, queue ns, compute ns): cut at the next step's
+    REQUEST_START, queue up to the step's COMPUTE_START (the test's own reading of the rule)."""
+    out: dict[Any, list[tuple[str, int, int]]] = {}
+    for tid, root in traces.items():
+        if root.get("model_name") != ENSEMBLE:
+            continue
+        steps = sorted(
+            (t["events"]["REQUEST_START"], t["model_name"], t["events"])
+            for t in traces.values()
+            if t.get("parent_id") == tid
+        )
+        starts = [root["events"]["REQUEST_START"]] + [s for s, _m, _e in steps[1:]]
+        ends = [s for s, _m, _e in steps[1:]] + [root["events"]["REQUEST_END"]]
+        out[tid] = [
+            (m, ev.get("COMPUTE_START", b) - a, b - ev.get("COMPUTE_START", b))
+            for (_s, m, ev), a, b in zip(steps, starts, ends, strict=True)
+        ]
+    return out
+
+
+Breakdown = dict[tuple[str, str], tuple[float, dict[str, float]]]
+
+
+def expected_steps(traces: dict[Any, dict[str, Any]]) -> Breakdown:
+    """(step, phase) -> (mean per traced ensemble request, {quantile: nearest rank of the segments})."""
+    chains = cut(traces)
+    values: dict[tuple[str, str], list[int]] = {}
+    for chain in chains.values():
+        for step, queue, compute in chain:
+            values.setdefault((step, "queue"), []).append(queue)
+            values.setdefault((step, "compute"), []).append(compute)
+    return {
+        key: (
+            sum(ns) / len(chains) / 1e9,
+            {q: nearest_rank([v / 1e9 for v in ns], float(q)) for q in catalog.QUANTILES},
+        )
+        for key, ns in values.items()
+    }
+
+
+def served_steps(values: Samples) -> Breakdown:
+    out: Breakdown = {}
+    for ls, v in values.get(catalog.ENSEMBLE_STEP_LATENCY, {}).items():
+        d = dict(ls)
+        if d["model"] == ENSEMBLE:
+            out[(d[catalog.STEP], d[catalog.PHASE])] = (v, {})
+    for ls, v in values.get(catalog.ENSEMBLE_STEP_QUANTILE, {}).items():
+        d = dict(ls)
+        if d["model"] == ENSEMBLE and (d[catalog.STEP], d[catalog.PHASE]) in out:
+            out[(d[catalog.STEP], d[catalog.PHASE])][1][d[catalog.QUANTILE]] = v
+    return out
+
+
+def test_traced_steps_add_up_to_each_request_and_give_exact_quantiles(triton: Any, trace_path: Path) -> None:
+    folder = trace_path.parent
+    sidecar = Sidecar.local(
+        triton.http_url, triton.metrics_url, interval=0.5, quantile_window=3600.0, trace_file=str(trace_path)
+    ).start()
+    try:
+        ok, failed = drive(triton, ENSEMBLE, clients=4, per_client=20, mix=True, tag="steps")
+        assert (ok, failed) == (64, 16)
+        drive(triton, "bls_pipeline", clients=1, per_client=3, mix=False, tag="bls")
+
+        def mine(traces: dict[Any, dict[str, Any]]) -> dict[Any, dict[str, Any]]:
+            return {
+                k: t
+                for k, t in traces.items()
+                if t.get("model_name") == ENSEMBLE and str(t.get("request_id", "")).startswith("steps-")
+            }
+
+        wait_until(lambda: len(mine(file_traces(folder))) == 80, 30, "Triton to write the 80 traces")
+        got: list[Any] = []
+
+        def agree() -> bool:
+            values = parse(requests.get(f"http://127.0.0.1:{sidecar.port}/metrics", timeout=2).text)
+            got[:] = [served_steps(values), expected_steps(file_traces(folder)), roles(values)]
+            return got[0] == got[1] and got[2].get("bls_pipeline") == catalog.ROLE_BLS
+
+        try:
+            wait_until(agree, 30, "the sidecar's step breakdown to be the trace files' exactly, and bls seen")
+        except Exception:
+            assert got[0] == got[1]  # shows the difference
+            raise
+    finally:
+        sidecar.stop()
+
+    traces = file_traces(folder)
+    chains = cut(traces)
+    for tid, root in mine(traces).items():
+        ev = root["events"]
+        chain = chains[tid]
+        # To the nanosecond: the segments cover the request exactly, none negative.
+        assert sum(q + c for _s, q, c in chain) == ev["REQUEST_END"] - ev["REQUEST_START"], tid
+        assert all(q >= 0 and c >= 0 for _s, q, c in chain), chain
+        # A failed request is a chain that stops where it failed.
+        x = root["request_id"].rsplit("-", 1)[1]
+        want = ["pre"] if x == "nan" else ["pre", "core"] if float(x) == OVER else list(STEPS)
+        assert [s for s, _q, _c in chain] == want, (root["request_id"], chain)
+    # The product's own cut gives the same segments for every traced ensemble request.
+    from tritonwatch.exporters.steps import segments
+
+    for tid, chain in chains.items():
+        children = [(t["model_name"], t["events"]) for t in traces.values() if t.get("parent_id") == tid]
+        got_cut = segments(traces[tid]["events"], children)
+        assert [(g.step, g.queue_ns, g.compute_ns) for g in got_cut] == chain, tid

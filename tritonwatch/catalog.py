@@ -146,6 +146,17 @@ MODELS_DROPPED = "tritonwatch_models_dropped_total"  # models over --max-models,
 MODEL_ROLE_INFO = "tritonwatch_model_role_info"
 ENSEMBLE_STEP_INFO = "tritonwatch_ensemble_step_info"
 ENSEMBLE_STEP_LATENCY = "tritonwatch_ensemble_step_latency_seconds"
+ENSEMBLE_STEP_QUANTILE = "tritonwatch_ensemble_step_latency_quantile_seconds"
+STEP_PHASES = ("queue", "compute")  # a step's segment: up to its COMPUTE_START, and from there
+ENSEMBLE_STEP_LATENCY_HELP = (
+    "Mean time per traced request of the ensemble spent in each step over the quantile window, by phase "
+    "(queue: hand-over and waiting in the step's queue; compute: from its COMPUTE_START to the next "
+    "step's REQUEST_START). Steps add up to the ensemble's mean traced request duration."
+)
+ENSEMBLE_STEP_QUANTILE_HELP = (
+    "Latency quantile of each step's segment of traced ensemble requests, by phase (exact nearest rank "
+    "over the quantile window)."
+)
 ROLE_ENSEMBLE = "ensemble"  # platform "ensemble": Triton schedules its steps itself
 ROLE_STEP = "step"  # named in an ensemble's ensemble_scheduling.step[]: its traffic is the ensemble's
 ROLE_BLS = "bls"  # seen in traces calling other models from its own code
