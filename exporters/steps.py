@@ -58,7 +58,7 @@ def segments(
     if start is None or end is None or not chain or len(chain) != len(children):
         return ()
     bounds = [start] + [s for s, _m, _e in chain[1:]] + [end]
-    if any(b > a for a, b in zip(bounds[1:], bounds, strict=False)):
+    if chain[0][0] < start or any(b > a for a, b in zip(bounds[1:], bounds, strict=False)):
         return ()  # not in order within the request: not a chain we can cut
     out = []
     for (_s, model, ev), a, b in zip(chain, bounds, bounds[1:], strict=False):
