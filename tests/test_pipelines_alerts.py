@@ -126,3 +126,46 @@ def test_the_cases_fail_when_the_role_is_not_heeded(tmp_path: Path) -> None:
     assert proc.returncode != 0
     out = proc.stdout + proc.stderr
     assert catalog.BATCH_EFFICIENCY_LOW_ALERT in out and catalog.QUEUE_TIME_HIGH_ALERT in out, out
+
+
+@pytest.mark.parametrize("ensemble", [True, False], ids=["ensemble", "plain-model-twin"])
+def test_the_availability_sli_counts_each_failed_ensemble_request_once(
+    tmp_path: Path, ensemble: bool
+) -> None:
+    """900 successes and 100 failed requests a minute, which Triton 2.51 counts as 200 failures of
+    the ensemble: the SLI is 10 % for the ensemble, 200/1100 read as a plain model."""
+    s = spec(tmp_path)
+    c = promtests.Case("availability")
+    c.add(catalog.TRITON_SUCCESS, promtests.triton_labels(s, MODEL), promtests.counter(900, 60))
+    labels = promtests.triton_labels(s, MODEL, reason="OTHER")
+    c.add(catalog.TRITON_FAILURE, labels, promtests.counter(2 * 100, 60))
+    role(c, s, ensemble)
+    out = tmp_path / "rules"
+    assert main(["rules", "--slo", str(tmp_path / "slo.yaml"), "--out", str(out)]) == 0
+    want = 100 / 1000 if ensemble else 200 / 1100
+    record = f'{catalog.slo_sli_error_record("30m")}{{slo="{MODEL}-availability"}}'
+    test = {
+        "rule_files": [str(out / f) for f in promtests.SLO_RULES],
+        "evaluation_interval": promtests.INTERVAL,
+        "tests": [
+            {
+                "interval": promtests.INTERVAL,
+                "input_series": [{"series": k, "values": v} for k, v in c.series],
+                "promql_expr_test": [
+                    {
+                        "expr": f"abs({record} - {want!r}) < bool 1e-12",
+                        "eval_time": "40m",
+                        "exp_samples": [
+                            {"labels": f'{{model="{MODEL}", slo="{MODEL}-availability"}}', "value": 1}
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "sli.test.yml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False, width=1 << 16))
+    proc = subprocess.run(
+        [need_binary("promtool"), "test", "rules", str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -457,9 +457,9 @@ def promql(sig: Signal, window: str = "5m", grouping: Sequence[str] = (), select
     return ensemble_aware(plain, None if variant is None else _formula(variant, window, grouping, selector))
 
 
-def ensemble_aware(plain: str, ensemble: str | None) -> str:
-    """``plain`` per model and version, but ``ensemble`` (None: nothing) for the ensembles."""
-    ensembles = f'on ({", ".join(MODEL_KEY)}) {MODEL_ROLE_INFO}{{{ROLE}="{ROLE_ENSEMBLE}"}}'
+def ensemble_aware(plain: str, ensemble: str | None, on: Sequence[str] = MODEL_KEY) -> str:
+    """``plain`` per model and version (``on``), but ``ensemble`` (None: nothing) for the ensembles."""
+    ensembles = f'on ({", ".join(on)}) {MODEL_ROLE_INFO}{{{ROLE}="{ROLE_ENSEMBLE}"}}'
     expr = f"({plain} unless {ensembles})"
     return expr if ensemble is None else f"{expr} or ({ensemble} and {ensembles})"
 
