@@ -21,6 +21,7 @@ import pytest
 import requests
 from conftest import ROOT, need_binary, need_pytriton
 from support.agreement import STEP, WINDOW, Replica, promtool_agree, sidecar_values
+from support.clocked import Clocked
 from support.sleeper import nearest_rank
 
 from tritonwatch import catalog
@@ -51,13 +52,8 @@ def triton(trace_path: Path) -> Iterator[Any]:
     need_pytriton()
     from tritonwatch.local.triton import LocalTriton
 
-    server = LocalTriton([PIPELINE_MODELS], trace_file=trace_path, trace_rate=1, trace_log_frequency=1)
-    try:
-        server.start()
-        server.wait_ready(120)
+    with LocalTriton([PIPELINE_MODELS], trace_file=trace_path, trace_rate=1, trace_log_frequency=1) as server:
         yield server
-    finally:
-        server.close()
 
 
 def stats(base: str) -> dict[str, dict[str, Any]]:
@@ -105,49 +101,15 @@ def quiet(triton: Any) -> tuple[dict[str, dict[str, Any]], Samples]:
     return got[0], got[1]
 
 
-class Clocked:
-    """A sidecar on the module's Triton whose clock the test sets."""
-
-    def __init__(self, triton: Any) -> None:
-        self.now = 0.0
-        self.sidecar = Sidecar.local(triton.http_url, triton.metrics_url, interval=0.5, window=3600.0)
-        self.sidecar.metrics.clock = lambda: self.now
-        self.sidecar.start()
-
-    def values(self) -> Samples:
-        resp = requests.get(f"http://127.0.0.1:{self.sidecar.port}/metrics", timeout=2)
-        resp.raise_for_status()
-        return parse(resp.text)
-
-    def seen(self, state: Samples) -> Samples:
-        """Wait until the sidecar's served values come from a scrape of the state ``state`` shows."""
-        m = self.sidecar.metrics
-        want = per_model(state, catalog.TRITON_SUCCESS)
-
-        def scraped() -> bool:
-            with m.lock:
-                return m.fresh and per_model(m.samples, catalog.TRITON_SUCCESS) == want
-
-        wait_until(scraped, 15, "the sidecar to scrape Triton at rest", interval=0.05)
-        generation = m.window.generation
-        collector = self.sidecar.collector
-        api = self.sidecar.api
-        wait_until(
-            lambda: (
-                (collector.prepared_generation or 0) > generation
-                and api is not None
-                and bool(api.state.ensembles)
-            ),
-            15,
-            "derived values from a later scrape, and the model configs read",
-            interval=0.05,
-        )
-        return self.values()
+def model_successes(samples: Samples) -> dict[str, float]:
+    return per_model(samples, catalog.TRITON_SUCCESS)
 
 
 @pytest.fixture
 def clocked(triton: Any) -> Iterator[Clocked]:
-    c = Clocked(triton)
+    # Derived values only once the model configs are read: an ensemble's formulas need them.
+    c = Clocked(triton, model_successes, ready=lambda sc: sc.api is not None and bool(sc.api.state.ensembles))
+    c.sidecar.start()
     try:
         yield c
     finally:
@@ -223,12 +185,12 @@ def roles(values: Samples) -> dict[str, str]:
 
 def test_an_ensemble_counts_each_client_request_once(triton: Any, clocked: Clocked) -> None:
     before, m_before = quiet(triton)
-    clocked.seen(m_before)
+    clocked.seen(model_successes(m_before))
     ok, failed = drive(triton, ENSEMBLE, clients=4, per_client=30, mix=True)
     assert (ok, failed) == (96, 24)  # 4 x 3 NaN inputs, 4 x 3 over-range ones
     clocked.now = SPAN
     after, m_after = quiet(triton)
-    values = clocked.seen(m_after)
+    values = clocked.seen(model_successes(m_after))
 
     # Topology from the configs.
     assert roles(values) == {
