@@ -17,6 +17,9 @@ stops early, its last segment running to the end of the request.
         values add up to the ensemble's mean traced request duration
     tritonwatch_ensemble_step_latency_quantile_seconds{model,version,step,phase,quantile}
         exact nearest rank of the step's segments (over requests that reached the step)
+    tritonwatch_ensemble_step_seconds_total{model,version,step,phase}, tritonwatch_ensemble_traced_requests_total
+        the same cumulative since the sidecar started: their rates, summed across replicas and
+        divided, are the mean per traced request for a fleet (``catalog.ensemble_step_promql``)
 
 and tells the collector which models called others from their own code (role ``bls``).
 """
@@ -84,6 +87,8 @@ class StepPart:
         self._sums: dict[int, dict[StepKey, int]] = {}
         self._requests: dict[int, dict[tuple[str, str], int]] = {}
         self._bls: dict[str, float] = {}  # model seen calling others -> last seen (time)
+        self._total_ns: dict[StepKey, int] = {}  # cumulative, never expire
+        self._total_requests: dict[tuple[str, str], int] = {}
         self.window = window
 
     def record(self, timings: Iterable[RequestTiming], now: float | None = None) -> None:
@@ -98,11 +103,14 @@ class StepPart:
                     self._bls[t.model] = now
                 if not t.steps:
                     continue
-                counts[(t.model, t.version)] = counts.get((t.model, t.version), 0) + 1
+                ensemble = (t.model, t.version)
+                counts[ensemble] = counts.get(ensemble, 0) + 1
+                self._total_requests[ensemble] = self._total_requests.get(ensemble, 0) + 1
                 for seg in t.steps:
                     for phase, ns in (("queue", seg.queue_ns), ("compute", seg.compute_ns)):
                         key = (t.model, t.version, seg.step, phase)
                         sums[key] = sums.get(key, 0) + ns
+                        self._total_ns[key] = self._total_ns.get(key, 0) + ns
                         self.store.add(key, ns / 1e9, now)
             oldest = idx - self.store.slices
             for old in [i for i in self._sums if i < oldest]:
@@ -126,6 +134,8 @@ class StepPart:
                         sums[k] = sums.get(k, 0) + ns
                     for e, n in self._requests[idx].items():
                         requests[e] = requests.get(e, 0) + n
+            totals = sorted(self._total_ns.items())
+            traced = sorted(self._total_requests.items())
         labels = [*catalog.MODEL_KEY, catalog.STEP, catalog.PHASE]
         mean = TextFamily(catalog.ENSEMBLE_STEP_LATENCY, catalog.ENSEMBLE_STEP_LATENCY_HELP, labels)
         quant = TextFamily(
@@ -139,5 +149,20 @@ class StepPart:
             if q is not None:
                 for label, value in q.values.items():
                     quant.add_metric([*key, label], value)
-        yield mean
-        yield quant
+        seconds = TextFamily(
+            catalog.ENSEMBLE_STEP_SECONDS.removesuffix("_total"),
+            "Time traced requests of the ensemble spent in each step, by phase (cumulative).",
+            labels,
+            "counter",
+        )
+        for key, ns in totals:
+            seconds.add_metric(list(key), ns / 1e9)
+        requests_total = TextFamily(
+            catalog.ENSEMBLE_TRACED_REQUESTS.removesuffix("_total"),
+            "Traced requests of the ensemble whose steps were cut (cumulative).",
+            list(catalog.MODEL_KEY),
+            "counter",
+        )
+        for ensemble, n in traced:
+            requests_total.add_metric(list(ensemble), float(n))
+        yield from (mean, quant, seconds, requests_total)

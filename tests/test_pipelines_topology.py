@@ -138,7 +138,7 @@ def test_step_means_are_per_traced_request_and_quantiles_nearest_rank() -> None:
     part.record([RequestTiming("pipeline", "1", "t1", "", {"request": 0.016}, steps=full)])
     part.record([RequestTiming("pipeline", "1", "t2", "", {"request": 0.003}, steps=stopped)])
     part.record([RequestTiming("bls", "1", "t3", "", {"request": 0.01}, calls=("pre",))])
-    mean, quant = part.collect()
+    mean, quant, seconds, traced = part.collect()
     got = {(s.labels["step"], s.labels["phase"]): s.value for s in mean.samples}
     # Per traced request of the ensemble (2): core counts 0 for the request that never reached it.
     assert got == {
@@ -155,6 +155,12 @@ def test_step_means_are_per_traced_request_and_quantiles_nearest_rank() -> None:
     }
     assert q[("pre", "queue", "0.5")] == 0.001 and q[("pre", "queue", "0.99")] == 0.002
     assert part.bls_models() == frozenset({"bls"})
+    # The aggregatable pair: cumulative step time and traced requests, whose ratio is the mean.
+    totals = {(s.labels["step"], s.labels["phase"]): s.value for s in seconds.samples}
+    assert {k: v / 2 for k, v in totals.items()} == got
+    assert [(s.name, s.labels, s.value) for s in traced.samples] == [
+        (catalog.ENSEMBLE_TRACED_REQUESTS, {"model": "pipeline", "version": "1"}, 2.0)
+    ]
 
 
 # --- the local Triton's repositories ----------------------------------------------------------------

@@ -147,6 +147,9 @@ MODEL_ROLE_INFO = "tritonwatch_model_role_info"
 ENSEMBLE_STEP_INFO = "tritonwatch_ensemble_step_info"
 ENSEMBLE_STEP_LATENCY = "tritonwatch_ensemble_step_latency_seconds"
 ENSEMBLE_STEP_QUANTILE = "tritonwatch_ensemble_step_latency_quantile_seconds"
+# Aggregatable beside the mean: cumulative step time and traced requests (mean = ratio of their rates).
+ENSEMBLE_STEP_SECONDS = "tritonwatch_ensemble_step_seconds_total"
+ENSEMBLE_TRACED_REQUESTS = "tritonwatch_ensemble_traced_requests_total"
 STEP_PHASES = ("queue", "compute")  # a step's segment: up to its COMPUTE_START, and from there
 ENSEMBLE_STEP_LATENCY_HELP = (
     "Mean time per traced request of the ensemble spent in each step over the quantile window, by phase "
@@ -420,6 +423,16 @@ ENSEMBLE_SIGNALS: tuple[Signal, ...] = tuple(v for v in ENSEMBLE_VARIANTS.values
 def ensemble_variant(sig: Signal) -> Signal | None:
     """The signal as computed for an ensemble: ``sig`` itself, its variant, or None (undefined)."""
     return ENSEMBLE_VARIANTS.get((sig.name, sig.labels), sig)
+
+
+def ensemble_step_promql(window: str = "5m", selector: str = "") -> str:
+    """Mean time per traced request of each ensemble in each step and phase, across replicas: summed
+    step time over summed traced requests (never an average of the sidecars' means)."""
+    by = by_clause()
+    sel = f"{{{selector}}}" if selector else ""
+    steps = f"sum by ({by}, {STEP}, {PHASE}) (rate({ENSEMBLE_STEP_SECONDS}{sel}[{window}]))"
+    traced = f"sum by ({by}) (rate({ENSEMBLE_TRACED_REQUESTS}{sel}[{window}]))"
+    return f"{steps} / on ({by}) group_left () ({traced} > 0)"
 
 
 # --- PromQL rendering ---------------------------------------------------------------------------
