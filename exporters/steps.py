@@ -107,7 +107,7 @@ class StepPart:
                 counts[ensemble] = counts.get(ensemble, 0) + 1
                 self._total_requests[ensemble] = self._total_requests.get(ensemble, 0) + 1
                 for seg in t.steps:
-                    for phase, ns in (("queue", seg.queue_ns), ("compute", seg.compute_ns)):
+                    for phase, ns in zip(catalog.STEP_PHASES, (seg.queue_ns, seg.compute_ns), strict=True):
                         key = (t.model, t.version, seg.step, phase)
                         sums[key] = sums.get(key, 0) + ns
                         self._total_ns[key] = self._total_ns.get(key, 0) + ns

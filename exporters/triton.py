@@ -140,7 +140,8 @@ class TritonApi(Source):
     * repository index (``POST /v2/repository/index``) every ``index_interval``: readiness;
     * statistics (``GET /v2/models/stats``) every ``stats_interval``: the batch-size distribution;
     * each READY model's config (``GET /v2/models/<m>/config``) every ``config_interval``: its
-      ``max_batch_size`` and, for an ensemble, its steps. A failed read is retried after ``interval`` x 2^(failures-1), at most
+      ``max_batch_size`` and, for an ensemble, its steps (a malformed ``ensemble_scheduling`` is a
+      ``bad_json`` config). A failed read is retried after ``interval`` x 2^(failures-1), at most
       ``config_interval``, not at every tick; the last good value is kept meanwhile.
 
     A failure is counted in ``tritonwatch_scrape_errors_total{target="triton_api"}`` with the

@@ -164,7 +164,6 @@ ROLE_ENSEMBLE = "ensemble"  # platform "ensemble": Triton schedules its steps it
 ROLE_STEP = "step"  # named in an ensemble's ensemble_scheduling.step[]: its traffic is the ensemble's
 ROLE_BLS = "bls"  # seen in traces calling other models from its own code
 ROLE_MODEL = "model"  # none of the above
-ROLES = (ROLE_ENSEMBLE, ROLE_STEP, ROLE_BLS, ROLE_MODEL)
 MODEL_ROLE_INFO_HELP = (
     "1 per model version with its role: ensemble (platform ensemble), step (named in an ensemble's "
     "steps), bls (seen in traces calling other models) or model."
@@ -346,7 +345,6 @@ SIGNALS: tuple[Signal, ...] = (
         ),
     ),
 )
-
 
 # Batch efficiency needs the model config (max_batch_size), not only /metrics: defined apart.
 BATCH_EFFICIENCY_RECORD = "model:tritonwatch_batch_efficiency_ratio:mean5m"
