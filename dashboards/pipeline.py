@@ -5,7 +5,8 @@ Emits one dashboard (uid from the name ``pipeline``) with variables datasource, 
 ``tritonwatch_ensemble_step_info``): the steps in order; the ensemble's request rate, error ratio and
 queue share (its ensemble formulas, docs/pipelines.md); the time each traced request spends in each
 step, stacked by step and split into queue and compute (``--trace-file``), summed across replicas
-and divided; and each step's own error ratio and queue share, to see where failures and waiting happen.
+and divided; where traced requests end (the step a failed chain stopped at); and each step's own
+error ratio and queue share, to see where failures and waiting happen.
 """
 
 from __future__ import annotations
@@ -67,6 +68,14 @@ def build() -> core.Dashboard:
             [Q(catalog.ensemble_step_promql(q.RATE, ENSEMBLE), "{{step}} {{phase}}")],
             lay.place(12, 8),
             stack=True,
+        ),
+        p.timeseries(
+            "Where traced requests end",
+            "Traced requests per second by the last step their chain reached: a chain that ends before "
+            "the ensemble's last step failed there (a trace carries no status).",
+            "reqps",
+            [Q(q.counter_rate(catalog.ENSEMBLE_CHAIN_ENDS, (catalog.STEP,), ENSEMBLE), "{{model}} {{step}}")],
+            lay.place(12, 8),
         ),
         p.timeseries(
             "Queue share: the ensemble and its steps",

@@ -20,6 +20,9 @@ stops early, its last segment running to the end of the request.
     tritonwatch_ensemble_step_seconds_total{model,version,step,phase}, tritonwatch_ensemble_traced_requests_total
         the same cumulative since the sidecar started: their rates, summed across replicas and
         divided, are the mean per traced request for a fleet (``catalog.ensemble_step_promql``)
+    tritonwatch_ensemble_chain_ends_total{model,version,step}
+        traced requests by the last step their chain reached: where it is not the ensemble's last
+        step, the request failed there
 
 and tells the collector which models called others from their own code (role ``bls``).
 """
@@ -89,6 +92,7 @@ class StepPart:
         self._bls: dict[str, float] = {}  # model seen calling others -> last seen (time)
         self._total_ns: dict[StepKey, int] = {}  # cumulative, never expire
         self._total_requests: dict[tuple[str, str], int] = {}
+        self._ends: dict[tuple[str, str, str], int] = {}  # (ensemble, version, last step) -> requests
         self.window = window
 
     def record(self, timings: Iterable[RequestTiming], now: float | None = None) -> None:
@@ -106,6 +110,8 @@ class StepPart:
                 ensemble = (t.model, t.version)
                 counts[ensemble] = counts.get(ensemble, 0) + 1
                 self._total_requests[ensemble] = self._total_requests.get(ensemble, 0) + 1
+                end = (*ensemble, t.steps[-1].step)
+                self._ends[end] = self._ends.get(end, 0) + 1
                 for seg in t.steps:
                     for phase, ns in zip(catalog.STEP_PHASES, (seg.queue_ns, seg.compute_ns), strict=True):
                         key = (t.model, t.version, seg.step, phase)
@@ -136,6 +142,7 @@ class StepPart:
                         requests[e] = requests.get(e, 0) + n
             totals = sorted(self._total_ns.items())
             traced = sorted(self._total_requests.items())
+            ends = sorted(self._ends.items())
         labels = [*catalog.MODEL_KEY, catalog.STEP, catalog.PHASE]
         mean = TextFamily(catalog.ENSEMBLE_STEP_LATENCY, catalog.ENSEMBLE_STEP_LATENCY_HELP, labels)
         quant = TextFamily(
@@ -165,4 +172,13 @@ class StepPart:
         )
         for ensemble, n in traced:
             requests_total.add_metric(list(ensemble), float(n))
-        yield from (mean, quant, seconds, requests_total)
+        chain_ends = TextFamily(
+            catalog.ENSEMBLE_CHAIN_ENDS.removesuffix("_total"),
+            "Traced requests of the ensemble by the last step their chain reached (cumulative); a chain "
+            "that ends before the ensemble's last step failed there.",
+            [*catalog.MODEL_KEY, catalog.STEP],
+            "counter",
+        )
+        for end, n in ends:
+            chain_ends.add_metric(list(end), float(n))
+        yield from (mean, quant, seconds, requests_total, chain_ends)

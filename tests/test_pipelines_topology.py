@@ -138,7 +138,7 @@ def test_step_means_are_per_traced_request_and_quantiles_nearest_rank() -> None:
     part.record([RequestTiming("pipeline", "1", "t1", "", {"request": 0.016}, steps=full)])
     part.record([RequestTiming("pipeline", "1", "t2", "", {"request": 0.003}, steps=stopped)])
     part.record([RequestTiming("bls", "1", "t3", "", {"request": 0.01}, calls=("pre",))])
-    mean, quant, seconds, traced = part.collect()
+    mean, quant, seconds, traced, ends = part.collect()
     got = {(s.labels["step"], s.labels["phase"]): s.value for s in mean.samples}
     # Per traced request of the ensemble (2): core counts 0 for the request that never reached it.
     assert got == {
@@ -161,6 +161,8 @@ def test_step_means_are_per_traced_request_and_quantiles_nearest_rank() -> None:
     assert [(s.name, s.labels, s.value) for s in traced.samples] == [
         (catalog.ENSEMBLE_TRACED_REQUESTS, {"model": "pipeline", "version": "1"}, 2.0)
     ]
+    # Where each chain ended: one went through core, one stopped at pre (it failed there).
+    assert {s.labels["step"]: s.value for s in ends.samples} == {"core": 1.0, "pre": 1.0}
 
 
 # --- the local Triton's repositories ----------------------------------------------------------------

@@ -378,6 +378,12 @@ def served_steps(values: Samples) -> Breakdown:
     return out
 
 
+def per_step(values: Samples, name: str) -> dict[str, float]:
+    return {
+        dict(ls)[catalog.STEP]: v for ls, v in values.get(name, {}).items() if dict(ls)["model"] == ENSEMBLE
+    }
+
+
 def test_traced_steps_add_up_to_each_request_and_give_exact_quantiles(triton: Any, trace_path: Path) -> None:
     folder = trace_path.parent
     sidecar = Sidecar.local(
@@ -400,7 +406,15 @@ def test_traced_steps_add_up_to_each_request_and_give_exact_quantiles(triton: An
 
         def agree() -> bool:
             values = parse(requests.get(f"http://127.0.0.1:{sidecar.port}/metrics", timeout=2).text)
-            got[:] = [served_steps(values), expected_steps(file_traces(folder)), roles(values)]
+            traces = file_traces(folder)
+            ends: dict[str, float] = {}
+            for chain in cut(traces).values():
+                ends[chain[-1][0]] = ends.get(chain[-1][0], 0.0) + 1
+            got[:] = [
+                (served_steps(values), per_step(values, catalog.ENSEMBLE_CHAIN_ENDS)),
+                (expected_steps(traces), ends),
+                roles(values),
+            ]
             return got[0] == got[1] and got[2].get("bls_pipeline") == catalog.ROLE_BLS
 
         try:

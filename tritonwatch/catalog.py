@@ -150,6 +150,8 @@ ENSEMBLE_STEP_QUANTILE = "tritonwatch_ensemble_step_latency_quantile_seconds"
 # Aggregatable beside the mean: cumulative step time and traced requests (mean = ratio of their rates).
 ENSEMBLE_STEP_SECONDS = "tritonwatch_ensemble_step_seconds_total"
 ENSEMBLE_TRACED_REQUESTS = "tritonwatch_ensemble_traced_requests_total"
+# Traced requests by the step their chain ended at: a chain that ends before the last step failed there.
+ENSEMBLE_CHAIN_ENDS = "tritonwatch_ensemble_chain_ends_total"
 STEP_PHASES = ("queue", "compute")  # a step's segment: up to its COMPUTE_START, and from there
 ENSEMBLE_STEP_LATENCY_HELP = (
     "Mean time per traced request of the ensemble spent in each step over the quantile window, by phase "
