@@ -147,7 +147,11 @@ def _select(metric: str, *matchers: str) -> str:
 
 
 def _sum_rate(terms: Sequence[catalog.Term], window: str, by: str, selector: str) -> str:
-    parts = [f"sum by ({by}) (rate({_select(t.matcher(), selector)}[{window}]))" for t in terms]
+    parts = [
+        f"sum by ({by}) (rate({_select(t.matcher(), selector)}[{window}]))"
+        + (f" * {t.scale:g}" if t.scale != 1 else "")
+        for t in terms
+    ]
     return parts[0] if len(parts) == 1 else "(" + " + ".join(parts) + ")"
 
 
@@ -219,12 +223,19 @@ def llm_rules(spec: SLOFile) -> list[Rule]:
 
 # --- step 2: SLI error ratios per window --------------------------------------------------------
 def availability_error_ratio(spec: SLOFile, model: str, window: str) -> str:
-    """Failed requests (reason not CANCELED) over all requests, from Triton's raw counters only."""
-    sig = catalog.signal(catalog.ERROR_RATIO)
+    """Failed requests (reason not CANCELED) over all requests, from Triton's raw counters; for an
+    ensemble (the sidecar's role series says so) each failed request once (docs/pipelines.md)."""
     by = _by(spec, catalog.MODEL)
-    num = _sum_rate(sig.numerator, window, by, _model(model))
-    den = _sum_rate(sig.denominator, window, by, _model(model))
-    return f"{num}\n/\n{den}"
+
+    def ratio(sig: catalog.Signal) -> str:
+        num = _sum_rate(sig.numerator, window, by, _model(model))
+        den = _sum_rate(sig.denominator, window, by, _model(model))
+        return f"{num}\n/\n{den}"
+
+    plain = catalog.signal(catalog.ERROR_RATIO)
+    ensemble = catalog.ensemble_variant(plain)
+    assert ensemble is not None
+    return catalog.ensemble_aware(ratio(plain), ratio(ensemble), on=(catalog.MODEL,))
 
 
 def latency_histogram(kind: str) -> tuple[str, tuple[str, ...]]:

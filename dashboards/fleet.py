@@ -53,9 +53,10 @@ def build() -> core.Dashboard:
         ),
         p.stat(
             "Requests / s (all models)",
-            "Successful inference requests per second over all selected models and replicas.",
+            "Successful inference requests per second over all selected models and replicas, each client "
+            "request once: ensemble steps are left out (their requests are their ensemble's).",
             "reqps",
-            [Q(f"sum({_sig(catalog.REQUEST_RATE)})")],
+            [Q(f"sum({catalog.entries_only(_sig(catalog.REQUEST_RATE))})")],
             lay.place(4, 4),
         ),
         p.stat(

@@ -26,9 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def builders() -> dict[str, Callable[[], Any]]:
     """File name -> function building the grafanalib dashboard."""
-    from tritonwatch.dashboards import fleet, gpu, llm, model, slo
+    from tritonwatch.dashboards import fleet, gpu, llm, model, pipeline, slo
 
-    return {f"tritonwatch-{m.NAME}.json": m.build for m in (fleet, model, gpu, slo, llm)}
+    return {f"tritonwatch-{m.NAME}.json": m.build for m in (fleet, model, gpu, slo, llm, pipeline)}
 
 
 def render_all() -> dict[str, bytes]:

@@ -37,7 +37,20 @@ def sidecar_formula(sig: catalog.Signal) -> str:
     den = _sum(sig.denominator)
     if sig.subtract:
         den = f"({den} − {_sum(sig.subtract)})"
-    return f"{_sum(sig.numerator)} / {den}"
+    num = _sum(sig.numerator)
+    if sig.minus:
+        num = f"({num} − {_sum(sig.minus)})"
+    return f"{num} / {den}"
+
+
+def for_ensembles(sig: catalog.Signal) -> list[str]:
+    """The line saying how the signal differs for an ensemble (docs/pipelines.md), if it does."""
+    variant = catalog.ensemble_variant(sig)
+    if variant is sig:
+        return []
+    if variant is None:
+        return ["- for an ensemble: none (it executes nothing itself)"]
+    return [f"- for an ensemble: {sidecar_formula(variant)}"]
 
 
 def alerts_on(signal: str) -> list[catalog.Alert]:
@@ -115,6 +128,8 @@ def render() -> str:
         suffix = "".join(f' {{{k}="{v}"}}' for k, v in sig.labels)
         lines += [f"### `{sig.name}`{suffix}", "", sig.help, ""]
         lines += life(sig.name, sig.view, _inputs(sig), sidecar_formula(sig), sig.record, boards)
+        if extra := for_ensembles(sig):
+            lines[-1:] = [*extra, ""]
         lines += ["```promql", catalog.promql(sig), "```", ""]
     batch = catalog.signal(catalog.BATCH_SIZE_MEAN)
     lines += [f"### `{catalog.BATCH_EFFICIENCY}`", "", catalog.BATCH_EFFICIENCY_HELP, ""]

@@ -13,6 +13,11 @@ It never calls Triton on Prometheus's request path. Emits (labels ``model``, ``v
     tritonwatch_model_request_rate, _error_ratio, _latency_seconds{phase}, _queue_time_ratio,
     tritonwatch_model_batch_size, _batch_efficiency_ratio, _cache_hit_ratio, _pending_requests
     tritonwatch_model_batch_executions_total{batch_size}, _batch_compute_seconds_total{batch_size}
+    tritonwatch_model_role_info{role}           1: ensemble, step, bls or model (READY models)
+    tritonwatch_ensemble_step_info{step,position}  1 per step of an ensemble (READY ensembles)
+
+An ensemble's error ratio and queue share take their ensemble formulas and it has no batch size
+(``catalog.ENSEMBLE_VARIANTS``).
 
 A value that is undefined over the window (no traffic, no cache) is absent, never 0 or NaN; when the
 ``triton`` target is down, the derived families are absent rather than stale.
@@ -70,6 +75,33 @@ def health_families(healths: Sequence[Health]) -> Iterator[Metric]:
     yield up
     yield dur
     yield errors
+
+
+def pipeline_families(st: ApiState, bls: frozenset[str] = frozenset()) -> Iterator[Metric]:
+    """``tritonwatch_model_role_info`` and ``tritonwatch_ensemble_step_info`` from the READY models'
+    configs (and the BLS callers the traces saw)."""
+    labels = list(catalog.MODEL_KEY)
+    roles = TextFamily(catalog.MODEL_ROLE_INFO, catalog.MODEL_ROLE_INFO_HELP, labels + [catalog.ROLE])
+    steps = TextFamily(
+        catalog.ENSEMBLE_STEP_INFO, catalog.ENSEMBLE_STEP_INFO_HELP, labels + [catalog.STEP, catalog.POSITION]
+    )
+    named = {step for chain in st.ensembles.values() for step in chain}
+    for (model, version), ok in sorted(st.ready.items()):
+        if not ok or model not in st.max_batch_size:
+            continue  # no config read (yet): its role is not known
+        if model in st.ensembles:
+            role = catalog.ROLE_ENSEMBLE
+            for position, step in enumerate(st.ensembles[model], start=1):
+                steps.add_metric([model, version, step, str(position)], 1.0)
+        elif model in named:
+            role = catalog.ROLE_STEP
+        elif model in bls:
+            role = catalog.ROLE_BLS
+        else:
+            role = catalog.ROLE_MODEL
+        roles.add_metric([model, version, role], 1.0)
+    yield roles
+    yield steps
 
 
 class SidecarCollector(Collector):
@@ -153,6 +185,16 @@ class SidecarCollector(Collector):
                 execs.add_metric([model, version, str(size)], stat.executions)
                 compute.add_metric([model, version, str(size)], stat.compute_seconds)
         yield from (ready, mbs, blind, execs, compute)
+        yield from pipeline_families(st, self.bls_models())
+
+    def bls_models(self) -> frozenset[str]:
+        """Models the trace part saw calling other models from their own code."""
+        found: frozenset[str] = frozenset()
+        for part in self.parts:
+            seen = getattr(part, "bls_models", None)
+            if callable(seen):
+                found |= seen()
+        return found
 
     def prepare(self) -> bool:
         """Build the derived families of the latest Triton scrape if not yet built; True if it did.
@@ -204,9 +246,22 @@ class SidecarCollector(Collector):
         yield eff[1]
 
     def _read(self, window: CounterWindow) -> _Columns:
-        """Every signal's value for every model (in model order), read under the scrape's lock."""
+        """Every signal's value for every model (in model order), read under the scrape's lock; an
+        ensemble's by its ensemble formula, or None where the signal is undefined for one."""
         models = sorted(window.models)
-        return models, [(sig, window.evaluate_many(sig, models)) for sig in window.signals]
+        ensembles = self.api.state.ensembles if self.api else {}
+        at = [i for i, (m, _v) in enumerate(models) if m in ensembles]
+        columns = []
+        for sig in window.signals:
+            column = window.evaluate_many(sig, models)
+            variant = catalog.ensemble_variant(sig) if at else sig
+            if variant is not sig:
+                keys = [models[i] for i in at]
+                values = window.evaluate_many(variant, keys) if variant else [None] * len(keys)
+                for i, v in zip(at, values, strict=True):
+                    column[i] = v
+            columns.append((sig, column))
+        return models, columns
 
     def _families(self, columns: _Columns) -> tuple[list[Metric], dict[tuple[str, str], float]]:
         models, values_of = columns

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from prometheus_client.utils import floatToGoString
 
-Key = tuple[str, str, str]  # model, version, phase
+Key = tuple[str, ...]  # model, version, phase (an ensemble's steps: model, version, step, phase)
 
 
 class _Slice:

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tritonwatch.exporters.steps import StepSegment, segments
 from tritonwatch.otlp import RESPONSE_EVENT, Span
 
 MODEL_NAME_ATTR = "triton.model_name"
@@ -58,6 +59,9 @@ class RequestTiming:
     # Seconds from REQUEST_START to each INFER_RESPONSE_COMPLETE, in order: one per response of a
     # decoupled (streaming) model, read by the LLM part (exporters/llm.py). Trace files only.
     responses: tuple[float, ...] = ()
+    # An ensemble request's steps (exporters/steps.py); the models a BLS request called. Trace files only.
+    steps: tuple[StepSegment, ...] = ()
+    calls: tuple[str, ...] = ()
 
 
 @dataclass
@@ -207,6 +211,8 @@ def trace_file_timings(entries: Any) -> list[RequestTiming]:
         if not isinstance(tid, int | str):
             raise TraceFileError("a trace id is not a number")
         t = by_id.setdefault(tid, {"events": {}, "responses": []})
+        if "parent_id" in entry:
+            t["parent"] = entry["parent_id"]
         if "model_name" in entry:
             t["model"] = str(entry["model_name"])
             t["version"] = str(entry.get("model_version", ""))
@@ -217,13 +223,30 @@ def trace_file_timings(entries: Any) -> list[RequestTiming]:
             t["events"].setdefault(str(ts.get("name")), ts["ns"])
             if ts.get("name") == RESPONSE_EVENT:
                 t["responses"].append(ts["ns"])
+    children: dict[Any, list[tuple[str, dict[str, int]]]] = {}
+    for t in by_id.values():
+        if "model" in t and t.get("parent") in by_id:
+            children.setdefault(t["parent"], []).append((t["model"], t["events"]))
     out = []
     for tid, t in by_id.items():
         if "model" not in t:
             continue
         phases = phase_durations(t["events"])
         if phases:
+            calls = children.get(tid, [])
+            # An ensemble runs nothing itself (no COMPUTE_START): its children are its steps. A model
+            # that computes and has children called them from its own code (BLS).
+            ensemble = bool(calls) and "COMPUTE_START" not in t["events"]
             out.append(
-                RequestTiming(t["model"], t["version"], str(tid), t["request_id"], phases, _responses(t))
+                RequestTiming(
+                    t["model"],
+                    t["version"],
+                    str(tid),
+                    t["request_id"],
+                    phases,
+                    _responses(t),
+                    segments(t["events"], calls) if ensemble else (),
+                    tuple(sorted({m for m, _e in calls})) if calls and not ensemble else (),
+                )
             )
     return out

@@ -54,6 +54,7 @@ from tritonwatch.exporters.http import Fetcher, ScrapeError
 from tritonwatch.exporters.latency import Histograms, SampleStore, quantiles_of
 from tritonwatch.exporters.source import Source, Updates
 from tritonwatch.exporters.spans import RequestTiming, SpanJoiner, TraceFileError, trace_file_timings
+from tritonwatch.exporters.steps import StepPart
 from tritonwatch.exporters.summaries import Row, SummaryReader, SummaryRows
 from tritonwatch.otlp import CONTENT_TYPES, JSON, PROTOBUF, OtlpError, Span, decode_body
 
@@ -198,7 +199,7 @@ class LatencyPart:
             "Traced requests behind the source=trace latency quantiles (in the quantile window).",
             key_labels,
         )
-        traced: set[tuple[str, str, str]] = set()
+        traced: set[tuple[str, ...]] = set()
         for key, q in found.items():
             if q is None:
                 continue
@@ -738,6 +739,10 @@ def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[Part, Source |
     if cfg.trace_file:
         reader = TraceFileReader(cfg.trace_file, latency, min(cfg.interval, 1.0), cfg.quantile_window)
         out.append((_View(reader), reader))
+        # Trace files link an ensemble's steps (and a BLS model's calls) to the client's request.
+        steps = StepPart(cfg.quantile_window, max_keys=max_keys)
+        latency.listeners.append(steps.record)
+        out.append((steps, None))
     if cfg.otlp_listen or cfg.trace_file or cfg.set_trace_rate:
         settings = TraceSettings(cfg.triton, max(cfg.interval, 5.0), cfg.scrape_timeout, cfg.set_trace_rate)
         out.append((_View(settings), settings))

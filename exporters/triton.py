@@ -105,6 +105,15 @@ class BatchStat:
     compute_seconds: float  # compute_input + compute_infer + compute_output, per execution summed
 
 
+@dataclass(frozen=True)
+class ModelConfig:
+    """What the sidecar reads of a model's configuration."""
+
+    max_batch_size: int
+    steps: tuple[str, ...] | None = None  # an ensemble's step models in order; None: not an ensemble
+    shape: uncounted.ModelShape | None = None  # what decides whether Triton counts its errors
+
+
 @dataclass
 class ApiState:
     ready: dict[ModelKey, bool] = field(default_factory=dict)
@@ -113,16 +122,19 @@ class ApiState:
     batch_stats: dict[ModelKey, dict[int, BatchStat]] = field(default_factory=dict)
     # by model name: why Triton may not count its errors (tritonwatch/uncounted.py), from the configs
     uncounted: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    ensembles: dict[str, tuple[str, ...]] = field(default_factory=dict)  # ensemble -> its step models
 
 
 @dataclass(frozen=True)
 class ConfigEntry:
     """A model's configuration as last read: its value (kept over a failed refresh) and when to ask again."""
 
-    max_batch_size: int | None
+    config: ModelConfig | None
     retry_at: float
     failures: int = 0  # consecutive failed reads: the backoff doubles with each
-    shape: uncounted.ModelShape | None = None
+
+
+MAX_ENSEMBLE_STEPS = 64  # more in one config is not a pipeline anyone runs: the config is refused
 
 
 class TritonApi(Source):
@@ -131,7 +143,8 @@ class TritonApi(Source):
     * repository index (``POST /v2/repository/index``) every ``index_interval``: readiness;
     * statistics (``GET /v2/models/stats``) every ``stats_interval``: the batch-size distribution;
     * each READY model's config (``GET /v2/models/<m>/config``) every ``config_interval``: its
-      ``max_batch_size``. A failed read is retried after ``interval`` x 2^(failures-1), at most
+      ``max_batch_size`` and, for an ensemble, its steps (a malformed ``ensemble_scheduling`` is a
+      ``bad_json`` config). A failed read is retried after ``interval`` x 2^(failures-1), at most
       ``config_interval``, not at every tick; the last good value is kept meanwhile.
 
     A failure is counted in ``tritonwatch_scrape_errors_total{target="triton_api"}`` with the
@@ -187,7 +200,7 @@ class TritonApi(Source):
             ready = dict(sorted(ready.items())[: self.max_models])
         return ready
 
-    def _config(self, model: str) -> tuple[int, uncounted.ModelShape]:
+    def _config(self, model: str) -> ModelConfig:
         url = f"{self.base}/v2/models/{quote(model, safe='')}/config"
         cfg = self.fetcher.json("GET", url)
         try:
@@ -196,10 +209,17 @@ class TritonApi(Source):
             mbs = -1
         if mbs < 0:
             raise ScrapeError("bad_json", f"{url}: no valid max_batch_size")
+        assert isinstance(cfg, dict)
         try:
-            return mbs, uncounted.shape(cfg)
+            shape = uncounted.shape(cfg)
         except ValueError as exc:
             raise ScrapeError("bad_json", f"{url}: {exc}") from None
+        if cfg.get("platform") != "ensemble":
+            return ModelConfig(mbs, shape=shape)
+        steps = _ensemble_steps(cfg.get("ensemble_scheduling"))
+        if steps is None:
+            raise ScrapeError("bad_json", f"{url}: ensemble_scheduling.step is not a list of model_name")
+        return ModelConfig(mbs, steps, shape)
 
     def _batch_stats(self) -> dict[ModelKey, dict[int, BatchStat]]:
         url = f"{self.base}/v2/models/stats"
@@ -218,7 +238,7 @@ class TritonApi(Source):
 
     def _configs_for(
         self, ready: dict[ModelKey, bool], now: float, errors: list[tuple[str, str]]
-    ) -> dict[str, int]:
+    ) -> dict[str, ModelConfig]:
         models = sorted({m for (m, _v), ok in ready.items() if ok})
         self._configs = {m: e for m, e in self._configs.items() if m in models}  # unloaded: forgotten
         for model in models:
@@ -226,16 +246,14 @@ class TritonApi(Source):
             if entry is not None and now < entry.retry_at:
                 continue
             try:
-                mbs, shape = self._config(model)
-                self._configs[model] = ConfigEntry(mbs, now + self.config_refresh, shape=shape)
+                self._configs[model] = ConfigEntry(self._config(model), now + self.config_refresh)
             except ScrapeError as exc:
                 failures = entry.failures + 1 if entry else 1
                 backoff = min(self.config_refresh, self.interval * 2 ** (failures - 1))
-                kept = entry.max_batch_size if entry else None
-                kept_shape = entry.shape if entry else None
-                self._configs[model] = ConfigEntry(kept, now + backoff, failures, kept_shape)
+                kept = entry.config if entry else None
+                self._configs[model] = ConfigEntry(kept, now + backoff, failures)
                 errors.append((f"config_{exc.reason}", str(exc)))
-        return {m: e.max_batch_size for m, e in self._configs.items() if e.max_batch_size is not None}
+        return {m: e.config for m, e in self._configs.items() if e.config is not None}
 
     def scrape(self) -> Partial:
         now = self.clock()
@@ -257,18 +275,34 @@ class TritonApi(Source):
                 batch = {}
                 self._failed["stats"] = (f"stats_{exc.reason}", str(exc))
                 errors.append(self._failed["stats"])
-        mbs = self._configs_for(ready, now, errors)
-        blind = uncounted.reasons({m: e.shape for m, e in self._configs.items() if e.shape is not None})
+        configs = self._configs_for(ready, now, errors)
+        mbs = {m: c.max_batch_size for m, c in configs.items()}
+        ensembles = {m: c.steps for m, c in configs.items() if c.steps is not None}
+        blind = uncounted.reasons({m: c.shape for m, c in configs.items() if c.shape is not None})
         if ready:  # the index's cap and unloaded models apply to the statistics too
             batch = {k: v for k, v in batch.items() if k in ready}
         elif len(batch) > self.max_models:
             batch = dict(sorted(batch.items())[: self.max_models])
-        self.state = ApiState(ready=ready, max_batch_size=mbs, batch_stats=batch, uncounted=blind)  # one swap
+        # one atomic swap
+        self.state = ApiState(
+            ready=ready, max_batch_size=mbs, batch_stats=batch, uncounted=blind, ensembles=ensembles
+        )
         return Partial(tuple(errors), up=not self._failed)
 
     def on_failure(self) -> None:
         self.state = ApiState()
         self._next.clear()  # read every endpoint again at the next tick
+
+
+def _ensemble_steps(scheduling: object) -> tuple[str, ...] | None:
+    """The step models of ``ensemble_scheduling`` as Triton's config API returns it; None if malformed."""
+    steps = scheduling.get("step") if isinstance(scheduling, dict) else None
+    if not isinstance(steps, list) or not 0 < len(steps) <= MAX_ENSEMBLE_STEPS:
+        return None
+    names = [s.get("model_name") if isinstance(s, dict) else None for s in steps]
+    if not all(isinstance(n, str) and n for n in names):
+        return None
+    return tuple(str(n) for n in names)
 
 
 def _count(value: object) -> float:

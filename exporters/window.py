@@ -45,7 +45,7 @@ def counter_increase(before: float, value: float) -> float:
 def _terms_by_family(signals: Iterable[Signal]) -> dict[str, tuple[Term, ...]]:
     out: dict[str, list[Term]] = {}
     for s in signals:
-        for t in s.numerator + s.denominator + s.subtract:
+        for t in s.terms():
             if t not in out.setdefault(t.family, []):
                 out[t.family].append(t)
     return {k: tuple(v) for k, v in out.items()}
@@ -105,6 +105,10 @@ class _Fast:
             info.prev = value
 
 
+# A signal's term numbers: numerator, denominator, subtracted from it, subtracted from the numerator.
+_TermIds = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+
 class CounterWindow:
     """Keeps per-model counter increases for the scrapes of the last ``window`` seconds.
 
@@ -114,23 +118,28 @@ class CounterWindow:
     (``_Fast``); a NaN or a reset takes the general path, which gives the same result.
     """
 
-    def __init__(self, window: float, signals: Iterable[Signal] = catalog.SIGNALS) -> None:
+    def __init__(
+        self,
+        window: float,
+        signals: Iterable[Signal] = catalog.SIGNALS,
+        variants: Iterable[Signal] = catalog.ENSEMBLE_SIGNALS,
+    ) -> None:
         self.window = window
         self.signals = tuple(signals)
-        self._counter_terms = _terms_by_family(s for s in self.signals if s.kind != "gauge")
-        self._gauge_families = {s.numerator[0].family for s in self.signals if s.kind == "gauge"}
+        # Evaluated for some models instead of a signal (an ensemble's), never listed in ``signals``.
+        tracked = self.signals + tuple(variants)
+        self._counter_terms = _terms_by_family(s for s in tracked if s.kind != "gauge")
+        self._gauge_families = {s.numerator[0].family for s in tracked if s.kind == "gauge"}
         self._series: dict[tuple[str, LabelSet], _Series] = {}
         self._epoch = 0
         self._prev_time: float | None = None
         self._entries: deque[_Entry] = deque()
         # Slots by (term number, model): a Term (a frozen dataclass) hashes slowly, an int does not.
         self._term_ids: dict[Term, int] = {}
-        for s in self.signals:
-            for t in s.numerator + s.denominator + s.subtract:
+        for s in tracked:
+            for t in s.terms():
                 self._term_ids.setdefault(t, len(self._term_ids))
-        self._signal_terms: dict[int, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {
-            id(s): self._ids(s) for s in self.signals
-        }
+        self._signal_terms: dict[int, _TermIds] = {id(s): self._ids(s) for s in tracked}
         self._slot_of: dict[tuple[int, ModelKey], int] = {}
         self._slot_version = 0  # changes when a slot is added or slots are renumbered
         # evaluate_many's slot columns: (slot version, models) -> term number -> slot per model
@@ -144,12 +153,13 @@ class CounterWindow:
         # Called after each ingest with the same scrape (e.g. the GPU part's per-gpu_uuid window).
         self.observers: list[Callable[[float, Samples], None]] = []
 
-    def _ids(self, sig: Signal) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    def _ids(self, sig: Signal) -> _TermIds:
         tid = self._term_ids
         return (
             tuple(tid.get(t, -1) for t in sig.numerator),
             tuple(tid.get(t, -1) for t in sig.denominator),
             tuple(tid.get(t, -1) for t in sig.subtract),
+            tuple(tid.get(t, -1) for t in sig.minus),
         )
 
     def _slot(self, term: Term, key: ModelKey) -> int:
@@ -390,7 +400,7 @@ class CounterWindow:
         if span <= 0:
             return [None] * len(keys)
         ids = self._signal_terms.get(id(sig)) or self._ids(sig)
-        num_ids, den_ids, sub_ids = ids
+        num_ids, den_ids, sub_ids, minus_ids = ids
         frozen = tuple(keys)
         missing = len(self._totals)
         extended = [*self._totals, 0.0]  # a missing slot reads 0.0
@@ -409,6 +419,8 @@ class CounterWindow:
             here = [s != missing and (s in live or refs[s] > 0) for s in column]
             present = list(map(or_, present, here))
         num = total(num_ids)
+        if minus_ids:
+            num = list(map(sub, num, total(minus_ids)))
         if sig.kind == "rate":
             return [n / span if p else None for n, p in zip(num, present, strict=True)]
         den = total(den_ids)
@@ -428,10 +440,10 @@ class CounterWindow:
         ids = self._signal_terms.get(id(sig))
         if ids is None:
             ids = self._ids(sig)
-        num_ids, den_ids, sub_ids = ids
+        num_ids, den_ids, sub_ids, minus_ids = ids
         if span <= 0 or not self._has(num_ids, key):
             return None
-        num = self._sum(num_ids, key)
+        num = self._sum(num_ids, key) - self._sum(minus_ids, key)
         if sig.kind == "rate":
             return num / span
         den = self._sum(den_ids, key) - self._sum(sub_ids, key)

@@ -29,8 +29,10 @@ def successes(window: str) -> str:
 
 
 def server_failures(window: str) -> str:
-    """Failures other than client cancellations (the error ratio's numerator)."""
-    return _increase(catalog.signal(catalog.ERROR_RATIO).numerator[0], window)
+    """Failures other than client cancellations (the error ratio's numerator), each failed request of
+    an ensemble once."""
+    plain = _increase(catalog.signal(catalog.ERROR_RATIO).numerator[0], window)
+    return catalog.ensemble_aware(plain, f"{plain} / {catalog.ENSEMBLE_FAILURES_PER_REQUEST}")
 
 
 def error_ratio(window: str) -> str:

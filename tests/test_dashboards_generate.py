@@ -43,6 +43,7 @@ def test_cli_output_matches_committed_files_byte_for_byte(tmp_path: Path) -> Non
             "tritonwatch-gpu.json",
             "tritonwatch-llm.json",
             "tritonwatch-model.json",
+            "tritonwatch-pipeline.json",
             "tritonwatch-slo.json",
         ]
     )
@@ -202,6 +203,10 @@ def test_queries_aggregate_by_model_never_by_job() -> None:
                     "instance",
                     "target",
                     "batch_size",
+                    # an ensemble's steps (docs/pipelines.md)
+                    "step",
+                    "position",
+                    "phase",
                 }
 
 

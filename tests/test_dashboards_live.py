@@ -44,6 +44,7 @@ MODEL_REPOSITORY = ROOT / "model_repository"
 TEST_MODELS = ROOT / "tests" / "models"
 MODEL = "fraud_detector"
 FAILING_MODEL = "fail_always"
+PIPELINE = "fraud_pipeline"
 # Short windows: the test has about a minute of data, scraped every second.
 LIVE_BUILTINS = {
     "__rate_interval": "15s",
@@ -230,6 +231,10 @@ def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         fail = LoadDriver(triton.http_url, FAILING_MODEL, concurrency=1, rps=5, seed=8)
         stack.callback(fail.stop)
         fail.start()
+        # The ensemble around the model (its steps, traced): the pipeline dashboard's inputs.
+        pipeline = LoadDriver(triton.http_url, PIPELINE, concurrency=2, rps=20, repeat=1, seed=9)
+        stack.callback(pipeline.stop)
+        pipeline.start()
         yield Stack(
             prom, bool(rule_files), trace_file is not None, gpu, metrics_addr.rsplit(":", 1)[0], notes
         )
@@ -345,6 +350,16 @@ def _assert_real_values(by_key: dict[str, promcheck.Result], servers: int = 1) -
     executions = by_key[f"{detail} / Batch-size distribution / A"].values
     assert executions and all(dict(labels)["batch_size"].isdigit() for labels, _ in executions)
     assert sum(v for _, v in executions) > 0
+    # The pipeline: its steps in order, and traced time in each of them, queue and compute.
+    pipeline = "tritonwatch-pipeline.json"
+    steps = {dict(ls)["position"]: dict(ls)["step"] for ls, _ in by_key[f"{pipeline} / Steps / A"].values}
+    assert steps == {"1": "fraud_scaler", "2": "fraud_detector", "3": "fraud_decision"}
+    per_step = {
+        (dict(ls)["step"], dict(ls)["phase"])
+        for ls, _ in by_key[f"{pipeline} / Time per step (traced requests) / A"].values
+    }
+    assert per_step == {(s, ph) for s in steps.values() for ph in catalog.STEP_PHASES}
+    assert value(f"{pipeline} / Requests / s (clients) / A", model=PIPELINE) > 1
 
 
 def _summary(results: list[promcheck.Result], counted: Any, stack: Stack) -> str:

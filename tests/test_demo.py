@@ -58,6 +58,10 @@ def test_demo_runs_fires_an_alert_and_cleans_up(tmp_path: Path) -> None:
     assert cells[-1].endswith("%") and 60 <= float(cells[-1].rstrip("%")) <= 90, (
         row
     )  # cache hit, 3 of 4 repeat
+    # The pipeline the clients call, and its steps in order (from the sidecar's step info).
+    assert "  fraud_pipeline: fraud_scaler -> fraud_detector -> fraud_decision" in summary.splitlines(), (
+        summary
+    )
     fired = summary[summary.index("alerts that fired:") :]
     assert "TritonSLOErrorBudgetBurn" in fired and "model=fraud_detector" in fired, summary
     assert processes_mentioning(str(workdir)) == []

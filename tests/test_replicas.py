@@ -377,7 +377,7 @@ def test_two_replicas_aggregate_into_one_fleet(fleet: Fleet) -> None:
     # covers every request.
     per_server = {
         r.triton_target: catalog.promql(
-            catalog.signal(catalog.REQUEST_RATE), WINDOW, selector=f'instance="{r.triton_target}"'
+            catalog.signal(catalog.REQUEST_RATE), WINDOW, selector=_model_selector(instance=r.triton_target)
         )
         for r in fleet.replicas
     }
@@ -423,7 +423,8 @@ def test_two_replicas_aggregate_into_one_fleet(fleet: Fleet) -> None:
     # That instant is 2 s back: every scrape stamped before it has been stored, so all the queries
     # see the same samples.
     at = now - 2.0
-    fleet_expr = catalog.promql(catalog.signal(catalog.REQUEST_RATE), WINDOW)
+    # The model under load only: the repository also serves fraud_pipeline and its other steps, idle here.
+    fleet_expr = catalog.promql(catalog.signal(catalog.REQUEST_RATE), WINDOW, selector=_model_selector())
     fleet_rate = fleet.scalar(f"{fleet_expr}", at)
     server_rates = [fleet.scalar(per_server[r.triton_target], at) or 0.0 for r in fleet.replicas]
     assert server_rates[0] > 2 * server_rates[1] > 0, server_rates  # the two servers really differ

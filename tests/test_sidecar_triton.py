@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 import requests
+import support.clocked
 
 from tritonwatch import catalog
 from tritonwatch.expfmt import Samples, parse
-from tritonwatch.exporters.sidecar import Sidecar
 from tritonwatch.local.load import LoadDriver
 from tritonwatch.local.procs import wait_until
 
@@ -110,39 +110,16 @@ def quiet_stats(triton: Any) -> Stats:
     return got[0]
 
 
-class Clocked:
+class Clocked(support.clocked.Clocked):
     """A sidecar on the real Triton whose clock the test sets (SPAN-second window from snapshot to snapshot)."""
 
     def __init__(self, triton: Any) -> None:
-        self.now = 0.0
-        self.sidecar = Sidecar.local(triton.http_url, triton.metrics_url, interval=0.5, window=3600.0)
-        self.sidecar.metrics.clock = lambda: self.now
+        super().__init__(triton, triton_successes)
 
-    def values(self) -> Samples:
-        resp = requests.get(f"http://127.0.0.1:{self.sidecar.port}/metrics", timeout=2)
-        resp.raise_for_status()
-        return parse(resp.text)
-
-    def seen(self, stats: Stats) -> Samples:
-        """Wait until the sidecar has scraped the state ``stats`` was read in, then read it."""
-        m = self.sidecar.metrics
-
-        def scraped() -> bool:
-            with m.lock:
-                return m.fresh and triton_successes(m.samples) == stats.count["success"]
-
-        wait_until(scraped, 15, f"the sidecar to scrape {stats.count['success']} successes", interval=0.05)
-        generation = m.window.generation
-        collector = self.sidecar.collector
-        # Derived values are served as last prepared by the render thread, which may trail the
-        # window's scrapes on a loaded machine: wait until what is served is built from a later one.
-        wait_until(
-            lambda: (collector.prepared_generation or 0) > generation,
-            15,
-            "derived values from a later sidecar scrape",
-            interval=0.05,
-        )
-        return self.values()
+    def seen(self, want: object) -> Samples:
+        """Wait until the sidecar has scraped the state ``want`` (a ``Stats``) was read in, then read it."""
+        assert isinstance(want, Stats)
+        return super().seen(want.count["success"])
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ cases render.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 # --- label names ------------------------------------------------------------------------------
 MODEL = "model"
@@ -28,6 +28,9 @@ BATCH_SIZE = "batch_size"
 TARGET = "target"
 SOURCE = "source"
 MODEL_KEY = (MODEL, VERSION)
+ROLE = "role"
+STEP = "step"
+POSITION = "position"
 
 # --- Triton's own series (inputs) ---------------------------------------------------------------
 TRITON_SUCCESS = "nv_inference_request_success"
@@ -70,6 +73,7 @@ DCGM_POD = "pod"
 CLIENT_FAILURE_REASONS = ("CANCELED",)
 
 PHASES = ("request", "queue", "compute_input", "compute_infer", "compute_output")
+COMPUTE_PHASES = ("compute_input", "compute_infer", "compute_output")
 # Histogram phases: the ones an SLO or an operator reads as a distribution.
 HISTOGRAM_PHASES = ("request", "queue", "compute_infer")
 QUANTILES = ("0.5", "0.9", "0.95", "0.99")
@@ -140,6 +144,40 @@ TRACE_RATE = "tritonwatch_trace_rate"
 SPANS_RECEIVED = "tritonwatch_spans_received_total"
 SPANS_DROPPED = "tritonwatch_spans_dropped_total"
 MODELS_DROPPED = "tritonwatch_models_dropped_total"  # models over --max-models, summed over scrapes
+# Pipelines: what each model is (from the model configs; ``bls`` from traces) and an ensemble's steps.
+MODEL_ROLE_INFO = "tritonwatch_model_role_info"
+ENSEMBLE_STEP_INFO = "tritonwatch_ensemble_step_info"
+ENSEMBLE_STEP_LATENCY = "tritonwatch_ensemble_step_latency_seconds"
+ENSEMBLE_STEP_QUANTILE = "tritonwatch_ensemble_step_latency_quantile_seconds"
+# Aggregatable beside the mean: cumulative step time and traced requests (mean = ratio of their rates).
+ENSEMBLE_STEP_SECONDS = "tritonwatch_ensemble_step_seconds_total"
+ENSEMBLE_TRACED_REQUESTS = "tritonwatch_ensemble_traced_requests_total"
+# Traced requests by the step their chain ended at: a chain that ends before the last step failed there.
+ENSEMBLE_CHAIN_ENDS = "tritonwatch_ensemble_chain_ends_total"
+STEP_PHASES = ("queue", "compute")  # a step's segment: up to its COMPUTE_START, and from there
+ENSEMBLE_STEP_LATENCY_HELP = (
+    "Mean time per traced request of the ensemble spent in each step over the quantile window, by phase "
+    "(queue: hand-over and waiting in the step's queue; compute: from its COMPUTE_START to the next "
+    "step's REQUEST_START). Steps add up to the ensemble's mean traced request duration."
+)
+ENSEMBLE_STEP_QUANTILE_HELP = (
+    "Latency quantile of each step's segment of traced ensemble requests, by phase (exact nearest rank "
+    "over the quantile window)."
+)
+ROLE_ENSEMBLE = "ensemble"  # platform "ensemble": Triton schedules its steps itself
+ROLE_STEP = "step"  # named in an ensemble's ensemble_scheduling.step[]: its traffic is the ensemble's
+ROLE_BLS = "bls"  # seen in traces calling other models from its own code
+ROLE_MODEL = "model"  # none of the above
+MODEL_ROLE_INFO_HELP = (
+    "1 per model version with its role: ensemble (platform ensemble), step (named in an ensemble's "
+    "steps), bls (seen in traces calling other models) or model."
+)
+ENSEMBLE_STEP_INFO_HELP = (
+    "1 per step of an ensemble (model, version: the ensemble; step: the step's model; position: 1, 2, ...)."
+)
+# Triton 2.51 counts every failed ensemble request as two failures with reason OTHER (FinishEnsemble
+# and the request tracker each count one; measured on the bundled Triton, docs/pipelines.md).
+ENSEMBLE_FAILURES_PER_REQUEST = 2
 
 TARGETS = ("triton", "triton_api", "dcgm")
 
@@ -196,9 +234,13 @@ class Signal:
     subtract: tuple[Term, ...] = ()  # removed from the denominator (cache hits from executed requests)
     inputs: tuple[str, ...] = field(default=())
     view: View | None = None  # None: no panel of its own (the phases share one stacked panel)
+    minus: tuple[Term, ...] = ()  # removed from the numerator (an ensemble's compute from its request time)
+
+    def terms(self) -> tuple[Term, ...]:
+        return self.numerator + self.denominator + self.subtract + self.minus
 
     def all_families(self) -> tuple[str, ...]:
-        return tuple(t.family for t in self.numerator + self.denominator + self.subtract)
+        return tuple(t.family for t in self.terms())
 
 
 _SUCCESS = Term(TRITON_SUCCESS)
@@ -367,6 +409,46 @@ REQUEST_RATE_RECORD = signal(REQUEST_RATE).record
 ERROR_RATIO_RECORD = signal(ERROR_RATIO).record
 
 
+# --- ensembles: signals whose formula differs for a model whose role is ensemble ------------------
+# An ensemble's counters: its failures are counted ENSEMBLE_FAILURES_PER_REQUEST times; its queue
+# duration is its own scheduling only (microseconds) while its compute durations are the sums over
+# its steps, so the time its requests wait in its steps' queues (and hand-overs) is request - compute;
+# it executes nothing itself, so it has no batch size.
+_ENSEMBLE_FAILURE = Term(
+    TRITON_FAILURE, exclude=(("reason", CLIENT_FAILURE_REASONS),), scale=1.0 / ENSEMBLE_FAILURES_PER_REQUEST
+)
+# None: the signal is not defined for an ensemble (absent, as any undefined value).
+ENSEMBLE_VARIANTS: dict[tuple[str, tuple[tuple[str, str], ...]], Signal | None] = {
+    (ERROR_RATIO, ()): replace(
+        signal(ERROR_RATIO), numerator=(_ENSEMBLE_FAILURE,), denominator=(_SUCCESS, _ENSEMBLE_FAILURE)
+    ),
+    (QUEUE_TIME_RATIO, ()): replace(
+        signal(QUEUE_TIME_RATIO),
+        numerator=(Term(triton_duration("request")),),
+        minus=tuple(Term(triton_duration(p)) for p in COMPUTE_PHASES),
+    ),
+    (BATCH_SIZE_MEAN, ()): None,
+}
+
+
+ENSEMBLE_SIGNALS: tuple[Signal, ...] = tuple(v for v in ENSEMBLE_VARIANTS.values() if v is not None)
+
+
+def ensemble_variant(sig: Signal) -> Signal | None:
+    """The signal as computed for an ensemble: ``sig`` itself, its variant, or None (undefined)."""
+    return ENSEMBLE_VARIANTS.get((sig.name, sig.labels), sig)
+
+
+def ensemble_step_promql(window: str = "5m", selector: str = "") -> str:
+    """Mean time per traced request of each ensemble in each step and phase, across replicas: summed
+    step time over summed traced requests (never an average of the sidecars' means)."""
+    by = by_clause()
+    sel = f"{{{selector}}}" if selector else ""
+    steps = f"sum by ({by}, {STEP}, {PHASE}) (rate({ENSEMBLE_STEP_SECONDS}{sel}[{window}]))"
+    traced = f"sum by ({by}) (rate({ENSEMBLE_TRACED_REQUESTS}{sel}[{window}]))"
+    return f"{steps} / on ({by}) group_left () ({traced} > 0)"
+
+
 # --- PromQL rendering ---------------------------------------------------------------------------
 def by_clause(grouping: Sequence[str] = ()) -> str:
     labels = list(MODEL_KEY) + [g for g in grouping if g not in MODEL_KEY]
@@ -391,9 +473,35 @@ def promql(sig: Signal, window: str = "5m", grouping: Sequence[str] = (), select
 
     ``selector`` adds label matchers to every input (e.g. ``model="$model"`` in a dashboard).
     Missing cache families (models without a cache) make compute-phase means use successes alone.
+    A signal computed otherwise for an ensemble (``ENSEMBLE_VARIANTS``) takes its ensemble formula
+    where the sidecar's ``tritonwatch_model_role_info`` says ``role="ensemble"`` (none at all where
+    the variant is None); without that series every model gets the plain formula.
     """
+    plain = _formula(sig, window, grouping, selector)
+    variant = ensemble_variant(sig)
+    if variant is sig:
+        return plain
+    return ensemble_aware(plain, None if variant is None else _formula(variant, window, grouping, selector))
+
+
+def ensemble_aware(plain: str, ensemble: str | None, on: Sequence[str] = MODEL_KEY) -> str:
+    """``plain`` per model and version (``on``), but ``ensemble`` (None: nothing) for the ensembles."""
+    ensembles = f'on ({", ".join(on)}) {MODEL_ROLE_INFO}{{{ROLE}="{ROLE_ENSEMBLE}"}}'
+    expr = f"({plain} unless {ensembles})"
+    return expr if ensemble is None else f"{expr} or ({ensemble} and {ensembles})"
+
+
+def entries_only(expr: str) -> str:
+    """``expr`` (per model and version) without ensemble steps: a fleet total of it counts each client
+    request once, at the model the client called (the ensemble), not again at every step."""
+    return f'({expr}) unless on ({", ".join(MODEL_KEY)}) {MODEL_ROLE_INFO}{{{ROLE}="{ROLE_STEP}"}}'
+
+
+def _formula(sig: Signal, window: str, grouping: Sequence[str], selector: str) -> str:
     by = by_clause(grouping)
     num = _sum_rate(sig.numerator, window, by, selector)
+    if sig.minus:
+        num = f"({num} - {_sum_rate(sig.minus, window, by, selector)})"
     if sig.kind == "rate":
         return num
     if sig.kind == "gauge":
@@ -665,7 +773,6 @@ GPU_BUSY_SECONDS_RECORD = "model_gpu:tritonwatch_gpu_busy_seconds:rate5m"
 MODEL_GPU_BUSY_RECORD = "model_gpu:tritonwatch_gpu_busy_ratio:rate5m"
 GPU_ENERGY_WATTS_RECORD = "gpu:tritonwatch_energy_watts:rate5m"
 MODEL_ENERGY_PER_INFERENCE_RECORD = "model:tritonwatch_energy_per_inference_joules:rate5m"
-COMPUTE_PHASES = ("compute_input", "compute_infer", "compute_output")
 
 
 def _extra_by(grouping: Sequence[str], *first: str) -> str:

@@ -51,6 +51,9 @@ class Replica:
     instance: str
     payloads: list[str]
     max_batch_size: Mapping[str, int] = field(default_factory=dict)
+    # Its ensembles: the sidecar takes their formulas (catalog.ENSEMBLE_VARIANTS) and serves their
+    # tritonwatch_model_role_info{role="ensemble"}, which the rules read; promtool gets that series too.
+    ensembles: frozenset[str] = frozenset()
 
 
 class _Replay:
@@ -82,6 +85,7 @@ def _pooled(windows: Sequence[CounterWindow], sig: catalog.Signal, key: ModelKey
         present = [v for v in values if v is not None]
         return sum(present) if present else None
     num = sum(w.increase(t, key) for w in windows for t in sig.numerator)
+    num -= sum(w.increase(t, key) for w in windows for t in sig.minus)
     den = sum(w.increase(t, key) for w in windows for t in sig.denominator)
     den -= sum(w.increase(t, key) for w in windows for t in sig.subtract)
     return max(num, 0.0) / den if den > 0 else None
@@ -111,9 +115,13 @@ def sidecar_values(replicas: Sequence[Replica]) -> dict[Key, float | None]:
                 by_model.setdefault(key, []).append(i)
         for key, idx in sorted(by_model.items()):
             windows = [scrapers[i].window for i in idx]
+            ensemble = any(key[0] in replicas[i].ensembles for i in idx)
             for sig in catalog.SIGNALS:
-                out[(k, sig.record, _record_labels(sig, key))] = _pooled(windows, sig, key)
-            size = _pooled(windows, batch, key)
+                use = catalog.ensemble_variant(sig) if ensemble else sig
+                out[(k, sig.record, _record_labels(sig, key))] = (
+                    None if use is None else _pooled(windows, use, key)
+                )
+            size = None if ensemble else _pooled(windows, batch, key)
             limit = max((replicas[i].max_batch_size.get(key[0], 0) for i in idx), default=0)
             if limit > 0:  # the collector's formula: mean batch / max_batch_size from the config
                 eff = None if size is None else size / limit
@@ -141,6 +149,9 @@ def input_series(replicas: Sequence[Replica]) -> list[dict[str, str]]:
         for model, limit in sorted(r.max_batch_size.items()):
             labels = ((catalog.MODEL, model), (catalog.VERSION, "1"))
             series[(r.instance, catalog.MAX_BATCH_SIZE, labels)] = [float(limit)] * len(r.payloads)
+        for model in sorted(r.ensembles):
+            labels = ((catalog.MODEL, model), (catalog.ROLE, catalog.ROLE_ENSEMBLE), (catalog.VERSION, "1"))
+            series[(r.instance, catalog.MODEL_ROLE_INFO, labels)] = [1.0] * len(r.payloads)
     out = []
     for (instance, family, labels), values in sorted(series.items()):
         assert not any(math.isnan(v) for v in values), f"{family}{dict(labels)} missing from a payload"

@@ -46,7 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--model-repository",
         default=None,
         metavar="DIR",
-        help="models to serve (default: the bundled demo repository, fraud_detector)",
+        help="models to serve (default: the bundled demo repository: fraud_pipeline around fraud_detector)",
     )
     p.add_argument(
         "--slo",
@@ -87,6 +87,8 @@ OPEN_ENDED_PERIOD = 240.0  # with no --duration the pattern repeats every 4 minu
 class Seen:
     # (alert name, model, severity) -> seconds into the demo when it was first seen firing
     alerts: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    # ensemble -> its steps in order, as the sidecar serves them (tritonwatch_ensemble_step_info)
+    pipelines: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def _get(url: str, timeout: float = 3.0) -> bytes:
@@ -134,6 +136,22 @@ def model_rows(sidecar_port: int) -> dict[str, dict[str, float]]:
     return rows
 
 
+def pipeline_steps(sidecar_port: int) -> dict[str, tuple[str, ...]]:
+    """Each ensemble's steps in order, from the sidecar's ``tritonwatch_ensemble_step_info``."""
+    from tritonwatch.expfmt import parse
+
+    try:
+        samples = parse(_get(f"http://127.0.0.1:{sidecar_port}/metrics"), {catalog.ENSEMBLE_STEP_INFO})
+    except OSError:
+        return {}
+    found: dict[str, dict[int, str]] = {}
+    for labels, value in samples.get(catalog.ENSEMBLE_STEP_INFO, {}).items():
+        d = dict(labels)
+        if value == 1.0 and d.get(catalog.POSITION, "").isdigit():
+            found.setdefault(d[catalog.MODEL], {})[int(d[catalog.POSITION])] = d[catalog.STEP]
+    return {m: tuple(steps[k] for k in sorted(steps)) for m, steps in found.items()}
+
+
 def _fmt(value: float | None, kind: str) -> str:
     if value is None or math.isnan(value):
         return "-"
@@ -171,6 +189,9 @@ def summary_text(rows: dict[str, dict[str, float]], seen: Seen) -> str:
         )
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in table]
+    if seen.pipelines:
+        lines += ["", "pipelines (each client request counted once, at the ensemble; its steps follow):"]
+        lines += [f"  {m}: {' -> '.join(steps)}" for m, steps in sorted(seen.pipelines.items())]
     lines += ["", "alerts that fired:"]
     if not seen.alerts:
         lines.append("  (none)")
@@ -293,7 +314,10 @@ class Stack:
 
 
 def _models(repo: Path) -> list[str]:
-    return sorted(p.name for p in repo.iterdir() if (p / "config.pbtxt").is_file())
+    """The models clients call: an ensemble's steps get their traffic through it."""
+    from tritonwatch.local.modelrepo import entry_models, read_repository
+
+    return entry_models(read_repository(repo))
 
 
 class LoadPattern:
@@ -420,6 +444,7 @@ def _watch(
             for model, values in now_rows.items():
                 # Keep each value's last reading: one slow scrape under the burst must not blank the view.
                 rows.setdefault(model, {}).update(values)
+            seen.pipelines.update(pipeline_steps(stack.sidecar.port))
             firing = firing_alerts(stack.prometheus.url)
             for a in firing:
                 key = (a.get("alertname", ""), a.get("model", ""), a.get("severity", ""))
