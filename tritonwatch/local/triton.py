@@ -291,12 +291,14 @@ class LocalTriton:
 
     def wait_ready(self, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while True:  # checked once even at timeout 0, so an exited Triton is named as such
             if not self.alive():
                 tail = self._proc.log_tail(15) if self._proc else ""
                 raise TritonwatchError(f"tritonserver exited while starting (log {self.log_path}):\n{tail}")
             if self.ready():
                 return
+            if time.monotonic() >= deadline:
+                break
             time.sleep(0.25)
         raise TritonwatchError(f"tritonserver not ready after {timeout:.0f}s (log {self.log_path})")
 
