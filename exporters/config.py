@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from tritonwatch import safeyaml
 from tritonwatch.errors import UsageError
 
 
@@ -94,11 +95,11 @@ def parse_listen(value: str, flag: str) -> tuple[str, int]:
 
 def _load_file(path: str) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = safeyaml.load(Path(path).read_text())
     except OSError as exc:
         raise UsageError(f"--config: cannot read {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise UsageError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+        raise UsageError(f"{path}: not valid YAML ({safeyaml.problem(exc)})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -25,6 +25,7 @@ from typing import Any
 import bcrypt
 import yaml
 
+from tritonwatch import safeyaml
 from tritonwatch.errors import UsageError
 from tritonwatch.exporters.server import MetricsHTTPServer
 
@@ -45,11 +46,13 @@ Wrap = Callable[[MetricsHTTPServer], None]
 def load_web_config(file: str) -> tuple[Authorize | None, Wrap | None]:
     path = Path(file)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = safeyaml.load(path.read_text())
     except OSError as exc:
         raise UsageError(f"--web-config: cannot read {file}: {exc.strerror}") from None
-    except (yaml.YAMLError, UnicodeDecodeError):
+    except UnicodeDecodeError:
         raise UsageError(f"--web-config: {file} is not valid YAML") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"--web-config: {file} is not valid YAML ({safeyaml.problem(exc)})") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
