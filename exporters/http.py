@@ -2,7 +2,9 @@
 
 Reasons (the ``reason`` label of ``tritonwatch_scrape_errors_total``): ``timeout`` (no answer, or the
 whole answer not in time), ``connection`` (refused, reset, gone), ``http_status`` (not 200),
-``too_large`` (over ``--max-payload-bytes``, counted after decompression), ``bad_json``, ``http``.
+``too_large`` (over ``--max-payload-bytes``, counted after decompression), ``bad_json``,
+``bad_number`` (JSON with Infinity, NaN or a number out of range), ``too_deep`` (JSON nested past the
+recursion limit), ``http``.
 The Triton API source prefixes them with the endpoint that failed (``index_``, ``stats_``, ``config_``).
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
+import math
 import socket
 import threading
 import time
@@ -92,6 +95,41 @@ class ScrapeError(Exception):
         self.reason = reason
 
 
+# Triton's counters are uint64 and its settings int32/int64: a longer integer is not Triton's, and
+# Python would carry it into float() (OverflowError) or arithmetic of any size.
+MAX_INT_DIGITS = 20
+
+
+class JsonLimitError(ValueError):
+    """A JSON number no Triton answer holds: Infinity, NaN, a float that overflows, a huge integer."""
+
+
+def _int(text: str) -> int:
+    if len(text) - text.startswith("-") > MAX_INT_DIGITS:
+        raise JsonLimitError(f"integer of {len(text)} digits")
+    return int(text)
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JsonLimitError(f"number {text[:40]} out of range")
+    return value
+
+
+def _constant(name: str) -> Any:
+    raise JsonLimitError(f"{name} is not JSON")
+
+
+def bounded_json(raw: bytes | str) -> Any:
+    """``json.loads`` with every number finite and every integer at most ``MAX_INT_DIGITS`` digits.
+
+    Raises ``JsonLimitError`` for such a number and ``RecursionError`` for nesting deeper than the
+    interpreter's recursion limit (the C decoder checks it), both before anything else sees the value.
+    """
+    return json.loads(raw, parse_int=_int, parse_float=_float, parse_constant=_constant)
+
+
 class Fetcher:
     """One HTTP session per source (sources run in their own threads; sessions are not shared).
 
@@ -157,7 +195,11 @@ class Fetcher:
     def json(self, method: str, url: str, body: Any = None) -> Any:
         raw = self.request(method, url, body)
         try:
-            return json.loads(raw) if raw else None
+            return bounded_json(raw) if raw else None
+        except JsonLimitError as exc:
+            raise ScrapeError("bad_number", f"{url}: {exc}") from None
+        except RecursionError:
+            raise ScrapeError("too_deep", f"{url}: JSON nested too deeply") from None
         except ValueError:
             raise ScrapeError("bad_json", f"{url}: response is not JSON") from None
 

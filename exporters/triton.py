@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote
 
 from tritonwatch import catalog
@@ -96,6 +97,11 @@ def _models_named(samples: Samples) -> frozenset[ModelKey]:
 
 
 TRIM_EVERY = 10  # scrapes between handing freed memory back (see exporters/memory.py)
+MAX_INT32 = 2**31 - 1
+# Distinct batch sizes one model may report: each becomes a series of
+# tritonwatch_model_batch_executions_total. Triton's own limit on max_batch_size is far above what
+# any model batches; a model reporting more is dropped from the distribution and counted.
+MAX_BATCH_SIZES = 1024
 _ANCHOR_FAMILIES = (catalog.TRITON_SUCCESS, catalog.TRITON_PENDING, catalog.TRITON_INFERENCE_COUNT)
 
 
@@ -187,22 +193,34 @@ class TritonApi(Source):
     def _config(self, model: str) -> int:
         url = f"{self.base}/v2/models/{quote(model, safe='')}/config"
         cfg = self.fetcher.json("GET", url)
-        try:
-            mbs = int(cfg.get("max_batch_size", 0)) if isinstance(cfg, dict) else -1
-        except (TypeError, ValueError):
-            mbs = -1
-        if mbs < 0:
-            raise ScrapeError("bad_json", f"{url}: no valid max_batch_size")
+        mbs = cfg.get("max_batch_size", 0) if isinstance(cfg, dict) else None
+        # Triton's max_batch_size is an int32: anything else is not a config Triton wrote.
+        if isinstance(mbs, bool) or not isinstance(mbs, int) or not 0 <= mbs <= MAX_INT32:
+            raise ScrapeError("bad_json", f"{url}: no valid max_batch_size (got {str(mbs)[:40]})")
         return mbs
 
-    def _batch_stats(self) -> dict[ModelKey, dict[int, BatchStat]]:
+    def _batch_stats(self, errors: list[tuple[str, str]]) -> dict[ModelKey, dict[int, BatchStat]]:
         url = f"{self.base}/v2/models/stats"
         stats = self.fetcher.json("GET", url)
-        try:
-            return _parse_batch_stats(stats)
-        except (AttributeError, KeyError, TypeError, ValueError):
-            # The whole answer or nothing: a half-read distribution would be a guess.
-            raise ScrapeError("bad_json", f"{url}: not the statistics API's shape") from None
+        if stats is None:
+            return {}
+        if not isinstance(stats, dict) or not isinstance(stats.get("model_stats") or [], list):
+            raise ScrapeError("bad_json", f"{url}: not the statistics API's shape")
+        out: dict[ModelKey, dict[int, BatchStat]] = {}
+        for m in stats.get("model_stats") or []:
+            try:
+                key, per = _model_batch_stats(m)
+            except _TooMany as exc:
+                errors.append(("stats_too_many_batch_sizes", f"{url}: {exc}"))
+                continue
+            except (AttributeError, KeyError, TypeError, ValueError, OverflowError):
+                # That model's whole distribution or nothing (a half-read one would be a guess);
+                # the other models' stand.
+                name = str(m.get("name"))[:80] if isinstance(m, dict) else "?"
+                errors.append(("stats_bad_json", f"{url}: model {name!r}: not the statistics API's shape"))
+                continue
+            out[key] = per
+        return out
 
     def _due(self, endpoint: str, now: float, every: float) -> bool:
         if now < self._next.get(endpoint, -math.inf):
@@ -215,10 +233,16 @@ class TritonApi(Source):
     ) -> dict[str, int]:
         models = sorted({m for (m, _v), ok in ready.items() if ok})
         self._configs = {m: e for m, e in self._configs.items() if m in models}  # unloaded: forgotten
+        # Config reads stop for this tick once they have taken an interval: 50 configs that hang must
+        # not hold back readiness and the statistics. The models left are due first at the next tick.
+        stop_at = time.monotonic() + self.interval
         for model in models:
             entry = self._configs.get(model)
             if entry is not None and now < entry.retry_at:
                 continue
+            if time.monotonic() >= stop_at:
+                errors.append(("config_deferred", f"{self.base}: model configs not all read within {self.interval:g}s"))
+                break
             try:
                 self._configs[model] = ConfigEntry(self._config(model), now + self.config_refresh)
             except ScrapeError as exc:
@@ -243,7 +267,7 @@ class TritonApi(Source):
                 errors.append(self._failed["index"])
         if self._due("stats", now, self.stats_interval):
             try:
-                batch = self._batch_stats()
+                batch = self._batch_stats(errors)
                 self._failed.pop("stats", None)
             except ScrapeError as exc:
                 batch = {}
@@ -269,23 +293,20 @@ def _count(value: object) -> float:
     return n
 
 
-def _parse_batch_stats(stats: object) -> dict[ModelKey, dict[int, BatchStat]]:
-    out: dict[ModelKey, dict[int, BatchStat]] = {}
-    if stats is None:
-        return out
-    if not isinstance(stats, dict):
-        raise TypeError("expected an object")
-    for m in stats.get("model_stats") or []:
-        per: dict[int, BatchStat] = {}
-        for b in m.get("batch_stats") or []:
-            execs = _count(b.get("compute_infer", {}).get("count", 0))
-            ns = sum(
-                _count(b.get(p, {}).get("ns", 0))
-                for p in ("compute_input", "compute_infer", "compute_output")
-            )
-            size = int(b["batch_size"])
-            if size < 1:
-                raise ValueError(f"batch_size {size}")
-            per[size] = BatchStat(execs, ns / 1e9)
-        out[(str(m.get("name")), str(m.get("version", "")))] = per
-    return out
+class _TooMany(ValueError):
+    """A model reports more batch sizes than ``MAX_BATCH_SIZES``."""
+
+
+def _model_batch_stats(m: dict[str, Any]) -> tuple[ModelKey, dict[int, BatchStat]]:
+    entries = m.get("batch_stats") or []
+    if len(entries) > MAX_BATCH_SIZES:  # checked before any of them is read
+        raise _TooMany(f"model {str(m.get('name'))[:80]!r}: {len(entries)} batch sizes, over {MAX_BATCH_SIZES}")
+    per: dict[int, BatchStat] = {}
+    for b in entries:
+        execs = _count(b.get("compute_infer", {}).get("count", 0))
+        ns = sum(_count(b.get(p, {}).get("ns", 0)) for p in ("compute_input", "compute_infer", "compute_output"))
+        size = b["batch_size"]
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_INT32:
+            raise ValueError(f"batch_size {size}")
+        per[size] = BatchStat(execs, ns / 1e9)
+    return (str(m.get("name")), str(m.get("version", ""))), per
