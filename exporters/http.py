@@ -17,6 +17,7 @@ import math
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import requests
@@ -104,30 +105,27 @@ class JsonLimitError(ValueError):
     """A JSON number no Triton answer holds: Infinity, NaN, a float that overflows, a huge integer."""
 
 
-def _int(text: str) -> int:
-    if len(text) - text.startswith("-") > MAX_INT_DIGITS:
-        raise JsonLimitError(f"integer of {len(text)} digits")
-    return int(text)
+def _refuse(text: str) -> Any:
+    raise JsonLimitError(f"number {text[:40]} out of range")
 
 
-def _float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise JsonLimitError(f"number {text[:40]} out of range")
-    return value
+def bounded_json(raw: bytes | str, out_of_range: Callable[[str], Any] = _refuse) -> Any:
+    """``json.loads`` where every number is finite and every integer at most ``MAX_INT_DIGITS`` digits.
 
-
-def _constant(name: str) -> Any:
-    raise JsonLimitError(f"{name} is not JSON")
-
-
-def bounded_json(raw: bytes | str) -> Any:
-    """``json.loads`` with every number finite and every integer at most ``MAX_INT_DIGITS`` digits.
-
-    Raises ``JsonLimitError`` for such a number and ``RecursionError`` for nesting deeper than the
-    interpreter's recursion limit (the C decoder checks it), both before anything else sees the value.
+    Any other number (Infinity, NaN, 1e400, a 401-digit integer) is ``out_of_range(text)``: by default
+    a ``JsonLimitError``; a reader that judges each entry on its own passes ``lambda _t: math.nan``, which
+    its own checks then refuse for that entry only. Nesting deeper than the interpreter's recursion
+    limit raises ``RecursionError`` (the C decoder checks it).
     """
-    return json.loads(raw, parse_int=_int, parse_float=_float, parse_constant=_constant)
+
+    def whole(text: str) -> Any:
+        return int(text) if len(text) - text.startswith("-") <= MAX_INT_DIGITS else out_of_range(text)
+
+    def real(text: str) -> Any:
+        value = float(text)
+        return value if math.isfinite(value) else out_of_range(text)
+
+    return json.loads(raw, parse_int=whole, parse_float=real, parse_constant=out_of_range)
 
 
 class Fetcher:
@@ -192,10 +190,12 @@ class Fetcher:
     def get(self, url: str) -> bytes:
         return self.request("GET", url)
 
-    def json(self, method: str, url: str, body: Any = None) -> Any:
+    def json(
+        self, method: str, url: str, body: Any = None, out_of_range: Callable[[str], Any] = _refuse
+    ) -> Any:
         raw = self.request(method, url, body)
         try:
-            return bounded_json(raw) if raw else None
+            return bounded_json(raw, out_of_range) if raw else None
         except JsonLimitError as exc:
             raise ScrapeError("bad_number", f"{url}: {exc}") from None
         except RecursionError:

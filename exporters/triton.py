@@ -201,7 +201,8 @@ class TritonApi(Source):
 
     def _batch_stats(self, errors: list[tuple[str, str]]) -> dict[ModelKey, dict[int, BatchStat]]:
         url = f"{self.base}/v2/models/stats"
-        stats = self.fetcher.json("GET", url)
+        # A number out of range costs only the model whose entry holds it (NaN fails its checks).
+        stats = self.fetcher.json("GET", url, out_of_range=lambda _text: math.nan)
         if stats is None:
             return {}
         if not isinstance(stats, dict) or not isinstance(stats.get("model_stats") or [], list):
