@@ -10,12 +10,17 @@ Parts (each a ``Part`` for the collector; the receiver, settings and file reader
 
       tritonwatch_spans_received_total
       tritonwatch_spans_dropped_total{reason}   malformed, orphan, duplicate, pending_full, incomplete,
-                                                forward_queue_full, forward_error
+                                                forward_queue_full, forward_error, busy (a body over
+                                                MAX_CONCURRENT_BODIES at once: 503), unknown_model
+                                                (a model Triton does not report: not made a label)
+
+  It binds 127.0.0.1 unless ``--otlp-listen`` names a host.
 
 * ``LatencyPart``: joined spans -> phase durations ->
 
       tritonwatch_request_duration_seconds_bucket{model,version,phase,le}, _sum, _count
-                                        phases request, queue, compute_infer (catalog.HISTOGRAM_PHASES)
+                                        phases request, queue, compute_infer (catalog.HISTOGRAM_PHASES);
+                                        a key with no trace over --quantile-window is forgotten
       tritonwatch_model_latency_quantile_seconds{model,version,phase,quantile,source}
                                         quantile 0.5 0.9 0.95 0.99 over --quantile-window; source "trace",
                                         or "summary" (Triton's *_summary_us) where no trace covers the key
@@ -38,7 +43,7 @@ import socket
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import compress
 from pathlib import Path
@@ -66,6 +71,8 @@ log = logging.getLogger(__name__)
 
 TRACES_PATH = "/v1/traces"
 MAX_BODY_BYTES = 32 * 1024 * 1024
+# Triton's exporter sends one batch at a time; more at once is a flood, answered 503 (OTLP: retry later).
+MAX_CONCURRENT_BODIES = 2
 # Triton 2.51 crashed (signal 11, issue #7795) with OpenTelemetry tracing at rates below this under load.
 MIN_SAFE_OTEL_RATE = 10
 SOURCE_TRACE = "trace"
@@ -105,6 +112,7 @@ class LatencyPart:
         clock: Callable[[], float] = time.time,
         per_slice: int = 1024,
     ) -> None:
+        self.quantile_window = quantile_window
         self.store = SampleStore(quantile_window, per_slice=per_slice, max_keys=max_keys)
         self.histograms = Histograms(buckets, max_keys=max_keys)
         self.metrics = metrics
@@ -137,7 +145,7 @@ class LatencyPart:
                         key = (t.model, t.version, phase)
                         self.store.add(key, seconds, now)
                         if phase in catalog.HISTOGRAM_PHASES:
-                            self.histograms.observe(key, seconds)
+                            self.histograms.observe(key, seconds, now)
                 if n:
                     self._recorded += 1
         finally:
@@ -182,6 +190,7 @@ class LatencyPart:
             labels=key_labels,
         )
         with self._lock:  # copies only: the receiver waits on this lock
+            self.histograms.expire(now - self.quantile_window)
             snapshot = self.histograms.snapshot()
             held = {k: self.store.held(k, now) for k in self.store.keys(now)}
         found = {k: quantiles_of(h, catalog.QUANTILES) for k, h in held.items()}
@@ -371,18 +380,25 @@ class OtlpReceiver(Source):
         interval: float = 5.0,
         joiner: SpanJoiner | None = None,
         max_body: int = MAX_BODY_BYTES,
+        max_concurrent: int = MAX_CONCURRENT_BODIES,
+        known_models: Callable[[], Collection[str]] | None = None,
     ) -> None:
         super().__init__(interval)
         self.listen = listen
+        # Span attributes are the sender's to choose: only models Triton itself reports become labels.
+        self.known_models = known_models
         self.latency = latency
         self.joiner = joiner or SpanJoiner()
         self.counters = Counters()
         self.forwarder = Forwarder(forward, self.counters) if forward else None
         self.max_body = max_body
+        # Bodies read at once: memory is bounded by max_concurrent x max_body, not by the senders.
+        self._reading = threading.BoundedSemaphore(max_concurrent)
         host, port = parse_listen(listen, "--otlp-listen")
         handler = self._handler_class()
         try:
-            self.server = ThreadingHTTPServer((host or "0.0.0.0", port), handler)
+            # Loopback unless a host is given: spans become labels, so who may send them is a choice.
+            self.server = ThreadingHTTPServer((host or "127.0.0.1", port), handler)
         except OSError as exc:
             raise TritonwatchError(f"--otlp-listen {listen}: cannot bind ({exc.strerror})") from None
         self.server.daemon_threads = True
@@ -415,7 +431,14 @@ class OtlpReceiver(Source):
         self.counters.receive(len(spans))
         if self.forwarder:
             self.forwarder.submit(body if raw is None else raw, headers, len(spans))
-        self.latency.record(self.joiner.add(spans, now), now)
+        timings = self.joiner.add(spans, now)
+        if self.known_models is not None and timings:
+            known = self.known_models()
+            kept = [t for t in timings if t.model in known]
+            if len(kept) < len(timings):
+                self.counters.drop("unknown_model", len(timings) - len(kept))
+            timings = kept
+        self.latency.record(timings, now)
         return len(spans)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
@@ -462,6 +485,17 @@ class OtlpReceiver(Source):
                     self._answer(404, json.dumps({"message": f"POST {TRACES_PATH}"}).encode())
                     return
                 ctype = (self.headers.get("Content-Type") or JSON).split(";")[0].strip().lower()
+                if not receiver._reading.acquire(blocking=False):
+                    receiver.counters.drop("busy")
+                    self.close_connection = True
+                    self._error(503, f"over {MAX_CONCURRENT_BODIES} bodies at once: retry later", ctype)
+                    return
+                try:
+                    self._read_and_ingest(ctype)
+                finally:
+                    receiver._reading.release()
+
+            def _read_and_ingest(self, ctype: str) -> None:
                 try:
                     raw, body, encoding = _read_body(self, receiver.max_body)
                 except ValueError as exc:
@@ -731,9 +765,17 @@ def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[Part, Source |
     buckets = cfg.latency_bucket_bounds or catalog.DEFAULT_BUCKETS
     max_keys = max(cfg.max_models * len(catalog.PHASES), 1)
     latency = LatencyPart(cfg.quantile_window, buckets, sidecar.metrics, max_keys=max_keys)
+    api, metrics = sidecar.api, sidecar.metrics
+
+    def known_models() -> frozenset[str]:
+        # Triton's repository index, and the models its /metrics names (while the index is unread).
+        return frozenset(m for m, _v in api.state.ready) | frozenset(m for m, _v in metrics.tracked)
+
     out: list[tuple[Part, Source | None]] = [(latency, None)]
     if cfg.otlp_listen:
-        receiver = OtlpReceiver(cfg.otlp_listen, latency, cfg.otlp_forward, interval=cfg.interval)
+        receiver = OtlpReceiver(
+            cfg.otlp_listen, latency, cfg.otlp_forward, interval=cfg.interval, known_models=known_models
+        )
         out.append((_View(receiver), receiver))
     if cfg.trace_file:
         reader = TraceFileReader(cfg.trace_file, latency, min(cfg.interval, 1.0), cfg.quantile_window)

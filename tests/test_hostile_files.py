@@ -100,9 +100,21 @@ def test_rules_out_never_follows_a_link_it_finds(tmp_path: Path) -> None:
         ({"name": "fleet\nx: 1"}, {}, "metadata.name: must not contain control characters"),
         ({"model": "resnet50\n"}, {}, "spec.slos[0].model: not a Triton model name"),
         ({}, {"grouping": ["cluster\n"]}, "spec.grouping[0]: not a usable label name"),
-        ({}, {"runbook_base_url": "https://x/{{ .Labels }}"}, "spec.runbook_base_url: must be an http(s) URL"),
-        ({"availability": {"objective": 1e-30}}, {}, "spec.slos[0].availability.objective: must be above 82.1429"),
-        ({"availability": {"objective": 80}}, {}, "spec.slos[0].availability.objective: must be above 82.1429"),
+        (
+            {},
+            {"runbook_base_url": "https://x/{{ .Labels }}"},
+            "spec.runbook_base_url: must be an http(s) URL",
+        ),
+        (
+            {"availability": {"objective": 1e-30}},
+            {},
+            "spec.slos[0].availability.objective: must be above 82.1429",
+        ),
+        (
+            {"availability": {"objective": 80}},
+            {},
+            "spec.slos[0].availability.objective: must be above 82.1429",
+        ),
         (
             {"availability": {"objective": 99.9999999999}},
             {},

@@ -176,8 +176,9 @@ def test_hanging_config_endpoint_does_not_hold_back_readiness(fake: FakeTriton) 
         start = time.monotonic()
         s = poll(
             sc.port,
-            lambda s: len(s.get(catalog.MODEL_READY, {})) == 52
-            and errors(s, "triton_api", "config_timeout") >= 1,
+            lambda s: (
+                len(s.get(catalog.MODEL_READY, {})) == 52 and errors(s, "triton_api", "config_timeout") >= 1
+            ),
             "readiness of all 52 models while their configs hang",
             timeout=5,  # 50 timeouts of 0.15 s one after the other would take 7.5 s
         )

@@ -39,7 +39,7 @@ class _BudgetLoader(yaml.SafeLoader):
                 "refused as a possible alias bomb"
             )
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
             target = self.anchors.get(self.peek_event().anchor)
             if target is not None:  # (an undefined alias: PyYAML says so)
@@ -50,7 +50,7 @@ class _BudgetLoader(yaml.SafeLoader):
                 self._spend(size)
             return super().compose_node(parent, index)  # type: ignore[no-any-return]
         before = self._expanded
-        node: yaml.Node = super().compose_node(parent, index)
+        node = super().compose_node(parent, index)
         self._spend(1)
         self._sizes[id(node)] = self._expanded - before
         return node
