@@ -242,7 +242,9 @@ class TritonApi(Source):
             if entry is not None and now < entry.retry_at:
                 continue
             if time.monotonic() >= stop_at:
-                errors.append(("config_deferred", f"{self.base}: model configs not all read within {self.interval:g}s"))
+                errors.append(
+                    ("config_deferred", f"{self.base}: model configs not all read within {self.interval:g}s")
+                )
                 break
             try:
                 self._configs[model] = ConfigEntry(self._config(model), now + self.config_refresh)
@@ -301,11 +303,15 @@ class _TooMany(ValueError):
 def _model_batch_stats(m: dict[str, Any]) -> tuple[ModelKey, dict[int, BatchStat]]:
     entries = m.get("batch_stats") or []
     if len(entries) > MAX_BATCH_SIZES:  # checked before any of them is read
-        raise _TooMany(f"model {str(m.get('name'))[:80]!r}: {len(entries)} batch sizes, over {MAX_BATCH_SIZES}")
+        raise _TooMany(
+            f"model {str(m.get('name'))[:80]!r}: {len(entries)} batch sizes, over {MAX_BATCH_SIZES}"
+        )
     per: dict[int, BatchStat] = {}
     for b in entries:
         execs = _count(b.get("compute_infer", {}).get("count", 0))
-        ns = sum(_count(b.get(p, {}).get("ns", 0)) for p in ("compute_input", "compute_infer", "compute_output"))
+        ns = sum(
+            _count(b.get(p, {}).get("ns", 0)) for p in ("compute_input", "compute_infer", "compute_output")
+        )
         size = b["batch_size"]
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_INT32:
             raise ValueError(f"batch_size {size}")

@@ -38,9 +38,13 @@ def label_value(value: str, where: str) -> str:
         raise UsageError(f"{where}: longer than {MAX_LABEL_VALUE} characters ({len(value)})")
     bad = _CONTROL.search(value)
     if bad:
-        raise UsageError(f"{where}: must not contain control characters (got {bad.group(0)!r} in {value[:80]!r})")
+        raise UsageError(
+            f"{where}: must not contain control characters (got {bad.group(0)!r} in {value[:80]!r})"
+        )
     if "{{" in value or "}}" in value:
-        raise UsageError(f"{where}: must not contain '{{{{' or '}}}}' (alert texts are Go templates; got {value[:80]!r})")
+        raise UsageError(
+            f"{where}: must not contain '{{{{' or '}}}}' (alert texts are Go templates; got {value[:80]!r})"
+        )
     return value
 
 
