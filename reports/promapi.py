@@ -12,6 +12,7 @@ import re
 import sys
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import IO, Any
 
@@ -91,19 +92,24 @@ class PromClient:
                 f"{self.url}{path} answered HTTP {resp.status_code} without a Prometheus API body "
                 "(is --prometheus the server's base URL?)"
             ) from None
+        if not isinstance(body, dict):
+            raise TritonwatchError(f"{self.url}{path} answered JSON that is not a Prometheus API body")
         if body.get("status") != "success":
             raise TritonwatchError(
                 f"Prometheus at {self.url} refused a query: {body.get('error', resp.status_code)}"
             )
+        if "data" not in body:
+            raise TritonwatchError(f"{self.url}{path} answered success without data")
         return body["data"]
 
     def instant(self, expr: str, at: datetime, what: str = "") -> dict[Labels, float]:
         if self.progress and what:
             self.progress.step(what)
         data = self._get("/api/v1/query", {"query": expr, "time": at.timestamp()})
-        if data["resultType"] == "scalar":
-            return {(): float(data["result"][1])}
-        return {labels_of(r["metric"]): float(r["value"][1]) for r in data["result"]}
+        with _shape("/api/v1/query", self.url):
+            if data["resultType"] == "scalar":
+                return {(): float(data["result"][1])}
+            return {labels_of(r["metric"]): float(r["value"][1]) for r in data["result"]}
 
     def range(
         self, expr: str, start: datetime, end: datetime, step: timedelta, what: str = ""
@@ -120,12 +126,13 @@ class PromClient:
                 "step": step.total_seconds(),
             }
             data = self._get("/api/v1/query_range", params)
-            for r in data["result"]:
-                values = r["values"]
-                idx = pd.to_datetime([float(t) for t, _ in values], unit="s", utc=True)
-                parts.setdefault(labels_of(r["metric"]), []).append(
-                    pd.Series([float(v) for _, v in values], index=idx, dtype="float64")
-                )
+            with _shape("/api/v1/query_range", self.url):
+                for r in data["result"]:
+                    values = r["values"]
+                    idx = pd.to_datetime([float(t) for t, _ in values], unit="s", utc=True)
+                    parts.setdefault(labels_of(r["metric"]), []).append(
+                        pd.Series([float(v) for _, v in values], index=idx, dtype="float64")
+                    )
         return {k: pd.concat(v).sort_index() for k, v in parts.items()}
 
     def retention(self) -> timedelta | None:
@@ -148,6 +155,17 @@ class PromClient:
             "/api/v1/series", {"match[]": match, "start": start.timestamp(), "end": end.timestamp()}
         )
         return bool(data)
+
+
+@contextmanager
+def _shape(path: str, url: str) -> Iterator[None]:
+    """An answer that is JSON but not the shape Prometheus gives becomes one line, not a traceback."""
+    try:
+        yield
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise TritonwatchError(
+            f"{url}{path}: the answer is not a Prometheus query result ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def _chunks(start: datetime, end: datetime, step: timedelta) -> Iterator[tuple[datetime, datetime]]:

@@ -33,6 +33,16 @@ class ExpositionLimitError(ExpositionError):
     reason = "labels_too_long"
 
 
+class DuplicateSeriesError(ExpositionError):
+    """A kept sample appears twice with the same labels (Prometheus drops the second, and warns)."""
+
+    reason = "duplicate_series"
+
+
+def _text(labels: LabelSet) -> str:
+    return ",".join(f'{k}="{v}"' for k, v in labels)
+
+
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _SAMPLE = re.compile(
     rf"^({_NAME})"  # metric name
@@ -367,6 +377,8 @@ class Parser:
             if series is None:
                 series = built[name] = {}
                 kept[name] = []
+            if head[1] in series:  # which of the two is the value? Neither can be trusted.
+                raise DuplicateSeriesError(f"line {lineno}: {name}{{{_text(head[1])[:80]}}} a second time")
             series[head[1]] = value
             kept[name].append((index, head[1], value))
         out = Parsed(built)
