@@ -8,6 +8,7 @@ its GETs and its SIGTERM. The others run the real sidecar in-process against the
 from __future__ import annotations
 
 import json
+import math
 import signal
 import time
 from collections.abc import Iterator
@@ -186,3 +187,26 @@ def test_hanging_config_endpoint_does_not_hold_back_readiness(fake: FakeTriton) 
         assert all(v == 1.0 for v in s[catalog.MODEL_READY].values())
         assert value(s, catalog.UP, target="triton_api") == 1.0
         read_metrics(sc.port)
+
+
+# --- case 9: duplicate series; a histogram without +Inf ---------------------------------------------
+def test_a_series_twice_in_one_payload_is_refused_and_counted(fake: FakeTriton) -> None:
+    """Before: the second value silently replaced the first (which one Triton meant, nobody knows)."""
+    argv = ["--triton", fake.base_url, "--triton-metrics", fake.metrics_url, *FAST]
+    with running_sidecar(argv, clock=fake.clock) as sc:
+        poll(sc.port, lambda s: models_served(s) == BOTH, "both models served")
+        fake.extra_lines = b'nv_inference_request_success{model="fraud_detector",version="1"} 1\n'
+        s = poll(
+            sc.port, lambda s: errors(s, "triton", "duplicate_series") >= 2, "the duplicate refused twice"
+        )
+        assert value(s, catalog.UP, target="triton") == 0.0 and not s.get(catalog.REQUEST_RATE)
+        fake.extra_lines = b""
+        poll(sc.port, lambda s: models_served(s) == BOTH, "served again")
+
+
+def test_buckets_without_inf_give_no_quantile() -> None:
+    """Before: cumulative buckets without +Inf still gave a p50 (PromQL's histogram_quantile gives none)."""
+    from tritonwatch.exporters.llm import bucket_quantile
+
+    assert bucket_quantile(0.5, [(0.1, 5.0), (0.2, 10.0)]) is None
+    assert bucket_quantile(0.5, [(0.1, 5.0), (0.2, 10.0), (math.inf, 10.0)]) == 0.1
