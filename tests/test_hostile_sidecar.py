@@ -210,3 +210,19 @@ def test_buckets_without_inf_give_no_quantile() -> None:
 
     assert bucket_quantile(0.5, [(0.1, 5.0), (0.2, 10.0)]) is None
     assert bucket_quantile(0.5, [(0.1, 5.0), (0.2, 10.0), (math.inf, 10.0)]) == 0.1
+
+
+def test_label_text_cache_follows_what_is_served_not_every_name_ever_seen() -> None:
+    """Before: 6,000 new model names per scrape grew a family's label-text cache towards 500,000."""
+    from tritonwatch.exporters import exposition
+
+    key = ("tritonwatch_test_churn", ("model",))
+    sizes = []
+    for build in range(40):
+        fam = exposition.TextFamily("tritonwatch_test_churn", "churn", ["model"])
+        fam.add_many([(f"m{build}-{i}",) for i in range(6000)], [1.0] * 6000)
+        exposition.family_text(fam)
+        sizes.append(len(exposition._PREFIXES[key]))
+    # at most twice the 6,000 served (12,000) before a build starts it afresh, plus that build's own
+    assert max(sizes) <= 18_000, max(sizes)
+    assert sizes[-1] >= 6000  # and the current build's texts are cached
