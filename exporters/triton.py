@@ -43,6 +43,8 @@ class TritonMetrics(Source):
         self._scrapes = 0
         self.parser = Parser(families, exact=True)  # remembers label parsing across scrapes
         self.max_models = max_models
+        # --max-models bounds what is served; this bounds what a scrape costs before the cap applies.
+        self.max_lines = max_models * LINES_PER_MODEL + LINES_FIXED
         self.tracked: frozenset[ModelKey] = frozenset()
         self.dropped_models = 0.0  # models left out over --max-models, summed over scrapes
         self.fetcher = Fetcher(timeout, max_bytes)
@@ -55,6 +57,13 @@ class TritonMetrics(Source):
 
     def scrape(self) -> None:
         payload = self.fetcher.get(self.url)
+        lines = payload.count(b"\n")  # in C: the budget holds before any line is parsed
+        if lines > self.max_lines:
+            raise ScrapeError(
+                "too_many_lines",
+                f"{self.url}: {lines} lines, over {self.max_lines} (--max-models {self.max_models} "
+                f"x {LINES_PER_MODEL} + {LINES_FIXED}): refused before parsing",
+            )
         now = self.clock()
         samples = self._cap_models(self.parser.parse(payload))
         with self.lock:
@@ -97,6 +106,11 @@ def _models_named(samples: Samples) -> frozenset[ModelKey]:
 
 
 TRIM_EVERY = 10  # scrapes between handing freed memory back (see exporters/memory.py)
+# Lines of Triton's /metrics per model, generously: ~90 with every summary, failure reason and
+# metric tag on (tests/data: 188 lines for 2 models with summaries), times a GPU split; plus the
+# server-wide families (GPU, CPU, pinned memory, cache).
+LINES_PER_MODEL = 200
+LINES_FIXED = 10_000
 MAX_INT32 = 2**31 - 1
 # Distinct batch sizes one model may report: each becomes a series of
 # tritonwatch_model_batch_executions_total. Triton's own limit on max_batch_size is far above what

@@ -226,3 +226,19 @@ def test_label_text_cache_follows_what_is_served_not_every_name_ever_seen() -> N
     # at most twice the 6,000 served (12,000) before a build starts it afresh, plus that build's own
     assert max(sizes) <= 18_000, max(sizes)
     assert sizes[-1] >= 6000  # and the current build's texts are cached
+
+
+def test_a_payload_far_over_the_model_cap_is_refused_before_it_is_parsed(fake: FakeTriton) -> None:
+    """Before: --max-models cut what was served after every line had been parsed: 800,000 models
+    cost 15-44 s and 1.2 GB a scrape. Now the line budget (--max-models x 200 + 10,000) holds first."""
+    argv = ["--triton", fake.base_url, "--triton-metrics", fake.metrics_url, "--interval", "0.5"]
+    argv += ["--timeout", "0.4", "--window", "30", "--max-models", "5"]
+    with running_sidecar(argv, clock=fake.clock) as sc:
+        poll(sc.port, lambda s: models_served(s) == BOTH, "both models served")
+        fake.extra_lines = b"x 1\n" * 1_000_000  # 4 MB: a million one-sample lines
+        s = poll(sc.port, lambda s: errors(s, "triton", "too_many_lines") >= 2, "refused twice")
+        assert value(s, catalog.UP, target="triton") == 0.0
+        took = value(s, catalog.SCRAPE_DURATION, target="triton")
+        assert took is not None and took < 0.3, took  # a fetch and a count, no parse
+        fake.extra_lines = b""
+        poll(sc.port, lambda s: models_served(s) == BOTH, "served again")
