@@ -8,6 +8,7 @@ API (``batch_stats``, the real batch-size distribution). Losing the API costs on
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -45,6 +46,7 @@ class TritonMetrics(Source):
         self.max_models = max_models
         # --max-models bounds what is served; this bounds what a scrape costs before the cap applies.
         self.max_lines = max_models * LINES_PER_MODEL + LINES_FIXED
+        self._check_models_over = 0  # line count above which the models are counted before parsing
         self.tracked: frozenset[ModelKey] = frozenset()
         self.dropped_models = 0.0  # models left out over --max-models, summed over scrapes
         self.fetcher = Fetcher(timeout, max_bytes)
@@ -64,12 +66,22 @@ class TritonMetrics(Source):
                 f"{self.url}: {lines} lines, over {self.max_lines} (--max-models {self.max_models} "
                 f"x {LINES_PER_MODEL} + {LINES_FIXED}): refused before parsing",
             )
+        if lines > self._check_models_over:  # far more lines than last time: count the models first
+            named = len(set(_MODEL_LABEL.findall(payload)))
+            limit = max(MODELS_REFUSED_OVER * self.max_models, MODELS_REFUSED_FLOOR)
+            if named > limit:
+                raise ScrapeError(
+                    "too_many_models",
+                    f"{self.url}: {named} models, over {limit} (2 x --max-models, at least "
+                    f"{MODELS_REFUSED_FLOOR}): refused before parsing",
+                )
         now = self.clock()
         samples = self._cap_models(self.parser.parse(payload))
         with self.lock:
             self.window.ingest(now, samples)
             self.samples = samples
             self.fresh = True
+        self._check_models_over = 2 * lines + LINES_FIXED
         self._scrapes += 1
         if self._scrapes % TRIM_EVERY == 0:
             memory.trim()
@@ -111,6 +123,13 @@ TRIM_EVERY = 10  # scrapes between handing freed memory back (see exporters/memo
 # server-wide families (GPU, CPU, pinned memory, cache).
 LINES_PER_MODEL = 200
 LINES_FIXED = 10_000
+# A payload naming more than this many times --max-models (and more than the floor) is refused whole
+# before it is parsed; up to that, the cap keeps --max-models of them and counts the rest.
+# 1,000,000 one-line models fit in the payload and line budgets, and would cost ~17 s and 1.4 GB to
+# parse only to be cut. Counting them costs ~0.8 s, and only when the line count jumps.
+MODELS_REFUSED_OVER = 2
+MODELS_REFUSED_FLOOR = 10_000
+_MODEL_LABEL = re.compile(rb'[{,]model="([^"\\]*(?:\\.[^"\\]*)*)"')
 MAX_INT32 = 2**31 - 1
 # Distinct batch sizes one model may report: each becomes a series of
 # tritonwatch_model_batch_executions_total. Triton's own limit on max_batch_size is far above what

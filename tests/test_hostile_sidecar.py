@@ -116,10 +116,11 @@ def test_a_401_digit_max_batch_size_costs_only_that_models_config(fake: FakeTrit
         fake.configs["fraud_detector"] = {"max_batch_size": 64}
 
 
-@pytest.mark.parametrize("number", ["Infinity", "1e400", "-Infinity", "NaN", "1" * 401])
+@pytest.mark.parametrize("number", ["Infinity", "1e400", "-Infinity", "NaN", "1" * 401, "-5"])
 def test_an_out_of_range_statistic_costs_only_that_models_distribution(fake: FakeTriton, number: str) -> None:
     """Before: ``Infinity`` or ``1e400`` in one model's statistics raised OverflowError, counted as
-    ``internal``, and took the whole ``triton_api`` target down: readiness of every model went."""
+    ``internal``, and took the whole ``triton_api`` target down: readiness of every model went; a
+    negative count cost every model's distribution."""
     body = json.dumps(fake.stats).replace('"count": 1212', f'"count": {number}', 1)
     assert body != json.dumps(fake.stats)
     raw = body.encode()
@@ -240,5 +241,23 @@ def test_a_payload_far_over_the_model_cap_is_refused_before_it_is_parsed(fake: F
         assert value(s, catalog.UP, target="triton") == 0.0
         took = value(s, catalog.SCRAPE_DURATION, target="triton")
         assert took is not None and took < 0.3, took  # a fetch and a count, no parse
+        fake.extra_lines = b""
+        poll(sc.port, lambda s: models_served(s) == BOTH, "served again")
+
+
+def test_a_flood_of_one_line_models_is_refused_before_it_is_parsed(fake: FakeTriton) -> None:
+    """Before: models within the line budget (one line each) were all parsed, then cut to the cap:
+    a million of them cost ~17 s and 1.4 GB per scrape."""
+    argv = ["--triton", fake.base_url, "--triton-metrics", fake.metrics_url, "--interval", "0.5"]
+    argv += ["--timeout", "0.4", "--window", "30", "--max-models", "20"]
+    with running_sidecar(argv, clock=fake.clock) as sc:
+        poll(sc.port, lambda s: models_served(s) == BOTH, "both models served")
+        flood = "".join(
+            f'nv_inference_request_success{{model="f{i}",version="1"}} 1\n' for i in range(12_000)
+        )
+        fake.extra_lines = flood.encode()  # 12,000 lines: under the line budget of 20 x 200 + 10,000
+        s = poll(sc.port, lambda s: errors(s, "triton", "too_many_models") >= 2, "refused twice")
+        assert value(s, catalog.UP, target="triton") == 0.0
+        assert errors(s, "triton", "too_many_lines") == 0.0
         fake.extra_lines = b""
         poll(sc.port, lambda s: models_served(s) == BOTH, "served again")
