@@ -72,7 +72,7 @@ log = logging.getLogger(__name__)
 TRACES_PATH = "/v1/traces"
 MAX_BODY_BYTES = 32 * 1024 * 1024
 # Triton's exporter sends one batch at a time; more at once is a flood, answered 503 (OTLP: retry later).
-MAX_CONCURRENT_BODIES = 2
+MAX_CONCURRENT_BODIES = 1
 # Triton 2.51 crashed (signal 11, issue #7795) with OpenTelemetry tracing at rates below this under load.
 MIN_SAFE_OTEL_RATE = 10
 SOURCE_TRACE = "trace"

@@ -21,7 +21,8 @@ from support.harness import models_served, poll, read_metrics, running_sidecar, 
 from support.sidecar import sidecar_argv
 
 from tritonwatch import catalog
-from tritonwatch.expfmt import MAX_LABELS_TEXT
+from tritonwatch.expfmt import MAX_LABELS_TEXT, ExpositionLimitError, Parser
+from tritonwatch.exporters.http import MAX_LINE_BYTES
 from tritonwatch.exporters.triton import MAX_BATCH_SIZES, TritonApi
 from tritonwatch.local.procs import Managed, free_port, wait_until
 
@@ -65,17 +66,17 @@ def test_a_5mb_label_value_is_refused_with_bounded_memory_fast_gets_and_sigterm(
 
         def refused_twice(s: object) -> bool:
             took.append(_timed_get(url))
-            return errors(s, "triton", "labels_too_long") >= 2
+            return errors(s, "triton", "line_too_long") >= 2
 
         s = poll(port, refused_twice, "the long label refused twice", timeout=30)
         assert value(s, catalog.UP, target="triton") == 0.0
         assert errors(s, "triton", "parse") == 0.0  # its own reason, not a generic parse error
         peak = peak_rss_mib(sidecar.pid)
-        # Two payloads of 5 MiB in flight (bytes, text) and their split: tens of MiB, not 900.
-        assert peak < normal + 80, f"peak RSS {peak:.0f} MiB, {normal:.0f} MiB before the long label"
+        # The read stops at the first MiB-long line: a few chunks in memory, not copies of 5 MiB.
+        assert peak < normal + 30, f"peak RSS {peak:.0f} MiB, {normal:.0f} MiB before the long label"
         assert sorted(took)[len(took) // 2] < 0.1, f"GET median {sorted(took)[len(took) // 2]:.3f}s"
         log = (tmp_path / "sidecar.log").read_text()
-        assert f"over {MAX_LABELS_TEXT}" in log and fake.metrics_url in log  # one line naming the source
+        assert f"{fake.metrics_url}: a line over {MAX_LINE_BYTES} bytes" in log  # one line naming the source
         fake.extra_lines = b""
         poll(port, lambda s: value(s, catalog.UP, target="triton") == 1.0, "the target back", timeout=30)
         start = time.monotonic()
@@ -83,6 +84,17 @@ def test_a_5mb_label_value_is_refused_with_bounded_memory_fast_gets_and_sigterm(
         sidecar.proc.wait(timeout=10)
         assert time.monotonic() - start < 10
         assert sidecar.proc.returncode == 0
+
+
+def test_a_label_value_under_the_line_limit_is_refused_by_the_parser_in_linear_time() -> None:
+    """Lines up to MAX_LINE_BYTES reach the parser, which refuses label text over MAX_LABELS_TEXT."""
+    line = 'nv_inference_request_success{model="' + "x" * (MAX_LINE_BYTES - 100) + '",version="1"} 1\n'
+    start = time.monotonic()
+    with pytest.raises(ExpositionLimitError, match=f"over {MAX_LABELS_TEXT}") as err:
+        Parser().parse(line)
+    assert err.value.reason == "labels_too_long" and time.monotonic() - start < 0.5
+    ok = 'nv_inference_request_success{model="' + "x" * 60_000 + '",version="1"} 1\n'
+    assert len(next(iter(Parser().parse(ok).values()))) == 1  # under the limit: read as before
 
 
 def _answers(url: str) -> bool:
