@@ -14,24 +14,16 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import need_binary
 from support.harness import sidecar_config
 from support.sidecar import TRITONWATCH
+from test_alerts_slo import VALID
 
 from tritonwatch import safeyaml, slo
 from tritonwatch.alerts import generate, rules
 from tritonwatch.cli import main
 from tritonwatch.errors import UsageError
 from tritonwatch.exporters.webconfig import MAX_BCRYPT_COST, load_web_config
-
-VALID: dict[str, Any] = {
-    "apiVersion": "tritonwatch/v1",
-    "kind": "ServiceLevelObjectives",
-    "metadata": {"name": "test"},
-    "spec": {
-        "window": "28d",
-        "slos": [{"model": "fraud_detector", "availability": {"objective": 99.9}}],
-    },
-}
 
 
 def slo_file(tmp_path: Path, edit: dict[str, Any] | None = None, **spec: Any) -> Path:
@@ -146,7 +138,9 @@ def test_a_quote_in_up_job_stays_inside_the_promql_string(tmp_path: Path) -> Non
     out = tmp_path / "out"
     assert main(["rules", "--slo", str(tmp_path / "slo.yaml"), "--out", str(out)]) == 0
     check = subprocess.run(
-        ["promtool", "check", "rules", str(out / "operational.rules.yml")], capture_output=True, text=True
+        [need_binary("promtool"), "check", "rules", str(out / "operational.rules.yml")],
+        capture_output=True,
+        text=True,
     )
     assert check.returncode == 0, check.stdout + check.stderr
 

@@ -29,7 +29,9 @@ CORE = {
     "tritonwatch.flags",
     "tritonwatch.inputs",
     "tritonwatch.otlp",
+    "tritonwatch.safeyaml",
     "tritonwatch.slo",
+    "tritonwatch.validators",
 }
 # Leaves at the top: the entry point and the generators of committed docs and manifests.
 TOP = {
