@@ -12,9 +12,11 @@ Parts (each a ``Part`` for the collector; the receiver, settings and file reader
       tritonwatch_spans_dropped_total{reason}   malformed, orphan, duplicate, pending_full, incomplete,
                                                 forward_queue_full, forward_error, busy (a body over
                                                 MAX_CONCURRENT_BODIES at once: 503), unknown_model
-                                                (a model Triton does not report: not made a label)
+                                                (a model Triton does not report: not made a label),
+                                                unauthorized (--web-config's basic auth: 401)
 
-  It binds 127.0.0.1 unless ``--otlp-listen`` names a host.
+  It binds 127.0.0.1 unless ``--otlp-listen`` names a host, and takes ``--web-config``'s TLS and basic
+  auth as /metrics does.
 
 * ``LatencyPart``: joined spans -> phase durations ->
 
@@ -44,7 +46,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from itertools import compress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,6 +59,7 @@ from tritonwatch.exporters.config import SidecarConfig, parse_listen
 from tritonwatch.exporters.exposition import TextFamily
 from tritonwatch.exporters.http import Fetcher, ScrapeError
 from tritonwatch.exporters.latency import Histograms, SampleStore, quantiles_of
+from tritonwatch.exporters.server import MetricsHTTPServer
 from tritonwatch.exporters.source import Source, Updates
 from tritonwatch.exporters.spans import RequestTiming, SpanJoiner, TraceFileError, trace_file_timings
 from tritonwatch.exporters.summaries import Row, SummaryReader, SummaryRows
@@ -73,6 +76,8 @@ TRACES_PATH = "/v1/traces"
 MAX_BODY_BYTES = 32 * 1024 * 1024
 # Triton's exporter sends one batch at a time; more at once is a flood, answered 503 (OTLP: retry later).
 MAX_CONCURRENT_BODIES = 1
+# A body sent without valid credentials is read (and dropped) up to this size; a larger one is cut.
+UNAUTHORIZED_DRAIN = 1024 * 1024
 # Triton 2.51 crashed (signal 11, issue #7795) with OpenTelemetry tracing at rates below this under load.
 MIN_SAFE_OTEL_RATE = 10
 SOURCE_TRACE = "trace"
@@ -382,6 +387,8 @@ class OtlpReceiver(Source):
         max_body: int = MAX_BODY_BYTES,
         max_concurrent: int = MAX_CONCURRENT_BODIES,
         known_models: Callable[[], Collection[str]] | None = None,
+        authorize: Callable[[str | None], bool] | None = None,
+        wrap: Callable[[MetricsHTTPServer], None] | None = None,
     ) -> None:
         super().__init__(interval)
         self.listen = listen
@@ -398,10 +405,13 @@ class OtlpReceiver(Source):
         handler = self._handler_class()
         try:
             # Loopback unless a host is given: spans become labels, so who may send them is a choice.
-            self.server = ThreadingHTTPServer((host or "127.0.0.1", port), handler)
+            self.server = MetricsHTTPServer((host or "127.0.0.1", port), handler)
         except OSError as exc:
             raise TritonwatchError(f"--otlp-listen {listen}: cannot bind ({exc.strerror})") from None
-        self.server.daemon_threads = True
+        # --web-config's TLS and basic auth, as for /metrics (Triton's exporter can send both).
+        self.authorize = authorize
+        if wrap is not None:
+            wrap(self.server)
         # Exporters keep their connection open between batches: stop() must close those too, or a
         # stopped receiver keeps taking spans on them while a new one on the same port gets none.
         self._conns: set[socket.socket] = set()
@@ -416,7 +426,8 @@ class OtlpReceiver(Source):
     def url(self) -> str:
         bound = str(self.server.server_address[0])
         host = "127.0.0.1" if bound in ("0.0.0.0", "") else bound
-        return f"http://{host}:{self.port}{TRACES_PATH}"
+        scheme = "https" if self.server.tls_context is not None else "http"
+        return f"{scheme}://{host}:{self.port}{TRACES_PATH}"
 
     def ingest(self, body: bytes, headers: dict[str, str], now: float, raw: bytes | None = None) -> int:
         """Decode, forward and record one export body; returns the spans in it (OtlpError if malformed).
@@ -485,6 +496,19 @@ class OtlpReceiver(Source):
                     self._answer(404, json.dumps({"message": f"POST {TRACES_PATH}"}).encode())
                     return
                 ctype = (self.headers.get("Content-Type") or JSON).split(";")[0].strip().lower()
+                if receiver.authorize is not None and not receiver.authorize(
+                    self.headers.get("Authorization")
+                ):
+                    receiver.counters.drop("unauthorized")
+                    self.close_connection = True
+                    length = self.headers.get("Content-Length", "")
+                    if length.isdigit() and int(length) <= UNAUTHORIZED_DRAIN:
+                        self.rfile.read(int(length))  # so that the client reads the 401, not a reset
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="tritonwatch"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if not receiver._reading.acquire(blocking=False):
                     receiver.counters.drop("busy")
                     self.close_connection = True
@@ -773,8 +797,19 @@ def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[Part, Source |
 
     out: list[tuple[Part, Source | None]] = [(latency, None)]
     if cfg.otlp_listen:
+        authorize, wrap = None, None
+        if cfg.web_config:
+            from tritonwatch.exporters.webconfig import load_web_config
+
+            authorize, wrap = load_web_config(cfg.web_config)
         receiver = OtlpReceiver(
-            cfg.otlp_listen, latency, cfg.otlp_forward, interval=cfg.interval, known_models=known_models
+            cfg.otlp_listen,
+            latency,
+            cfg.otlp_forward,
+            interval=cfg.interval,
+            known_models=known_models,
+            authorize=authorize,
+            wrap=wrap,
         )
         out.append((_View(receiver), receiver))
     if cfg.trace_file:

@@ -16,13 +16,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 from support.fake_triton import FakeTriton, fake_triton
+from test_webconfig import bcrypt_hash, certs, write_config  # noqa: F401 (certs: a fixture)
 
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
 from tritonwatch.exporters.sidecar import Sidecar
 from tritonwatch.exporters.spans import RequestTiming
 from tritonwatch.exporters.traces import MAX_CONCURRENT_BODIES, LatencyPart, OtlpReceiver
+from tritonwatch.exporters.webconfig import load_web_config
 from tritonwatch.local.procs import free_port, wait_until
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -148,4 +151,32 @@ def test_bodies_over_the_concurrency_budget_are_answered_503_at_once() -> None:
     finally:
         for s in slow:
             s.close()
+        receiver.stop()
+
+
+def test_the_receiver_takes_the_web_configs_tls_and_basic_auth(certs: Path) -> None:  # noqa: F811
+    """Before: anyone who could reach the port could send spans, in clear text."""
+    web = write_config(
+        certs,
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+        f"basic_auth_users:\n  triton: '{bcrypt_hash('span-secret')}'\n",
+    )
+    authorize, wrap = load_web_config(web)
+    receiver = OtlpReceiver("127.0.0.1:0", LatencyPart(300.0), authorize=authorize, wrap=wrap)
+    receiver.start()
+    try:
+        assert receiver.url.startswith("https://127.0.0.1:")
+        ok = {"data": BODY.encode(), "headers": {"Content-Type": "application/json"}, "timeout": 10}
+        verify = str(certs / "server.crt")
+        assert (
+            requests.post(receiver.url, verify=verify, auth=("triton", "span-secret"), **ok).status_code
+            == 200
+        )
+        assert requests.post(receiver.url, verify=verify, auth=("triton", "guess"), **ok).status_code == 401
+        assert requests.post(receiver.url, verify=verify, **ok).status_code == 401
+        with pytest.raises(requests.ConnectionError):  # plain HTTP to the TLS port gets nothing
+            requests.post(receiver.url.replace("https", "http"), **ok)
+        received, dropped = receiver.counters.snapshot()
+        assert received == 48 and dropped == {"unauthorized": 2}
+    finally:
         receiver.stop()
