@@ -1,6 +1,7 @@
 """Prometheus HTTP API queries into pandas, with progress on stderr and one-line errors.
 
-``instant(expr, at)`` gives a ``{labels: value}`` mapping; ``range(expr, start, end, step)`` gives
+``instant(expr, at)`` gives a ``{labels: value}`` mapping (a negative value is refused: every query of
+the report is a count, a rate or a ratio of them); ``range(expr, start, end, step)`` gives
 ``{labels: pd.Series}`` indexed by UTC timestamps. Labels are a sorted tuple of (name, value) pairs
 (``__name__`` dropped). A long range is fetched one day at a time so that progress can be shown and no
 query exceeds Prometheus's 11,000 points per series.
@@ -108,8 +109,12 @@ class PromClient:
         data = self._get("/api/v1/query", {"query": expr, "time": at.timestamp()})
         with _shape("/api/v1/query", self.url):
             if data["resultType"] == "scalar":
-                return {(): float(data["result"][1])}
-            return {labels_of(r["metric"]): float(r["value"][1]) for r in data["result"]}
+                out = {(): float(data["result"][1])}
+            else:
+                out = {labels_of(r["metric"]): float(r["value"][1]) for r in data["result"]}
+        if any(v < 0 for v in out.values()):
+            raise _negative(self.url, "/api/v1/query", expr)
+        return out
 
     def range(
         self, expr: str, start: datetime, end: datetime, step: timedelta, what: str = ""
@@ -133,7 +138,10 @@ class PromClient:
                     parts.setdefault(labels_of(r["metric"]), []).append(
                         pd.Series([float(v) for _, v in values], index=idx, dtype="float64")
                     )
-        return {k: pd.concat(v).sort_index() for k, v in parts.items()}
+        out = {k: pd.concat(v).sort_index() for k, v in parts.items()}
+        if any(bool((series < 0).any()) for series in out.values()):
+            raise _negative(self.url, "/api/v1/query_range", expr)
+        return out
 
     def retention(self) -> timedelta | None:
         """The server's time-based retention (``storageRetention`` of ``/api/v1/status/runtimeinfo``,
@@ -155,6 +163,12 @@ class PromClient:
             "/api/v1/series", {"match[]": match, "start": start.timestamp(), "end": end.timestamp()}
         )
         return bool(data)
+
+
+def _negative(url: str, path: str, expr: str) -> TritonwatchError:
+    # Every query of the report is a count, a rate or a ratio of them: a negative one is a broken or
+    # hostile server, and a report built on it would be wrong (an availability above 100%).
+    return TritonwatchError(f"{url}{path}: a negative value for {expr[:120]} (counts and rates cannot be)")
 
 
 @contextmanager

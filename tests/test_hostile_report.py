@@ -10,8 +10,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from test_report_prometheus import END, blocks, prometheus  # noqa: F401 (fixtures: the synthetic week)
 
 from tritonwatch.cli import main
+from tritonwatch.local.promstack import Prometheus
 
 ANSWERS = {
     "list body": [],
@@ -21,6 +23,10 @@ ANSWERS = {
     },
     "result not a list": {"status": "success", "data": {"resultType": "matrix", "result": "x"}},
     "no data": {"status": "success"},
+    "negative value": {
+        "status": "success",
+        "data": {"resultType": "vector", "result": [{"metric": {"model": "m"}, "value": [1.0, "-5"]}]},
+    },
     "value not a number": {
         "status": "success",
         "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1.0, {"x": 1}]}]},
@@ -55,7 +61,8 @@ def server(request: pytest.FixtureRequest) -> Iterator[str]:
 def test_a_malformed_prometheus_answer_is_one_line(
     server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Before: KeyError, IndexError, TypeError or AttributeError tracebacks out of the report."""
+    """Before: KeyError, IndexError, TypeError or AttributeError tracebacks out of the report; a negative
+    value gave exit 0 and an availability of 6 (600%)."""
     out = tmp_path / "report"
     code = main(["report", "--prometheus", server, "--end", "2026-03-01T00:00:00Z", "--out", str(out)])
     err = capsys.readouterr().err.strip().splitlines()
@@ -63,3 +70,22 @@ def test_a_malformed_prometheus_answer_is_one_line(
     assert len([line for line in err if server in line]) == 1, err
     assert "Traceback" not in "\n".join(err)
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_charts_folder_that_cannot_be_made_leaves_no_half_report(
+    prometheus: Prometheus,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Before: report.html, report.md and the CSV files were written, then the charts failed."""
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "charts").write_text("a file where the charts folder goes\n")
+    code = main(["report", "--prometheus", prometheus.url, "--end", END, "--days", "7", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1
+    assert (
+        err[-1]
+        == f"tritonwatch report: error: --out {out}: cannot write the report (File exists: {out / 'charts'})"
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["charts"]
