@@ -109,7 +109,7 @@ class PromClient:
         data = self._get("/api/v1/query", {"query": expr, "time": at.timestamp()})
         with _shape("/api/v1/query", self.url):
             if data["resultType"] == "scalar":
-                out = {(): float(data["result"][1])}
+                out: dict[Labels, float] = {(): float(data["result"][1])}
             else:
                 out = {labels_of(r["metric"]): float(r["value"][1]) for r in data["result"]}
         if any(v < 0 for v in out.values()):
