@@ -8,8 +8,8 @@ API lists the 50 models. The sidecar scrapes it every second with the default ca
 * ``normal``: the payload alone (the sidecar's normal RSS at this configuration);
 * ``label_50mb``: one more line whose label value is 50 MB (refused: ``labels_too_long``);
 * ``models_1m``: 1,000,000 one-line models, 61 MB, under the payload cap (refused: ``too_many_models``);
-* ``otlp_6x31mb``: 6 clients each POSTing 31 MB OTLP bodies at once, over and over (2 read at once,
-  the rest answered 503; spans of models Triton does not list dropped as ``unknown_model``);
+* ``otlp_6x31mb``: 6 clients each POSTing 31 MB OTLP bodies at once, over and over (one read at a
+  time, the rest answered 503; spans of models Triton does not list dropped as ``unknown_model``);
 * ``churn_6000``: 6,000 new model names every scrape, each one line (over the cap: capped and counted).
 
 A client GETs the sidecar's /metrics every 0.1 s throughout. Reported per phase: GET median and max,
