@@ -30,6 +30,7 @@ from tritonwatch import catalog
 from tritonwatch.alerts import windows
 from tritonwatch.catalog import le_matcher
 from tritonwatch.slo import SLO, FrontCounters, Objective, SLOFile, format_duration
+from tritonwatch.validators import promql_string
 
 Rule = dict[str, Any]
 Group = dict[str, Any]
@@ -414,7 +415,7 @@ def slo_groups(spec: SLOFile) -> list[Group]:
 
 # --- step 4: operational alerts -----------------------------------------------------------------
 def up_matcher(spec: SLOFile) -> str:
-    return f'{catalog.TARGET_UP}{{job=~"{spec.up_job}"}}'
+    return f"{catalog.TARGET_UP}{{job=~{promql_string(spec.up_job)}}}"
 
 
 def _hold(name: str) -> dict[str, str]:
@@ -445,7 +446,7 @@ def operational_texts(spec: SLOFile, name: str, slo: SLO | None = None) -> dict[
     """Placeholders fixed at generation time for an operational alert (shared with the tests)."""
     fixed: dict[str, str] = {}
     if name == SERVER_DOWN:
-        fixed["up_job"] = f'job=~"{spec.up_job}"'
+        fixed["up_job"] = f"job=~{promql_string(spec.up_job)}"
     elif name in OPERATIONAL and slo and (limit := slo.limit(OPERATIONAL[name])) is not None:
         fixed["limit"] = _pct(limit)
     elif name == GPU_MEMORY_NEAR_FULL:

@@ -1,11 +1,13 @@
-"""``make bench``: every benchmark, one after the other (about 17 minutes on 2 cores).
+"""``make bench``: every benchmark, one after the other (about 18 minutes on 2 cores).
 
 * ``bench.scrape``: the scrape path at 50, 500 and 2,000 models, side by side with a real Prometheus
   scraping the same payload and with prometheus_client's parser, while 4 clients scrape the sidecar;
   the largest size for ``--seconds`` (default 600: memory must stay flat over 10 minutes; ``make bench
   BENCH_SECONDS=60`` for a quick look) (writes bench/results/scrape.json);
 * ``bench.trace_accuracy``: trace quantile accuracy at trace rates 1, 10 and 100 and the CPU cost per
-  1,000 spans (writes bench/results/traces.json).
+  1,000 spans (writes bench/results/traces.json);
+* ``bench.hostile``: hostile inputs against a real sidecar, about a minute: peak RSS and /metrics GET
+  medians per phase (writes bench/results/hostile.json; docs/hostile-inputs.md).
 
 Benchmarks are not tests: they measure and report ratios, they do not pass or fail.
 """
@@ -15,14 +17,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import scrape, trace_accuracy
+from bench import hostile, scrape, trace_accuracy
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=600.0, help="measured seconds at 2,000 models")
     args = ap.parse_args(argv)
-    return scrape.main(["--seconds", f"{args.seconds:g}"]) or trace_accuracy.main([])
+    return scrape.main(["--seconds", f"{args.seconds:g}"]) or trace_accuracy.main([]) or hostile.main([])
 
 
 if __name__ == "__main__":

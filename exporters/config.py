@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from tritonwatch import safeyaml
 from tritonwatch.errors import UsageError
 
 
@@ -94,11 +95,11 @@ def parse_listen(value: str, flag: str) -> tuple[str, int]:
 
 def _load_file(path: str) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = safeyaml.load(Path(path).read_text())
     except OSError as exc:
         raise UsageError(f"--config: cannot read {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise UsageError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+        raise UsageError(f"{path}: not valid YAML ({safeyaml.problem(exc)})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -125,14 +126,30 @@ def resolve(args: argparse.Namespace) -> SidecarConfig:
     for f in fields(SidecarConfig):
         if f.name not in merged:
             continue
-        raw = merged[f.name]
-        want = type(getattr(defaults, f.name))
-        try:
-            typed[f.name] = want(raw) if not isinstance(raw, want) else raw
-        except (TypeError, ValueError):
-            raise UsageError(f"{FLAG_NAMES[f.name]}: {raw!r} is not a valid {want.__name__}") from None
+        typed[f.name] = _typed(f.name, merged[f.name], type(getattr(defaults, f.name)))
     cfg = SidecarConfig(**typed)
     return validate(cfg)
+
+
+_KIND = {float: "a number", int: "a whole number", str: "a string"}
+
+
+def _typed(name: str, raw: object, want: type) -> Any:
+    """``raw`` as ``want``, never coerced: text (a flag, the environment) is read as that type, and a
+    YAML value must already be one (``interval: true`` is not 1 s, ``max_payload_bytes: 1.9`` not 1
+    byte, ``probe: [a, b]`` not the text "['a', 'b']")."""
+    flag = FLAG_NAMES[name]
+    if isinstance(raw, str) and want is not str:
+        try:
+            return want(raw.strip())
+        except ValueError:
+            raise UsageError(f"{flag}: {raw!r} is not {_KIND[want]}") from None
+    ok = isinstance(raw, want) and not isinstance(raw, bool)
+    if want is float and isinstance(raw, int) and not isinstance(raw, bool):
+        return float(raw)
+    if not ok:
+        raise UsageError(f"{flag}: must be {_KIND[want]} (got {type(raw).__name__} {str(raw)[:40]})")
+    return raw
 
 
 def validate(cfg: SidecarConfig) -> SidecarConfig:

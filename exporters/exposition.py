@@ -53,6 +53,11 @@ def _label_value(v: str) -> str:
 # carry the same models every update, so a sample's line costs a lookup and a value format.
 _PREFIXES: dict[tuple[str, tuple[str, ...]], dict[tuple[str, ...], str]] = {}
 _MAX_PREFIXES = 500_000  # per family: label churn starts the family's text cache afresh
+# The cache is started afresh too once it holds twice the label sets the family's last build used
+# (at least _MIN_PREFIXES): models that come and go (6,000 new names a scrape) cost memory in
+# proportion to what is served, not to how many names have ever been seen.
+_MIN_PREFIXES = 10_000
+_LAST_BUILD: dict[tuple[str, tuple[str, ...]], TextFamily] = {}
 # Per sample name and label names: the label sets of the last add_many and their prefixes.
 _LAST_KNOWN: dict[tuple[str, tuple[str, ...]], tuple[list[tuple[str, ...]], list[str]]] = {}
 
@@ -73,8 +78,12 @@ class TextFamily(Metric):
         self._sample_name = name + "_total" if typ == "counter" else name
         key = self._key = (self._sample_name, self._labelnames)
         prefixes = _PREFIXES.get(key)
-        if prefixes is None or len(prefixes) > _MAX_PREFIXES:
+        last = _LAST_BUILD.get(key)
+        limit = min(_MAX_PREFIXES, max(_MIN_PREFIXES, 2 * len(last._labels) if last else 0))
+        if prefixes is None or len(prefixes) > limit:
             prefixes = _PREFIXES[key] = {}
+            _LAST_KNOWN.pop(key, None)  # its prefixes are the old cache's
+        _LAST_BUILD[key] = self
         self._prefixes = prefixes
         # Label sets and values side by side, not as (labels, value) pairs: tens of thousands of
         # pairs a build would be as many objects for the garbage collector to walk.

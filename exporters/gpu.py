@@ -50,7 +50,7 @@ from tritonwatch.exporters.gpuquery import (
     triton_gpu_uuids,
     triton_readings,
 )
-from tritonwatch.exporters.http import Fetcher
+from tritonwatch.exporters.http import MAX_LINE_BYTES, Fetcher
 from tritonwatch.exporters.source import Health, Source
 from tritonwatch.exporters.triton import TritonMetrics
 from tritonwatch.exporters.window import IncreaseWindow, ModelKey
@@ -105,7 +105,7 @@ class DcgmSource(Source):
     ) -> None:
         super().__init__(interval, clock)
         self.url = url
-        self.fetcher = Fetcher(timeout, max_bytes)
+        self.fetcher = Fetcher(timeout, max_bytes, max_line=MAX_LINE_BYTES)
         self.lock = threading.Lock()
         self.readings: dict[DcgmKey, GpuReading] = {}
         self.energy: IncreaseWindow[DcgmKey] = IncreaseWindow(window)

@@ -2,7 +2,10 @@
 
 Reasons (the ``reason`` label of ``tritonwatch_scrape_errors_total``): ``timeout`` (no answer, or the
 whole answer not in time), ``connection`` (refused, reset, gone), ``http_status`` (not 200),
-``too_large`` (over ``--max-payload-bytes``, counted after decompression), ``bad_json``, ``http``.
+``too_large`` (over ``--max-payload-bytes``, counted after decompression), ``line_too_long`` (a
+text payload with a line over ``MAX_LINE_BYTES``, stopped as it arrives), ``bad_json``,
+``bad_number`` (JSON with Infinity, NaN or a number out of range), ``too_deep`` (JSON nested past the
+recursion limit), ``http``.
 The Triton API source prefixes them with the endpoint that failed (``index_``, ``stats_``, ``config_``).
 """
 
@@ -11,14 +14,18 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
+import math
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import requests
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+# The longest line of an exposition payload read at all (the parser refuses labels over 64 KiB).
+MAX_LINE_BYTES = 1024 * 1024
 
 
 def _cut(resp: requests.Response) -> None:
@@ -92,6 +99,38 @@ class ScrapeError(Exception):
         self.reason = reason
 
 
+# Triton's counters are uint64 and its settings int32/int64: a longer integer is not Triton's, and
+# Python would carry it into float() (OverflowError) or arithmetic of any size.
+MAX_INT_DIGITS = 20
+
+
+class JsonLimitError(ValueError):
+    """A JSON number no Triton answer holds: Infinity, NaN, a float that overflows, a huge integer."""
+
+
+def _refuse(text: str) -> Any:
+    raise JsonLimitError(f"number {text[:40]} out of range")
+
+
+def bounded_json(raw: bytes | str, out_of_range: Callable[[str], Any] = _refuse) -> Any:
+    """``json.loads`` where every number is finite and every integer at most ``MAX_INT_DIGITS`` digits.
+
+    Any other number (Infinity, NaN, 1e400, a 401-digit integer) is ``out_of_range(text)``: by default
+    a ``JsonLimitError``; a reader that judges each entry on its own passes ``lambda _t: math.nan``, which
+    its own checks then refuse for that entry only. Nesting deeper than the interpreter's recursion
+    limit raises ``RecursionError`` (the C decoder checks it).
+    """
+
+    def whole(text: str) -> Any:
+        return int(text) if len(text) - text.startswith("-") <= MAX_INT_DIGITS else out_of_range(text)
+
+    def real(text: str) -> Any:
+        value = float(text)
+        return value if math.isfinite(value) else out_of_range(text)
+
+    return json.loads(raw, parse_int=whole, parse_float=real, parse_constant=out_of_range)
+
+
 class Fetcher:
     """One HTTP session per source (sources run in their own threads; sessions are not shared).
 
@@ -99,9 +138,12 @@ class Fetcher:
     payload a byte at a time must not hold the scrape loop past its deadline.
     """
 
-    def __init__(self, timeout: float, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(self, timeout: float, max_bytes: int = DEFAULT_MAX_BYTES, max_line: int = 0) -> None:
         self.timeout = timeout
         self.max_bytes = max_bytes
+        # Text formats: a line longer than this stops the read (0: no limit). Checked per chunk as it
+        # arrives, so a 50 MB label value costs a few chunks of memory, not copies of the payload.
+        self.max_line = max_line
         self.session = requests.Session()
 
     def _read(self, resp: requests.Response, url: str, deadline: float) -> bytes:
@@ -112,14 +154,27 @@ class Fetcher:
             raise ScrapeError("too_large", f"{url}: payload of {declared} bytes over {self.max_bytes}")
         chunks = []
         size = 0
+        run = 0  # bytes since the last newline
         for chunk in resp.iter_content(chunk_size=1 << 20):
             size += len(chunk)
             if size > self.max_bytes:
                 raise ScrapeError("too_large", f"{url}: payload over {self.max_bytes} bytes")
+            if self.max_line:
+                run = self._line_run(url, chunk, run)
             chunks.append(chunk)
             if time.monotonic() > deadline:
                 raise ScrapeError("timeout", f"{url}: payload not complete within {self.timeout:g}s")
         return b"".join(chunks)
+
+    def _line_run(self, url: str, chunk: bytes, run: int) -> int:
+        """Bytes since the last newline after ``chunk``; a line over ``max_line`` stops the read.
+
+        Lines that begin and end inside one chunk (at most its size) are left to the parser's own limit.
+        """
+        first = chunk.find(b"\n")
+        if (run + len(chunk) if first < 0 else run + first) > self.max_line:
+            raise ScrapeError("line_too_long", f"{url}: a line over {self.max_line} bytes")
+        return run + len(chunk) if first < 0 else len(chunk) - 1 - chunk.rfind(b"\n")
 
     def request(self, method: str, url: str, body: Any = None) -> bytes:
         deadline = time.monotonic() + self.timeout
@@ -154,10 +209,16 @@ class Fetcher:
     def get(self, url: str) -> bytes:
         return self.request("GET", url)
 
-    def json(self, method: str, url: str, body: Any = None) -> Any:
+    def json(
+        self, method: str, url: str, body: Any = None, out_of_range: Callable[[str], Any] = _refuse
+    ) -> Any:
         raw = self.request(method, url, body)
         try:
-            return json.loads(raw) if raw else None
+            return bounded_json(raw, out_of_range) if raw else None
+        except JsonLimitError as exc:
+            raise ScrapeError("bad_number", f"{url}: {exc}") from None
+        except RecursionError:
+            raise ScrapeError("too_deep", f"{url}: JSON nested too deeply") from None
         except ValueError:
             raise ScrapeError("bad_json", f"{url}: response is not JSON") from None
 

@@ -167,6 +167,7 @@ class _Hist:
     counts: list[int]  # per bucket, not cumulative; last one is +Inf
     total: float = 0.0
     n: int = 0
+    last: float = 0.0  # when it last had an observation (``expire``)
 
 
 class Histograms:
@@ -182,7 +183,7 @@ class Histograms:
         self._data: dict[Key, _Hist] = {}
         self.rejected = 0
 
-    def observe(self, key: Key, value: float) -> bool:
+    def observe(self, key: Key, value: float, now: float = 0.0) -> bool:
         with self._lock:
             h = self._data.get(key)
             if h is None:
@@ -190,11 +191,24 @@ class Histograms:
                     self.rejected += 1
                     return False
                 h = self._data[key] = _Hist([0] * (len(self.bounds) + 1))
+            h.last = now
             # le is inclusive: a value equal to a bound belongs to that bucket.
             h.counts[bisect_left(self.bounds, value)] += 1
             h.total += value
             h.n += 1
         return True
+
+    def expire(self, before: float) -> int:
+        """Forget keys with no observation since ``before``; returns how many.
+
+        A model that stopped being traced (unloaded, renamed, or a name an attacker made up) would
+        otherwise hold its series until restart. Prometheus reads a series that comes back as a reset.
+        """
+        with self._lock:
+            old = [k for k, h in self._data.items() if h.last < before]
+            for k in old:
+                del self._data[k]
+        return len(old)
 
     def snapshot(self) -> list[tuple[Key, list[tuple[str, float]], float, int]]:
         """Per key: cumulative ``(le, count)`` pairs ending with ``+Inf``, the sum and the count."""

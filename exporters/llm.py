@@ -49,8 +49,9 @@ HistKey = tuple[str, ModelKey]  # (exported histogram name, model)
 
 def bucket_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
     """PromQL's ``histogram_quantile`` on cumulative ``(upper bound, count)`` pairs sorted by bound,
-    the last one +Inf: linear within the bucket holding the rank; None without observations."""
-    if not buckets or buckets[-1][1] <= 0:
+    the last one +Inf: linear within the bucket holding the rank; None without observations, and
+    None without a +Inf bucket (PromQL gives no quantile then: the total is unknown)."""
+    if not buckets or not math.isinf(buckets[-1][0]) or buckets[-1][1] <= 0:
         return None
     total = buckets[-1][1]
     rank = q * total

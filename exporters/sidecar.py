@@ -51,7 +51,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--dcgm", metavar="URL", help="dcgm-exporter metrics URL, used as given (off unless given)"
     )
     p.add_argument("--listen", metavar="HOST:PORT", help="where /metrics is served (default :9450)")
-    p.add_argument("--otlp-listen", metavar="HOST:PORT", help="OTLP/HTTP trace receiver (off unless given)")
+    p.add_argument(
+        "--otlp-listen",
+        metavar="HOST:PORT",
+        help="OTLP/HTTP trace receiver (off unless given; :PORT binds 127.0.0.1)",
+    )
     p.add_argument("--otlp-forward", metavar="URL", help="forward received OTLP spans unchanged to this URL")
     p.add_argument("--interval", type=float, metavar="S", help="scrape interval in seconds (default 5)")
     p.add_argument(

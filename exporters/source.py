@@ -116,7 +116,7 @@ class Source:
         except ScrapeError as exc:
             reason, message = exc.reason, str(exc)
         except ExpositionError as exc:
-            reason, message = "parse", f"{self.describe()}: {exc}"
+            reason, message = exc.reason, f"{self.describe()}: {exc}"
         except Exception as exc:  # never let one bad payload kill the loop
             reason, message = "internal", f"{type(exc).__name__}: {exc}"
             if message != self.health.last_error:  # a traceback once, not every interval

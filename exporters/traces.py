@@ -10,12 +10,19 @@ Parts (each a ``Part`` for the collector; the receiver, settings and file reader
 
       tritonwatch_spans_received_total
       tritonwatch_spans_dropped_total{reason}   malformed, orphan, duplicate, pending_full, incomplete,
-                                                forward_queue_full, forward_error
+                                                forward_queue_full, forward_error, busy (a body over
+                                                MAX_CONCURRENT_BODIES at once: 503), unknown_model
+                                                (a model Triton does not report: not made a label),
+                                                unauthorized (--web-config's basic auth: 401)
+
+  It binds 127.0.0.1 unless ``--otlp-listen`` names a host, and takes ``--web-config``'s TLS and basic
+  auth as /metrics does.
 
 * ``LatencyPart``: joined spans -> phase durations ->
 
       tritonwatch_request_duration_seconds_bucket{model,version,phase,le}, _sum, _count
-                                        phases request, queue, compute_infer (catalog.HISTOGRAM_PHASES)
+                                        phases request, queue, compute_infer (catalog.HISTOGRAM_PHASES);
+                                        a key with no trace over --quantile-window is forgotten
       tritonwatch_model_latency_quantile_seconds{model,version,phase,quantile,source}
                                         quantile 0.5 0.9 0.95 0.99 over --quantile-window; source "trace",
                                         or "summary" (Triton's *_summary_us) where no trace covers the key
@@ -38,8 +45,8 @@ import socket
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from http.server import BaseHTTPRequestHandler
 from itertools import compress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +59,7 @@ from tritonwatch.exporters.config import SidecarConfig, parse_listen
 from tritonwatch.exporters.exposition import TextFamily
 from tritonwatch.exporters.http import Fetcher, ScrapeError
 from tritonwatch.exporters.latency import Histograms, SampleStore, quantiles_of
+from tritonwatch.exporters.server import MetricsHTTPServer
 from tritonwatch.exporters.source import Source, Updates
 from tritonwatch.exporters.spans import RequestTiming, SpanJoiner, TraceFileError, trace_file_timings
 from tritonwatch.exporters.steps import StepPart
@@ -67,6 +75,10 @@ log = logging.getLogger(__name__)
 
 TRACES_PATH = "/v1/traces"
 MAX_BODY_BYTES = 32 * 1024 * 1024
+# Triton's exporter sends one batch at a time; more at once is a flood, answered 503 (OTLP: retry later).
+MAX_CONCURRENT_BODIES = 1
+# A body sent without valid credentials is read (and dropped) up to this size; a larger one is cut.
+UNAUTHORIZED_DRAIN = 1024 * 1024
 # Triton 2.51 crashed (signal 11, issue #7795) with OpenTelemetry tracing at rates below this under load.
 MIN_SAFE_OTEL_RATE = 10
 SOURCE_TRACE = "trace"
@@ -106,6 +118,7 @@ class LatencyPart:
         clock: Callable[[], float] = time.time,
         per_slice: int = 1024,
     ) -> None:
+        self.quantile_window = quantile_window
         self.store = SampleStore(quantile_window, per_slice=per_slice, max_keys=max_keys)
         self.histograms = Histograms(buckets, max_keys=max_keys)
         self.metrics = metrics
@@ -138,7 +151,7 @@ class LatencyPart:
                         key = (t.model, t.version, phase)
                         self.store.add(key, seconds, now)
                         if phase in catalog.HISTOGRAM_PHASES:
-                            self.histograms.observe(key, seconds)
+                            self.histograms.observe(key, seconds, now)
                 if n:
                     self._recorded += 1
         finally:
@@ -183,6 +196,7 @@ class LatencyPart:
             labels=key_labels,
         )
         with self._lock:  # copies only: the receiver waits on this lock
+            self.histograms.expire(now - self.quantile_window)
             snapshot = self.histograms.snapshot()
             held = {k: self.store.held(k, now) for k in self.store.keys(now)}
         found = {k: quantiles_of(h, catalog.QUANTILES) for k, h in held.items()}
@@ -372,21 +386,33 @@ class OtlpReceiver(Source):
         interval: float = 5.0,
         joiner: SpanJoiner | None = None,
         max_body: int = MAX_BODY_BYTES,
+        max_concurrent: int = MAX_CONCURRENT_BODIES,
+        known_models: Callable[[], Collection[str]] | None = None,
+        authorize: Callable[[str | None], bool] | None = None,
+        wrap: Callable[[MetricsHTTPServer], None] | None = None,
     ) -> None:
         super().__init__(interval)
         self.listen = listen
+        # Span attributes are the sender's to choose: only models Triton itself reports become labels.
+        self.known_models = known_models
         self.latency = latency
         self.joiner = joiner or SpanJoiner()
         self.counters = Counters()
         self.forwarder = Forwarder(forward, self.counters) if forward else None
         self.max_body = max_body
+        # Bodies read at once: memory is bounded by max_concurrent x max_body, not by the senders.
+        self._reading = threading.BoundedSemaphore(max_concurrent)
         host, port = parse_listen(listen, "--otlp-listen")
         handler = self._handler_class()
         try:
-            self.server = ThreadingHTTPServer((host or "0.0.0.0", port), handler)
+            # Loopback unless a host is given: spans become labels, so who may send them is a choice.
+            self.server = MetricsHTTPServer((host or "127.0.0.1", port), handler)
         except OSError as exc:
             raise TritonwatchError(f"--otlp-listen {listen}: cannot bind ({exc.strerror})") from None
-        self.server.daemon_threads = True
+        # --web-config's TLS and basic auth, as for /metrics (Triton's exporter can send both).
+        self.authorize = authorize
+        if wrap is not None:
+            wrap(self.server)
         # Exporters keep their connection open between batches: stop() must close those too, or a
         # stopped receiver keeps taking spans on them while a new one on the same port gets none.
         self._conns: set[socket.socket] = set()
@@ -401,7 +427,8 @@ class OtlpReceiver(Source):
     def url(self) -> str:
         bound = str(self.server.server_address[0])
         host = "127.0.0.1" if bound in ("0.0.0.0", "") else bound
-        return f"http://{host}:{self.port}{TRACES_PATH}"
+        scheme = "https" if self.server.tls_context is not None else "http"
+        return f"{scheme}://{host}:{self.port}{TRACES_PATH}"
 
     def ingest(self, body: bytes, headers: dict[str, str], now: float, raw: bytes | None = None) -> int:
         """Decode, forward and record one export body; returns the spans in it (OtlpError if malformed).
@@ -416,7 +443,14 @@ class OtlpReceiver(Source):
         self.counters.receive(len(spans))
         if self.forwarder:
             self.forwarder.submit(body if raw is None else raw, headers, len(spans))
-        self.latency.record(self.joiner.add(spans, now), now)
+        timings = self.joiner.add(spans, now)
+        if self.known_models is not None and timings:
+            known = self.known_models()
+            kept = [t for t in timings if t.model in known]
+            if len(kept) < len(timings):
+                self.counters.drop("unknown_model", len(timings) - len(kept))
+            timings = kept
+        self.latency.record(timings, now)
         return len(spans)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
@@ -463,6 +497,30 @@ class OtlpReceiver(Source):
                     self._answer(404, json.dumps({"message": f"POST {TRACES_PATH}"}).encode())
                     return
                 ctype = (self.headers.get("Content-Type") or JSON).split(";")[0].strip().lower()
+                if receiver.authorize is not None and not receiver.authorize(
+                    self.headers.get("Authorization")
+                ):
+                    receiver.counters.drop("unauthorized")
+                    self.close_connection = True
+                    length = self.headers.get("Content-Length", "")
+                    if length.isdigit() and int(length) <= UNAUTHORIZED_DRAIN:
+                        self.rfile.read(int(length))  # so that the client reads the 401, not a reset
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="tritonwatch"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if not receiver._reading.acquire(blocking=False):
+                    receiver.counters.drop("busy")
+                    self.close_connection = True
+                    self._error(503, f"over {MAX_CONCURRENT_BODIES} bodies at once: retry later", ctype)
+                    return
+                try:
+                    self._read_and_ingest(ctype)
+                finally:
+                    receiver._reading.release()
+
+            def _read_and_ingest(self, ctype: str) -> None:
                 try:
                     raw, body, encoding = _read_body(self, receiver.max_body)
                 except ValueError as exc:
@@ -732,9 +790,28 @@ def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[Part, Source |
     buckets = cfg.latency_bucket_bounds or catalog.DEFAULT_BUCKETS
     max_keys = max(cfg.max_models * len(catalog.PHASES), 1)
     latency = LatencyPart(cfg.quantile_window, buckets, sidecar.metrics, max_keys=max_keys)
+    api, metrics = sidecar.api, sidecar.metrics
+
+    def known_models() -> frozenset[str]:
+        # Triton's repository index, and the models its /metrics names (while the index is unread).
+        return frozenset(m for m, _v in api.state.ready) | frozenset(m for m, _v in metrics.tracked)
+
     out: list[tuple[Part, Source | None]] = [(latency, None)]
     if cfg.otlp_listen:
-        receiver = OtlpReceiver(cfg.otlp_listen, latency, cfg.otlp_forward, interval=cfg.interval)
+        authorize, wrap = None, None
+        if cfg.web_config:
+            from tritonwatch.exporters.webconfig import load_web_config
+
+            authorize, wrap = load_web_config(cfg.web_config)
+        receiver = OtlpReceiver(
+            cfg.otlp_listen,
+            latency,
+            cfg.otlp_forward,
+            interval=cfg.interval,
+            known_models=known_models,
+            authorize=authorize,
+            wrap=wrap,
+        )
         out.append((_View(receiver), receiver))
     if cfg.trace_file:
         reader = TraceFileReader(cfg.trace_file, latency, min(cfg.interval, 1.0), cfg.quantile_window)

@@ -8,16 +8,18 @@ API (``batch_stats``, the real batch-size distribution). Losing the API costs on
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote
 
 from tritonwatch import catalog, uncounted
 from tritonwatch.expfmt import Parser, Samples, per_layout
 from tritonwatch.exporters import memory
-from tritonwatch.exporters.http import Fetcher, ScrapeError
+from tritonwatch.exporters.http import MAX_LINE_BYTES, Fetcher, ScrapeError
 from tritonwatch.exporters.source import Partial, Source
 from tritonwatch.exporters.window import CounterWindow, ModelKey, model_key
 
@@ -42,9 +44,12 @@ class TritonMetrics(Source):
         self._scrapes = 0
         self.parser = Parser(families, exact=True)  # remembers label parsing across scrapes
         self.max_models = max_models
+        # --max-models bounds what is served; this bounds what a scrape costs before the cap applies.
+        self.max_lines = max_models * LINES_PER_MODEL + LINES_FIXED
+        self._check_models_over = 0  # line count above which the models are counted before parsing
         self.tracked: frozenset[ModelKey] = frozenset()
         self.dropped_models = 0.0  # models left out over --max-models, summed over scrapes
-        self.fetcher = Fetcher(timeout, max_bytes)
+        self.fetcher = Fetcher(timeout, max_bytes, max_line=MAX_LINE_BYTES)
         self.lock = threading.Lock()
         self.fresh = False  # False after a failed scrape: derived values are dropped, not served stale
         self.samples: Samples = {}
@@ -54,12 +59,29 @@ class TritonMetrics(Source):
 
     def scrape(self) -> None:
         payload = self.fetcher.get(self.url)
+        lines = payload.count(b"\n")  # in C: the budget holds before any line is parsed
+        if lines > self.max_lines:
+            raise ScrapeError(
+                "too_many_lines",
+                f"{self.url}: {lines} lines, over {self.max_lines} (--max-models {self.max_models} "
+                f"x {LINES_PER_MODEL} + {LINES_FIXED}): refused before parsing",
+            )
+        if lines > self._check_models_over:  # far more lines than last time: count the models first
+            named = len(set(_MODEL_LABEL.findall(payload)))
+            limit = max(MODELS_REFUSED_OVER * self.max_models, MODELS_REFUSED_FLOOR)
+            if named > limit:
+                raise ScrapeError(
+                    "too_many_models",
+                    f"{self.url}: {named} models, over {limit} (2 x --max-models, at least "
+                    f"{MODELS_REFUSED_FLOOR}): refused before parsing",
+                )
         now = self.clock()
         samples = self._cap_models(self.parser.parse(payload))
         with self.lock:
             self.window.ingest(now, samples)
             self.samples = samples
             self.fresh = True
+        self._check_models_over = 2 * lines + LINES_FIXED
         self._scrapes += 1
         if self._scrapes % TRIM_EVERY == 0:
             memory.trim()
@@ -96,6 +118,23 @@ def _models_named(samples: Samples) -> frozenset[ModelKey]:
 
 
 TRIM_EVERY = 10  # scrapes between handing freed memory back (see exporters/memory.py)
+# Lines of Triton's /metrics per model, generously: ~90 with every summary, failure reason and
+# metric tag on (tests/data: 188 lines for 2 models with summaries), times a GPU split; plus the
+# server-wide families (GPU, CPU, pinned memory, cache).
+LINES_PER_MODEL = 200
+LINES_FIXED = 10_000
+# A payload naming more than this many times --max-models (and more than the floor) is refused whole
+# before it is parsed; up to that, the cap keeps --max-models of them and counts the rest.
+# 1,000,000 one-line models fit in the payload and line budgets, and would cost ~17 s and 1.4 GB to
+# parse only to be cut. Counting them costs ~0.8 s, and only when the line count jumps.
+MODELS_REFUSED_OVER = 2
+MODELS_REFUSED_FLOOR = 10_000
+_MODEL_LABEL = re.compile(rb'[{,]model="([^"\\]*(?:\\.[^"\\]*)*)"')
+MAX_INT32 = 2**31 - 1
+# Distinct batch sizes one model may report: each becomes a series of
+# tritonwatch_model_batch_executions_total. Triton's own limit on max_batch_size is far above what
+# any model batches; a model reporting more is dropped from the distribution and counted.
+MAX_BATCH_SIZES = 1024
 _ANCHOR_FAMILIES = (catalog.TRITON_SUCCESS, catalog.TRITON_PENDING, catalog.TRITON_INFERENCE_COUNT)
 
 
@@ -203,12 +242,10 @@ class TritonApi(Source):
     def _config(self, model: str) -> ModelConfig:
         url = f"{self.base}/v2/models/{quote(model, safe='')}/config"
         cfg = self.fetcher.json("GET", url)
-        try:
-            mbs = int(cfg.get("max_batch_size", 0)) if isinstance(cfg, dict) else -1
-        except (TypeError, ValueError):
-            mbs = -1
-        if mbs < 0:
-            raise ScrapeError("bad_json", f"{url}: no valid max_batch_size")
+        mbs = cfg.get("max_batch_size", 0) if isinstance(cfg, dict) else None
+        # Triton's max_batch_size is an int32: anything else is not a config Triton wrote.
+        if isinstance(mbs, bool) or not isinstance(mbs, int) or not 0 <= mbs <= MAX_INT32:
+            raise ScrapeError("bad_json", f"{url}: no valid max_batch_size (got {str(mbs)[:40]})")
         assert isinstance(cfg, dict)
         try:
             shape = uncounted.shape(cfg)
@@ -221,14 +258,29 @@ class TritonApi(Source):
             raise ScrapeError("bad_json", f"{url}: ensemble_scheduling.step is not a list of model_name")
         return ModelConfig(mbs, steps, shape)
 
-    def _batch_stats(self) -> dict[ModelKey, dict[int, BatchStat]]:
+    def _batch_stats(self, errors: list[tuple[str, str]]) -> dict[ModelKey, dict[int, BatchStat]]:
         url = f"{self.base}/v2/models/stats"
-        stats = self.fetcher.json("GET", url)
-        try:
-            return _parse_batch_stats(stats)
-        except (AttributeError, KeyError, TypeError, ValueError):
-            # The whole answer or nothing: a half-read distribution would be a guess.
-            raise ScrapeError("bad_json", f"{url}: not the statistics API's shape") from None
+        # A number out of range costs only the model whose entry holds it (NaN fails its checks).
+        stats = self.fetcher.json("GET", url, out_of_range=lambda _text: math.nan)
+        if stats is None:
+            return {}
+        if not isinstance(stats, dict) or not isinstance(stats.get("model_stats") or [], list):
+            raise ScrapeError("bad_json", f"{url}: not the statistics API's shape")
+        out: dict[ModelKey, dict[int, BatchStat]] = {}
+        for m in stats.get("model_stats") or []:
+            try:
+                key, per = _model_batch_stats(m)
+            except _TooMany as exc:
+                errors.append(("stats_too_many_batch_sizes", f"{url}: {exc}"))
+                continue
+            except (AttributeError, KeyError, TypeError, ValueError, OverflowError):
+                # That model's whole distribution or nothing (a half-read one would be a guess);
+                # the other models' stand.
+                name = str(m.get("name"))[:80] if isinstance(m, dict) else "?"
+                errors.append(("stats_bad_json", f"{url}: model {name!r}: not the statistics API's shape"))
+                continue
+            out[key] = per
+        return out
 
     def _due(self, endpoint: str, now: float, every: float) -> bool:
         if now < self._next.get(endpoint, -math.inf):
@@ -241,10 +293,15 @@ class TritonApi(Source):
     ) -> dict[str, ModelConfig]:
         models = sorted({m for (m, _v), ok in ready.items() if ok})
         self._configs = {m: e for m, e in self._configs.items() if m in models}  # unloaded: forgotten
+        # Config reads stop for this tick once they have taken an interval: 50 configs that hang must
+        # not hold back readiness and the statistics. The models left are due first at the next tick.
+        stop_at = time.monotonic() + self.interval
         for model in models:
             entry = self._configs.get(model)
             if entry is not None and now < entry.retry_at:
                 continue
+            if time.monotonic() >= stop_at:
+                break  # (each read that timed out is counted; the rest are only later)
             try:
                 self._configs[model] = ConfigEntry(self._config(model), now + self.config_refresh)
             except ScrapeError as exc:
@@ -269,7 +326,7 @@ class TritonApi(Source):
                 errors.append(self._failed["index"])
         if self._due("stats", now, self.stats_interval):
             try:
-                batch = self._batch_stats()
+                batch = self._batch_stats(errors)
                 self._failed.pop("stats", None)
             except ScrapeError as exc:
                 batch = {}
@@ -312,23 +369,24 @@ def _count(value: object) -> float:
     return n
 
 
-def _parse_batch_stats(stats: object) -> dict[ModelKey, dict[int, BatchStat]]:
-    out: dict[ModelKey, dict[int, BatchStat]] = {}
-    if stats is None:
-        return out
-    if not isinstance(stats, dict):
-        raise TypeError("expected an object")
-    for m in stats.get("model_stats") or []:
-        per: dict[int, BatchStat] = {}
-        for b in m.get("batch_stats") or []:
-            execs = _count(b.get("compute_infer", {}).get("count", 0))
-            ns = sum(
-                _count(b.get(p, {}).get("ns", 0))
-                for p in ("compute_input", "compute_infer", "compute_output")
-            )
-            size = int(b["batch_size"])
-            if size < 1:
-                raise ValueError(f"batch_size {size}")
-            per[size] = BatchStat(execs, ns / 1e9)
-        out[(str(m.get("name")), str(m.get("version", "")))] = per
-    return out
+class _TooMany(ValueError):
+    """A model reports more batch sizes than ``MAX_BATCH_SIZES``."""
+
+
+def _model_batch_stats(m: dict[str, Any]) -> tuple[ModelKey, dict[int, BatchStat]]:
+    entries = m.get("batch_stats") or []
+    if len(entries) > MAX_BATCH_SIZES:  # checked before any of them is read
+        raise _TooMany(
+            f"model {str(m.get('name'))[:80]!r}: {len(entries)} batch sizes, over {MAX_BATCH_SIZES}"
+        )
+    per: dict[int, BatchStat] = {}
+    for b in entries:
+        execs = _count(b.get("compute_infer", {}).get("count", 0))
+        ns = sum(
+            _count(b.get(p, {}).get("ns", 0)) for p in ("compute_input", "compute_infer", "compute_output")
+        )
+        size = b["batch_size"]
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_INT32:
+            raise ValueError(f"batch_size {size}")
+        per[size] = BatchStat(execs, ns / 1e9)
+    return (str(m.get("name")), str(m.get("version", ""))), per

@@ -25,12 +25,16 @@ from typing import Any
 import bcrypt
 import yaml
 
+from tritonwatch import safeyaml
 from tritonwatch.errors import UsageError
 from tritonwatch.exporters.server import MetricsHTTPServer
 
 KNOWN = {"tls_server_config", "basic_auth_users", "http_server_config"}
 TLS_KNOWN = {"cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version", "max_version"}
-_BCRYPT = re.compile(r"^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$")
+_BCRYPT = re.compile(r"\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}")
+# bcrypt's cost is 2^cost rounds: 12 takes ~0.25 s here, 31 would take days, at startup (the decoy
+# hash) and for every wrong password a client sends. exporter-toolkit users pick 10-12.
+MAX_BCRYPT_COST = 14
 _VERSIONS = {"TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {
     "NoClientCert": ssl.CERT_NONE,
@@ -45,11 +49,13 @@ Wrap = Callable[[MetricsHTTPServer], None]
 def load_web_config(file: str) -> tuple[Authorize | None, Wrap | None]:
     path = Path(file)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = safeyaml.load(path.read_text())
     except OSError as exc:
         raise UsageError(f"--web-config: cannot read {file}: {exc.strerror}") from None
-    except (yaml.YAMLError, UnicodeDecodeError):
+    except UnicodeDecodeError:
         raise UsageError(f"--web-config: {file} is not valid YAML") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"--web-config: {file} is not valid YAML ({safeyaml.problem(exc)})") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -72,9 +78,14 @@ def _basic_auth(path: Path, users: Any) -> Authorize | None:
     hashes: dict[str, bytes] = {}
     cost = 4
     for user, hashed in users.items():
-        m = _BCRYPT.match(hashed) if isinstance(hashed, str) else None
+        m = _BCRYPT.fullmatch(hashed) if isinstance(hashed, str) else None
         if m is None or not 4 <= int(m.group(1)) <= 31:
             raise UsageError(f"{path}: basic_auth_users.{user}: not a bcrypt hash ($2b$<cost>$...)")
+        if int(m.group(1)) > MAX_BCRYPT_COST:
+            raise UsageError(
+                f"{path}: basic_auth_users.{user}: bcrypt cost {int(m.group(1))} is over {MAX_BCRYPT_COST} "
+                "(each check would take minutes or more); hash it again with a lower cost"
+            )
         if ":" in str(user):
             raise UsageError(f"{path}: basic_auth_users.{user}: a user name cannot contain ':'")
         hashes[str(user)] = hashed.encode()
@@ -130,7 +141,7 @@ def _tls(path: Path, tls: Any) -> Wrap | None:
         raw = tls.get(key)
         if raw is None:
             continue
-        if raw not in _VERSIONS:
+        if not isinstance(raw, str) or raw not in _VERSIONS:
             raise UsageError(f"{field}.{key}: {raw!r} is not one of {', '.join(_VERSIONS)}")
         setattr(ctx, attr, _VERSIONS[raw])
     if ctx.minimum_version < ssl.TLSVersion.TLSv1_2:
@@ -142,7 +153,7 @@ def _tls(path: Path, tls: Any) -> Wrap | None:
             f"{field}: cannot load cert_file/key_file ({exc.__class__.__name__}: {exc})"
         ) from None
     mode = tls.get("client_auth_type", "NoClientCert")
-    if mode not in _CLIENT_AUTH:
+    if not isinstance(mode, str) or mode not in _CLIENT_AUTH:
         raise UsageError(f"{field}.client_auth_type: {mode!r} is not one of {', '.join(_CLIENT_AUTH)}")
     if _CLIENT_AUTH[mode] != ssl.CERT_NONE:
         if "client_ca_file" not in files:

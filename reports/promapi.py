@@ -1,6 +1,7 @@
 """Prometheus HTTP API queries into pandas, with progress on stderr and one-line errors.
 
-``instant(expr, at)`` gives a ``{labels: value}`` mapping; ``range(expr, start, end, step)`` gives
+``instant(expr, at)`` gives a ``{labels: value}`` mapping (a negative value is refused: every query of
+the report is a count, a rate or a ratio of them); ``range(expr, start, end, step)`` gives
 ``{labels: pd.Series}`` indexed by UTC timestamps. Labels are a sorted tuple of (name, value) pairs
 (``__name__`` dropped). A long range is fetched one day at a time so that progress can be shown and no
 query exceeds Prometheus's 11,000 points per series.
@@ -12,6 +13,7 @@ import re
 import sys
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import IO, Any
 
@@ -91,19 +93,28 @@ class PromClient:
                 f"{self.url}{path} answered HTTP {resp.status_code} without a Prometheus API body "
                 "(is --prometheus the server's base URL?)"
             ) from None
+        if not isinstance(body, dict):
+            raise TritonwatchError(f"{self.url}{path} answered JSON that is not a Prometheus API body")
         if body.get("status") != "success":
             raise TritonwatchError(
                 f"Prometheus at {self.url} refused a query: {body.get('error', resp.status_code)}"
             )
+        if "data" not in body:
+            raise TritonwatchError(f"{self.url}{path} answered success without data")
         return body["data"]
 
     def instant(self, expr: str, at: datetime, what: str = "") -> dict[Labels, float]:
         if self.progress and what:
             self.progress.step(what)
         data = self._get("/api/v1/query", {"query": expr, "time": at.timestamp()})
-        if data["resultType"] == "scalar":
-            return {(): float(data["result"][1])}
-        return {labels_of(r["metric"]): float(r["value"][1]) for r in data["result"]}
+        with _shape("/api/v1/query", self.url):
+            if data["resultType"] == "scalar":
+                out: dict[Labels, float] = {(): float(data["result"][1])}
+            else:
+                out = {labels_of(r["metric"]): float(r["value"][1]) for r in data["result"]}
+        if any(v < 0 for v in out.values()):
+            raise _negative(self.url, "/api/v1/query", expr)
+        return out
 
     def range(
         self, expr: str, start: datetime, end: datetime, step: timedelta, what: str = ""
@@ -120,13 +131,17 @@ class PromClient:
                 "step": step.total_seconds(),
             }
             data = self._get("/api/v1/query_range", params)
-            for r in data["result"]:
-                values = r["values"]
-                idx = pd.to_datetime([float(t) for t, _ in values], unit="s", utc=True)
-                parts.setdefault(labels_of(r["metric"]), []).append(
-                    pd.Series([float(v) for _, v in values], index=idx, dtype="float64")
-                )
-        return {k: pd.concat(v).sort_index() for k, v in parts.items()}
+            with _shape("/api/v1/query_range", self.url):
+                for r in data["result"]:
+                    values = r["values"]
+                    idx = pd.to_datetime([float(t) for t, _ in values], unit="s", utc=True)
+                    parts.setdefault(labels_of(r["metric"]), []).append(
+                        pd.Series([float(v) for _, v in values], index=idx, dtype="float64")
+                    )
+        out = {k: pd.concat(v).sort_index() for k, v in parts.items()}
+        if any(bool((series < 0).any()) for series in out.values()):
+            raise _negative(self.url, "/api/v1/query_range", expr)
+        return out
 
     def retention(self) -> timedelta | None:
         """The server's time-based retention (``storageRetention`` of ``/api/v1/status/runtimeinfo``,
@@ -148,6 +163,23 @@ class PromClient:
             "/api/v1/series", {"match[]": match, "start": start.timestamp(), "end": end.timestamp()}
         )
         return bool(data)
+
+
+def _negative(url: str, path: str, expr: str) -> TritonwatchError:
+    # Every query of the report is a count, a rate or a ratio of them: a negative one is a broken or
+    # hostile server, and a report built on it would be wrong (an availability above 100%).
+    return TritonwatchError(f"{url}{path}: a negative value for {expr[:120]} (counts and rates cannot be)")
+
+
+@contextmanager
+def _shape(path: str, url: str) -> Iterator[None]:
+    """An answer that is JSON but not the shape Prometheus gives becomes one line, not a traceback."""
+    try:
+        yield
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise TritonwatchError(
+            f"{url}{path}: the answer is not a Prometheus query result ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def _chunks(start: datetime, end: datetime, step: timedelta) -> Iterator[tuple[datetime, datetime]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import errno
 import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -300,13 +301,18 @@ def html_page(report: Report) -> str:
 def write(report: Report, out: Path) -> list[Path]:
     """Write every file into ``out`` (created if missing); returns the paths written."""
     out.mkdir(parents=True, exist_ok=True)
+    # Every place a file goes is made or checked first: a charts/ that cannot be a folder (or a chart
+    # path that is a folder) stops the run before any file is written, not halfway through.
+    (out / "charts").mkdir(exist_ok=True)
+    for c in report.charts:
+        if (out / "charts" / f"{c.key}.png").is_dir():
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(out / "charts" / f"{c.key}.png"))
     models, gpus = _rows(report)
     paths = [out / "report.html", out / "report.md", out / "models.csv", out / "gpus.csv"]
     paths[0].write_text(html_page(report))
     paths[1].write_text(markdown(report))
     write_csv(paths[2], MODEL_COLUMNS, models)
     write_csv(paths[3], GPU_COLUMNS, gpus)
-    (out / "charts").mkdir(exist_ok=True)
     for c in report.charts:
         p = out / "charts" / f"{c.key}.png"
         p.write_bytes(c.png)

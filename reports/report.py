@@ -112,7 +112,10 @@ def run(args: argparse.Namespace) -> int:
             paths = render.write(report, Path(args.out))
             paths += llm.add_to_report(client, end, args.days, week, slos, Path(args.out))  # LLM models
         except OSError as exc:
-            raise TritonwatchError(f"--out {args.out}: cannot write the report ({exc.strerror})") from None
+            where = f": {exc.filename}" if exc.filename else ""
+            raise TritonwatchError(
+                f"--out {args.out}: cannot write the report ({exc.strerror}{where})"
+            ) from None
     finally:
         progress.done()
     for p in paths:

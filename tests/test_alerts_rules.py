@@ -72,8 +72,9 @@ def test_output_is_deterministic_and_headed() -> None:
 
 def test_stale_generated_files_are_removed(tmp_path: Path) -> None:
     (tmp_path / "tests").mkdir()
-    (tmp_path / "old.rules.yml").write_text("groups: []\n")
-    (tmp_path / "tests" / "old.test.yml").write_text("tests: []\n")
+    ours = generate.header("slo.yaml", "old")
+    (tmp_path / "old.rules.yml").write_text(ours + "groups: []\n")
+    (tmp_path / "tests" / "old.test.yml").write_text(ours + "tests: []\n")
     generate.write(generate.render(str(SLO_FILE)), tmp_path)
     assert not (tmp_path / "old.rules.yml").exists() and not (tmp_path / "tests" / "old.test.yml").exists()
 

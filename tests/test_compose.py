@@ -157,7 +157,9 @@ def test_sidecar_command_is_accepted_by_the_sidecar(compose: dict[str, Any], tmp
     parser = argparse.ArgumentParser()
     sidecar.add_arguments(parser)
     cfg = resolve(parser.parse_args(service["command"]))
-    assert cfg.otlp_listen == ":4318" and cfg.listen == ":9450"
+    # All interfaces of the container (Triton is another container), never published on the host.
+    assert cfg.otlp_listen == "0.0.0.0:4318" and cfg.listen == ":9450"
+    assert not any(str(p).split(":")[-1].split("/")[0] == "4318" for p in service.get("ports", []))
     assert cfg.dcgm == "http://dcgm-exporter:9400/metrics"
     flags = {a.dest for a in parser._actions}
     for env in service.get("environment", {}):

@@ -29,9 +29,11 @@ CORE = {
     "tritonwatch.flags",
     "tritonwatch.inputs",
     "tritonwatch.otlp",
+    "tritonwatch.safeyaml",
     "tritonwatch.selector",
     "tritonwatch.slo",
     "tritonwatch.uncounted",
+    "tritonwatch.validators",
 }
 # Leaves at the top: the entry point and the generators of committed docs and manifests.
 TOP = {

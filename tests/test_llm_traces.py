@@ -12,11 +12,14 @@ import json
 import urllib.request
 from pathlib import Path
 
+from support.fake_triton import FakeTriton
+
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
 from tritonwatch.exporters.llm import LlmTraces
 from tritonwatch.exporters.sidecar import Sidecar
 from tritonwatch.exporters.spans import RequestTiming, SpanJoiner, trace_file_timings
+from tritonwatch.local.procs import wait_until
 from tritonwatch.otlp import decode_request
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -126,11 +129,14 @@ def test_quantiles_are_nearest_rank_over_the_traced_requests() -> None:
 
 def test_sidecar_receives_otlp_and_serves_ttft_and_itl() -> None:
     truth = otlp_truth()
-    # No Triton behind it: the OTLP receiver alone feeds the LLM part.
-    sidecar = Sidecar.local(
-        "http://127.0.0.1:9", "http://127.0.0.1:9/metrics", otlp_listen="127.0.0.1:0"
-    ).start()
+    # Triton's API lists the model (the receiver takes spans of Triton's models only); no /metrics:
+    # the OTLP receiver alone feeds the LLM part.
+    fake = FakeTriton()
+    fake.index = [{"name": "streamer", "state": "READY", "version": "1"}]
+    fake.start()
+    sidecar = Sidecar.local(fake.base_url, "http://127.0.0.1:9/metrics", otlp_listen="127.0.0.1:0").start()
     try:
+        wait_until(lambda: bool(sidecar.api.state.ready), 10, "the repository index read")
         receiver = next(s for s in sidecar.sources if type(s).__name__ == "OtlpReceiver")
         for body in json.loads((DATA / "otlp_streamer.json").read_text()):
             req = urllib.request.Request(
@@ -141,6 +147,7 @@ def test_sidecar_receives_otlp_and_serves_ttft_and_itl() -> None:
             got = parse(r.read())
     finally:
         sidecar.stop()
+        fake.stop()
     key = (("model", "streamer"), ("version", "1"))
     assert got[f"{catalog.LLM_TTFT}_count"][key] == len(truth)
     assert got[f"{catalog.LLM_ITL}_count"][key] == sum(len(r) - 1 for r in truth)

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from conftest import DATA
 from prometheus_client import CollectorRegistry, generate_latest
+from support.fake_triton import FakeTriton
 
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
@@ -217,9 +218,12 @@ def test_trace_files_and_their_rotations_are_read_once(tmp_path: Path) -> None:
 
 
 def test_the_sidecar_serves_the_trace_families(backend: str) -> None:
+    fake = FakeTriton()
+    fake.index = [{"name": "sleeper", "state": "READY", "version": "1"}]  # only Triton's models count
+    fake.start()
     sidecar = Sidecar.local(
-        f"http://127.0.0.1:{free_port()}",
-        "",  # the default: Triton's host on port 8002
+        fake.base_url,
+        f"http://127.0.0.1:{free_port()}/metrics",  # no /metrics: the trace families stand alone
         otlp_listen="127.0.0.1:0",
         otlp_forward=backend,
         interval=1.0,
@@ -228,17 +232,19 @@ def test_the_sidecar_serves_the_trace_families(backend: str) -> None:
     [rcv] = [s for s in sidecar.sources if isinstance(s, OtlpReceiver)]
     sidecar.start()
     try:
+        wait_until(lambda: bool(sidecar.api.state.ready), 10, "the repository index read")
         assert post(rcv.url, BODY)[0] == 200
         with urllib.request.urlopen(f"http://127.0.0.1:{sidecar.port}/metrics", timeout=5) as resp:
             text = resp.read().decode()
     finally:
         sidecar.stop()
+        fake.stop()
     values = by_labels(text)
     assert values[catalog.SPANS_RECEIVED][L()] == 48
     assert values[catalog.REQUEST_DURATION + "_count"][L(model="sleeper", version="1", phase="request")] == 11
     # The receiver is not a scrape target: tritonwatch_up keeps its fixed set of targets.
     assert {dict(k)["target"] for k in values[catalog.UP]} <= set(catalog.TARGETS)
-    assert catalog.TRACE_RATE not in values  # Triton unreachable: the rate is unknown, not 0
+    assert catalog.TRACE_RATE not in values  # no trace settings API: the rate is unknown, not 0
 
 
 def test_stop_closes_the_exporters_keep_alive_connections() -> None:

@@ -24,6 +24,24 @@ Samples = Mapping[str, Mapping[LabelSet, float]]
 class ExpositionError(ValueError):
     """The payload is not the Prometheus text format."""
 
+    reason = "parse"  # the scrape error counter's reason
+
+
+class ExpositionLimitError(ExpositionError):
+    """The payload is the format, but over a budget the parser holds to (``MAX_LABELS_TEXT``)."""
+
+    reason = "labels_too_long"
+
+
+class DuplicateSeriesError(ExpositionError):
+    """A kept sample appears twice with the same labels (Prometheus drops the second, and warns)."""
+
+    reason = "duplicate_series"
+
+
+def _text(labels: LabelSet) -> str:
+    return ",".join(f'{k}="{v}"' for k, v in labels)
+
 
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _SAMPLE = re.compile(
@@ -32,7 +50,12 @@ _SAMPLE = re.compile(
     r"[ \t]+(\S+)"  # value
     r"(?:[ \t]+(-?\d+))?[ \t]*$"  # optional timestamp (ms)
 )
-_LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*(,|$)')
+# The value as "unrolled loop" runs of plain characters between escapes: ``(?:[^"\\]|\\.)*`` made the
+# regex engine keep a backtracking point per character (~175 bytes each: 900 MB for a 5 MB value).
+_LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"([^"\\]*(?:\\.[^"\\]*)*)"[ \t]*(,|$)')
+# The label text (between the braces) of one sample: Triton's and DCGM's are a few hundred bytes.
+# A longer one is refused before it is decoded, whatever the payload cap allows.
+MAX_LABELS_TEXT = 64 * 1024
 _META = re.compile(rf"^#[ \t]+(HELP|TYPE)[ \t]+({_NAME})(?:[ \t]+(.*))?$")
 _TYPES = {"counter", "gauge", "histogram", "summary", "untyped"}
 _SUFFIXES = ("_bucket", "_count", "_sum", "_total", "_created")
@@ -263,7 +286,12 @@ class Parser:
         m = _SAMPLE.match(line)
         if m is None:
             raise ExpositionError(f"line {lineno}: not a sample: {line[:80]!r}")
-        labels = _labels(m.group(2), lineno) if m.group(2) else ()
+        raw = m.group(2)
+        if raw and len(raw) > MAX_LABELS_TEXT:
+            raise ExpositionLimitError(
+                f"line {lineno}: labels of {len(raw)} characters, over {MAX_LABELS_TEXT}: {line[:80]!r}"
+            )
+        labels = _labels(raw, lineno) if raw else ()
         if _VALUE.fullmatch(m.group(3)) is None:
             raise ExpositionError(f"line {lineno}: bad value {m.group(3)[:40]!r}")
         return (m.group(1), labels), m.group(3), m.group(4) is None
@@ -349,6 +377,8 @@ class Parser:
             if series is None:
                 series = built[name] = {}
                 kept[name] = []
+            if head[1] in series:  # which of the two is the value? Neither can be trusted.
+                raise DuplicateSeriesError(f"line {lineno}: {name}{{{_text(head[1])[:80]}}} a second time")
             series[head[1]] = value
             kept[name].append((index, head[1], value))
         out = Parsed(built)

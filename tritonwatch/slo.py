@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from tritonwatch import catalog
+from tritonwatch import catalog, safeyaml, validators
 from tritonwatch.errors import UsageError
 from tritonwatch.selector import Selector, parse_selector
 
@@ -50,8 +50,10 @@ SECRET_FIELDS = frozenset(
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$")
-_MODEL_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_MODEL_NAME = re.compile(r"[A-Za-z0-9_.\-]+")  # fullmatch: "$" would let a final newline through
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+# A link in alert annotations (Go templates) and in YAML: no spaces, quotes, braces or backslashes.
+_RUNBOOK_URL = re.compile(r"https?://[^\s\"'<>{}\\`]+")
 _RESERVED_GROUPING = {catalog.MODEL, catalog.VERSION, "slo", "severity", "alertname", "le", "__name__"}
 
 
@@ -341,9 +343,7 @@ _OBJECTIVES = tuple(f for f in _SLO_FIELDS if f not in ("model", "capacity", "to
 
 def _parse_slo(raw: object, where: str) -> SLO:
     f = _Fields(raw, where, _SLO_FIELDS)
-    model = f.string("model")
-    if not _MODEL_NAME.match(model):
-        raise UsageError(f"{f.at('model')}: not a Triton model name (got {model!r})")
+    model = validators.fullmatch(_MODEL_NAME, f.string("model"), f.at("model"), "not a Triton model name")
     if not any(f.has(k) for k in _OBJECTIVES):
         raise UsageError(f"{where}: needs at least one objective ({', '.join(_OBJECTIVES)})")
     availability = None
@@ -444,7 +444,7 @@ def _parse(raw: object) -> SLOFile:
     if top.string("kind") != KIND:
         raise UsageError(f"kind: must be {KIND} (got {top.raw['kind']})")
     meta = _Fields(top.required("metadata"), "metadata", ("name", "labels", "annotations"))
-    name = meta.string("name")
+    name = validators.label_value(meta.string("name"), "metadata.name")
     spec = _Fields(top.required("spec"), "spec", _SPEC_FIELDS)
     window = parse_duration(spec.required("window"), spec.at("window"))
     if window < MIN_WINDOW:
@@ -458,7 +458,7 @@ def _parse(raw: object) -> SLOFile:
         if not isinstance(g, list):
             raise UsageError(f"spec.grouping: must be a list of label names (got {_kind(g)})")
         for i, label in enumerate(g):
-            if not isinstance(label, str) or not _LABEL_NAME.match(label) or label in _RESERVED_GROUPING:
+            if not isinstance(label, str) or not _LABEL_NAME.fullmatch(label) or label in _RESERVED_GROUPING:
                 raise UsageError(f"spec.grouping[{i}]: not a usable label name (got {label!r})")
         grouping = tuple(dict.fromkeys(g))
 
@@ -483,13 +483,11 @@ def _parse(raw: object) -> SLOFile:
         slos.append(s)
 
     base_url = spec.string("runbook_base_url", DEFAULT_RUNBOOK_BASE_URL).rstrip("/")
-    if not re.match(r"^https?://", base_url):
-        raise UsageError(f"spec.runbook_base_url: must be an http(s) URL (got {base_url!r})")
-    up_job = spec.string("up_job", DEFAULT_UP_JOB)
-    try:
-        re.compile(up_job)
-    except re.error:
-        raise UsageError(f"spec.up_job: not a valid regular expression (got {up_job!r})") from None
+    if not _RUNBOOK_URL.fullmatch(base_url):
+        raise UsageError(
+            f"spec.runbook_base_url: must be an http(s) URL without spaces, quotes or braces (got {base_url[:80]!r})"
+        )
+    up_job = validators.re2_regex(spec.string("up_job", DEFAULT_UP_JOB), "spec.up_job")
     gpu_max = float(spec.number("gpu_memory_used_max", _ratio, DEFAULT_GPU_MEMORY_USED_MAX))
     return SLOFile(
         name=name,
@@ -511,7 +509,9 @@ def load(path: Path | str) -> SLOFile:
     except OSError as exc:
         raise UsageError(f"{p}: cannot read SLO file ({exc.strerror})") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = safeyaml.load(text)
+    except safeyaml.AliasBudgetError as exc:
+        raise UsageError(f"{p}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from tritonwatch import safeyaml
 from tritonwatch.errors import UsageError
 
 HELP = "wrap the generated rules, Alertmanager config and dashboards as Kubernetes manifests"
@@ -66,11 +67,11 @@ def _name(stem: str) -> str:
 
 def _read_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text())
+        return safeyaml.load(path.read_text())
     except OSError as exc:
         raise UsageError(f"--rules: cannot read {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise UsageError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+        raise UsageError(f"{path}: not valid YAML ({safeyaml.problem(exc)})") from None
 
 
 def prometheus_rules(rules_dir: Path) -> list[dict[str, Any]]:

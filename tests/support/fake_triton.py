@@ -111,6 +111,8 @@ class FakeTriton:
         self.flap_count = 0
         self.release = threading.Event()  # frees hanging handlers
         self.fail_paths: dict[str, int] = {}  # API path -> status answered instead of the payload
+        self.hang_configs = False  # every model config request hangs (the rest of the API answers)
+        self.extra_lines = b""  # appended to every good /metrics payload (hostile lines)
         self.requests: collections.Counter[str] = collections.Counter()  # API requests by path
         self.lock = threading.Lock()
         self.index = json.loads((DATA / "triton_repository_index.json").read_text())
@@ -174,7 +176,7 @@ class FakeTriton:
             self.good += 1
             text = self.recorded.render(self.steps, self.restarted, self.clones)
         pad = ("# padding " + "x" * 90 + "\n") * (self.padding // 100)
-        return (text + pad).encode()
+        return (text + pad).encode() + self.extra_lines
 
     def bad_value_payload(self) -> bytes:
         """The next good payload with one kept counter's value spoiled (same series, same layout)."""
@@ -279,6 +281,9 @@ def _handler(fake: FakeTriton) -> type[BaseHTTPRequestHandler]:
                     body = json.loads(json.dumps(body))
                     body["model_stats"][0]["batch_stats"][0]["compute_infer"]["count"] = -5
             elif path.startswith("/v2/models/") and path.endswith("/config"):
+                if fake.hang_configs:
+                    self._hang()
+                    return
                 name = path[len("/v2/models/") : -len("/config")]
                 if name not in fake.configs:
                     self._send(400, b'{"error":"unknown model"}', "application/json")
