@@ -14,7 +14,7 @@ venv: $(BIN)/tritonwatch
 $(BIN)/tritonwatch: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[all,dev]'
+	$(BIN)/pip install -q -e '.[all]' --group dev
 	touch $@
 
 # Debian packages: Prometheus 2.42, promtool, Alertmanager 0.25, amtool, Chromium (report render test),

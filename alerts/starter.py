@@ -45,11 +45,15 @@ COUNTERS = ("success", "fail", "queue", "cache_hit", "cache_miss")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # Checked in run(), not by argparse's required=: the flag may come from TRITONWATCH_TRITON.
+    parser.add_argument("--triton", metavar="URL", help="Triton's HTTP API, e.g. http://127.0.0.1:8000")
+    # dest slo_out: TRITONWATCH_OUT is a directory for `rules` and `dashboards`, this is a file.
     parser.add_argument(
-        "--triton", required=True, metavar="URL", help="Triton's HTTP API, e.g. http://127.0.0.1:8000"
-    )
-    parser.add_argument(
-        "--out", default="slo.yaml", metavar="FILE", help="SLO file to write (default slo.yaml)"
+        "--out",
+        dest="slo_out",
+        default="slo.yaml",
+        metavar="FILE",
+        help="SLO file to write (default slo.yaml)",
     )
     parser.add_argument(
         "--observe",
@@ -58,7 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="read S seconds of traffic and propose from it (default 0: the counters since each model loaded)",
     )
-    parser.add_argument("--name", default="triton", help="metadata.name of the SLO set (default triton)")
+    parser.add_argument(
+        "--name", dest="slo_name", default="triton", metavar="NAME", help="metadata.name of the SLO set (default triton)"
+    )
     parser.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per request (default 10)")
 
 
@@ -346,9 +352,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--observe: must be between 0 and 86400 seconds (got {args.observe})")
     if args.timeout <= 0:
         raise UsageError(f"--timeout: must be > 0 (got {args.timeout})")
-    if not slo.valid_model_name(args.name):
-        raise UsageError(f"--name: letters, digits, '_', '.', '-' only (got {args.name[:40]!r})")
-    out = Path(args.out)
+    if not args.triton:
+        raise UsageError("--triton: required (or TRITONWATCH_TRITON)")
+    if not slo.valid_model_name(args.slo_name):
+        raise UsageError(f"--name: letters, digits, '_', '.', '-' only (got {args.slo_name[:40]!r})")
+    out = Path(args.slo_out)
     triton = Triton(args.triton, args.timeout)
     models = triton.models()
     if not models:
@@ -367,7 +375,7 @@ def run(args: argparse.Namespace) -> int:
     # Ensembles first: they are what clients call.
     ordered = sorted(models, key=lambda m: (not m.ensemble, m.name in step_of, m.name))
     entries = [propose(m, seen.get(m.name), step_of.get(m.name)) for m in ordered]
-    text = render(entries, args.name, source)
+    text = render(entries, args.slo_name, source)
     slo.parse(yaml.safe_load(text), str(out))  # what we write must be what `rules` reads
     write(out, text)
     print(
