@@ -253,3 +253,74 @@ def test_bad_input_is_one_line(
     err = capsys.readouterr().err
     assert err.startswith(f"tritonwatch init: error: {error}") and err.count("\n") == 1, err
     assert not (tmp_path / "x.yaml").exists()
+
+
+ENSEMBLE = """name: "fraud_pipeline"
+platform: "ensemble"
+max_batch_size: 64
+input [ { name: "features", data_type: TYPE_FP32, dims: [ 10 ] } ]
+output [ { name: "probability", data_type: TYPE_FP32, dims: [ 1 ] } ]
+ensemble_scheduling {
+  step [
+    {
+      model_name: "fraud_detector"
+      model_version: -1
+      input_map { key: "input_features", value: "features" }
+      output_map { key: "fraud_probability", value: "probability" }
+    }
+  ]
+}
+"""
+
+
+@pytest.mark.triton
+@pytest.mark.needs("promtool")
+def test_the_real_triton_ensemble_and_its_step(tmp_path: Path) -> None:
+    """On the real Triton 2.51: an ensemble over fraud_detector is found by ``platform: ensemble``, comes
+    first, gets no batch objective, and its step says whose it is; the file passes rules and promtool
+    (two latency objectives: each SLI's no-data test once saw the other's alert fire, and failed)."""
+    import subprocess
+
+    import requests
+
+    from tritonwatch.local.triton import LocalTriton
+
+    repo = tmp_path / "repo"
+    (repo / "fraud_pipeline" / "1").mkdir(parents=True)
+    (repo / "fraud_pipeline" / "config.pbtxt").write_text(ENSEMBLE)
+    root = Path(__file__).resolve().parent.parent
+    with LocalTriton([root / "model_repository", repo]) as triton:
+        body = {"inputs": [{"name": "features", "shape": [1, 10], "datatype": "FP32", "data": [0.5] * 10}]}
+        for _ in range(60):
+            resp = requests.post(f"{triton.http_url}/v2/models/fraud_pipeline/infer", json=body, timeout=30)
+            assert resp.status_code == 200, resp.text
+        out = tmp_path / "slo.yaml"
+        assert main(["init", "--triton", triton.http_url, "--out", str(out)]) == 0
+    got = entries(out)
+    assert list(got) == ["fraud_pipeline", "fraud_detector"]
+    pipeline, step = got["fraud_pipeline"], got["fraud_detector"]
+    assert pipeline["availability"] == {"objective": 95}  # 0 of 60: one request in 60 is 1.7 %
+    assert set(pipeline) == {
+        "model",
+        "availability",
+        "latency",
+        "queue_time_ratio",
+    }  # no batching: an ensemble
+    assert step["availability"] == {"objective": 95}  # the same 60 requests, each one step
+    text = out.read_text()
+    assert '# "fraud_pipeline": ensemble of "fraud_detector", versions 1' in text
+    assert "# a step of ensemble fraud_pipeline: its clients' objectives are on the ensemble" in text
+    rules = tmp_path / "rules"
+    assert main(["rules", "--slo", str(out), "--out", str(rules)]) == 0
+    check = subprocess.run(
+        ["promtool", "check", "rules", *map(str, sorted(rules.glob("*.rules.yml")))],
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    tests = subprocess.run(
+        ["promtool", "test", "rules", *map(str, sorted(rules.glob("tests/*.yml")))],
+        capture_output=True,
+        text=True,
+    )
+    assert tests.returncode == 0 and "FAILED" not in tests.stdout, tests.stdout + tests.stderr

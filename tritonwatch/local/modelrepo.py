@@ -49,7 +49,8 @@ class ModelDir:
 
     @property
     def runs_on_bundle(self) -> bool:
-        return self.backend in BUNDLED_BACKENDS
+        # Triton's core schedules an ensemble itself: it needs no backend, only steps that run.
+        return self.backend in BUNDLED_BACKENDS or self.platform == "ensemble"
 
 
 def read_model(path: Path) -> ModelDir:
