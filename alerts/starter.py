@@ -63,7 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="read S seconds of traffic and propose from it (default 0: the counters since each model loaded)",
     )
     parser.add_argument(
-        "--name", dest="slo_name", default="triton", metavar="NAME", help="metadata.name of the SLO set (default triton)"
+        "--name",
+        dest="slo_name",
+        default="triton",
+        metavar="NAME",
+        help="metadata.name of the SLO set (default triton)",
     )
     parser.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per request (default 10)")
 
@@ -157,16 +161,15 @@ class Triton:
         config = self._json("GET", f"/v2/models/{quote(name, safe='')}/config")
         if not isinstance(config, dict):
             raise TritonwatchError(f"--triton {self.url}: config of {name} is not a JSON object")
-        steps = (config.get("ensemble_scheduling") or {}).get("step") or []
-        policy = config.get("model_transaction_policy") or {}
+        steps = _field(_field(config, "ensemble_scheduling"), "step", list)
         mbs = config.get("max_batch_size", 0)
         return Model(
             name=name,
             versions=versions,
             platform=str(config.get("platform") or config.get("backend") or ""),
             max_batch_size=mbs if isinstance(mbs, int) and mbs > 0 else 0,
-            cache=bool((config.get("response_cache") or {}).get("enable")),
-            decoupled=policy.get("decoupled") is True,
+            cache=_field(config, "response_cache").get("enable") is True,
+            decoupled=_field(config, "model_transaction_policy").get("decoupled") is True,
             steps=tuple(str(s.get("model_name")) for s in steps if isinstance(s, dict)),
         )
 
@@ -183,6 +186,13 @@ class Triton:
         return out
 
 
+def _field(doc: Any, key: str, kind: type = dict) -> Any:
+    """``doc[key]`` if it is of ``kind``, else an empty one: a config or statistics field of another
+    shape (a hostile or a newer Triton) is read as absent, never as a crash."""
+    value = doc.get(key) if isinstance(doc, dict) else None
+    return value if isinstance(value, kind) else kind()
+
+
 def _count(value: object, where: str) -> int:
     if isinstance(value, str) and value.isdigit():  # Triton's JSON writer quotes 64-bit integers at times
         value = int(value)
@@ -192,10 +202,10 @@ def _count(value: object, where: str) -> int:
 
 
 def _add(seen: Seen, item: Mapping[str, Any], where: str) -> None:
-    stats = item.get("inference_stats") or {}
+    stats = _field(item, "inference_stats")
 
     def pair(key: str) -> tuple[int, int]:
-        p = stats.get(key) or {}
+        p = _field(stats, key)
         return _count(p.get("count", 0), f"{where}.{key}.count"), _count(p.get("ns", 0), f"{where}.{key}.ns")
 
     success, fail, queue, hit, miss = (pair(k) for k in COUNTERS)
@@ -315,7 +325,13 @@ def render(entries: Sequence[Entry], name: str, source: str) -> str:
     for e in entries:
         m = e.model
         # Platform and step names come from the model config: quoted, so no newline escapes the comment.
-        kind = f"ensemble of {', '.join(map(json.dumps, m.steps))}" if m.ensemble else json.dumps(m.platform)
+        kind = (
+            f"ensemble of {', '.join(map(json.dumps, m.steps))}"
+            if m.ensemble
+            else json.dumps(m.platform)
+            if m.platform
+            else "no platform in its config"
+        )
         lines.append(f"    # {json.dumps(m.name)}: {kind}, versions {', '.join(m.versions)}")
         lines += [f"    # {note}" for note in e.notes]
         lines.append(f"    - model: {json.dumps(m.name)}")

@@ -68,7 +68,12 @@ CUMULATIVE = [
 class Api:
     """Serves INDEX, CONFIGS and, per statistics read, the next of ``reads`` (the last one repeats)."""
 
-    def __init__(self, reads: list[list[dict[str, Any]]]) -> None:
+    def __init__(
+        self,
+        reads: list[list[dict[str, Any]]],
+        index: list[dict[str, str]] = INDEX,
+        configs: dict[str, dict[str, Any]] = CONFIGS,
+    ) -> None:
         self.reads = reads
         self.stats_reads = 0
         api = self
@@ -86,7 +91,7 @@ class Api:
                 self.wfile.write(body)
 
             def do_POST(self) -> None:
-                self._json(INDEX if self.path == "/v2/repository/index" else {"error": "no"}, 200)
+                self._json(index if self.path == "/v2/repository/index" else {"error": "no"}, 200)
 
             def do_GET(self) -> None:
                 if self.path == "/v2/models/stats":
@@ -95,8 +100,8 @@ class Api:
                     self._json({"model_stats": read})
                     return
                 name = self.path.removeprefix("/v2/models/").removesuffix("/config")
-                if name in CONFIGS:
-                    self._json({"name": name, **CONFIGS[name]})
+                if name in configs:
+                    self._json({"name": name, **configs[name]})
                 else:
                     self._json({"error": "unknown model"}, 400)
 
@@ -226,6 +231,30 @@ def test_never_overwrites_a_file_it_did_not_write(
     assert main(["init", "--triton", api.url, "--out", str(ours)]) == 0  # its own file: rewritten
     assert "window: 28d" in ours.read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.yaml", "ours.yaml", "slo.yaml"]
+
+
+def test_fields_of_another_shape_read_as_absent_and_a_bad_count_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index = [{"name": "core", "version": "1", "state": "READY"}]
+    configs = {"core": {"ensemble_scheduling": [1], "response_cache": "yes", "max_batch_size": "8"}}
+    odd = {"name": "core", "inference_stats": [], "model_transaction_policy": 1}
+    out = tmp_path / "slo.yaml"
+    api = Api([[{**odd, "inference_count": -3}]], index, configs)
+    try:
+        assert main(["init", "--triton", api.url, "--out", str(out)]) == 1
+    finally:
+        api.close()
+    assert capsys.readouterr().err == (
+        f"tritonwatch init: error: --triton {api.url}: /v2/models/stats of core.inference_count: not a count ('-3')\n"
+    )
+    api = Api([[odd]], index, configs)
+    try:
+        assert main(["init", "--triton", api.url, "--out", str(out)]) == 0
+    finally:
+        api.close()
+    assert entries(out) == {"core": {"model": "core", "availability": {"objective": 99.9}}}
+    assert '# "core": no platform in its config, versions 1' in out.read_text()
 
 
 @pytest.mark.parametrize(
