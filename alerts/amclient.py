@@ -176,7 +176,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     status.add_argument("--model", help="only this model's alerts")
     silence.add_argument("--model", required=True, help="the model to silence (matcher model=<M>)")
     silence.add_argument(
-        "--for", dest="silence_for", default="2h", metavar="DURATION", help="how long, e.g. 30m, 2h (default 2h)"
+        "--for",
+        dest="silence_for",
+        default="2h",
+        metavar="DURATION",
+        help="how long, e.g. 30m, 2h (default 2h)",
     )
     silence.add_argument("--comment", required=True, help="why (shown in Alertmanager)")
     silence.add_argument("--author", default=None, help="who (default: the current user)")

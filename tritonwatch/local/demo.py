@@ -190,7 +190,9 @@ def summary_text(rows: dict[str, dict[str, float]], seen: Seen) -> str:
 
 def _log_row(model: str, row: dict[str, float]) -> str:
     """One model's values as the live table shows them (latencies in ms, ratios in %), for the log."""
-    return f"{model} " + " ".join(f"{title}={_fmt(row.get(k), kind)}" for title, k, kind in COLUMNS if k in row)
+    return f"{model} " + " ".join(
+        f"{title}={_fmt(row.get(k), kind)}" for title, k, kind in COLUMNS if k in row
+    )
 
 
 def _live_table(
