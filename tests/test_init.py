@@ -30,6 +30,7 @@ def stats(name: str, ok: int, ok_ns: int, fail: int = 0, queue_ns: int = 0, **mo
             "success": {"count": ok, "ns": ok_ns},
             "fail": {"count": fail, "ns": 0},
             "queue": {"count": ok, "ns": queue_ns},
+            "compute_infer": {"count": ok, "ns": more.get("compute_ns", 0)},
             "cache_hit": {"count": more.get("hits", 0), "ns": 0},
             "cache_miss": {"count": more.get("misses", 0), "ns": 0},
         },
@@ -58,8 +59,8 @@ CONFIGS = {
 CUMULATIVE = [
     # 1 failure in 1,001; mean 2 ms; queued a quarter; batches of 4 of 8; 20 % cache hits
     stats("core", 1000, 2000 * MS, fail=1, queue_ns=500 * MS, executions=250, hits=200, misses=800),
-    # no failure in 900; mean 20 ms; queued 5 %
-    stats("pipeline", 900, 18000 * MS, queue_ns=900 * MS),
+    # no failure in 900; mean 20 ms; queued 5 % in its own queue, its steps computing 80 % of the time
+    stats("pipeline", 900, 18000 * MS, queue_ns=900 * MS, compute_ns=14400 * MS),
     stats("pre", 900, 900 * MS),
     stats("stream", 10, 10000 * MS),
 ]
@@ -149,8 +150,9 @@ def test_proposes_from_the_counters_since_load(
         "model": "pipeline",
         "availability": {"objective": 99.5},  # 0 of 900: 99.9 needs one request in 1,000
         "latency": {"threshold": "100ms", "objective": 99},  # 4 x 20 ms -> the 100 ms bucket
-        "queue_time_ratio": {"max": 0.25},  # twice 5 %, raised to the 0.25 floor; no batching: an ensemble
+        "queue_time_ratio": {"max": 0.4},  # twice the 20 % not computing in its steps; no batching
     }
+    assert "not computing in its steps 20.0% of request time; twice that, 0.25-0.9" in text
     assert got["lonely"] == {"model": "lonely", "availability": {"objective": 99.9}}
     assert got["stream"] == {
         "model": "stream",
@@ -325,6 +327,11 @@ def test_the_real_triton_ensemble_and_its_step(tmp_path: Path) -> None:
             assert resp.status_code == 200, resp.text
         out = tmp_path / "slo.yaml"
         assert main(["init", "--triton", triton.http_url, "--out", str(out)]) == 0
+        stats = requests.get(f"{triton.http_url}/v2/models/fraud_pipeline/stats", timeout=10).json()
+    inference = stats["model_stats"][0]["inference_stats"]
+    request_ns = int(inference["success"]["ns"])
+    compute_ns = sum(int(inference[k]["ns"]) for k in ("compute_input", "compute_infer", "compute_output"))
+    not_computing = max(0, request_ns - compute_ns) / request_ns
     got = entries(out)
     assert list(got) == ["fraud_pipeline", "fraud_detector"]
     pipeline, step = got["fraud_pipeline"], got["fraud_detector"]
@@ -336,6 +343,8 @@ def test_the_real_triton_ensemble_and_its_step(tmp_path: Path) -> None:
         "queue_time_ratio",
     }  # no batching: an ensemble
     assert step["availability"] == {"objective": 95}  # the same 60 requests, each one step
+    # the share of its request time its step did not compute, twice, within 0.25-0.9, two digits
+    assert pipeline["queue_time_ratio"]["max"] == float(f"{min(0.9, max(0.25, 2 * not_computing)):.2g}")
     text = out.read_text()
     assert '# "fraud_pipeline": ensemble of "fraud_detector", versions 1' in text
     assert "# a step of ensemble fraud_pipeline: its clients' objectives are on the ensemble" in text
