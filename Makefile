@@ -1,4 +1,4 @@
-# tritonwatch: `make demo` runs the whole stack locally, `make test` runs the suite.
+# tritonwatch: `make demo` runs the whole stack locally, `make test` runs the suite, `make check` the fast part.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -7,14 +7,14 @@ BENCH_SECONDS ?= 600
 DEBS := prometheus prometheus-alertmanager chromium kubectl haproxy
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv debs demo test lint typecheck pytest generate bench clean
+.PHONY: venv debs demo test check lint typecheck pytest generate bench clean
 
 venv: $(BIN)/tritonwatch
 
 $(BIN)/tritonwatch: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[all,dev]'
+	$(BIN)/pip install -q -e '.[all]' --group dev
 	touch $@
 
 # Debian packages: Prometheus 2.42, promtool, Alertmanager 0.25, amtool, Chromium (report render test),
@@ -42,6 +42,10 @@ pytest: venv debs
 	$(BIN)/pytest -q -ra $(PYTEST_ARGS)
 
 test: venv debs lint typecheck pytest
+
+# Lint, types and the fast tests (not marked slow: tests/conftest.py), in under 3 minutes.
+check: venv debs lint typecheck
+	$(BIN)/pytest -q -ra -m "not slow" $(PYTEST_ARGS)
 
 # Regenerate every committed generated file (rules, Alertmanager config, dashboards, model).
 generate: venv

@@ -176,7 +176,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     status.add_argument("--model", help="only this model's alerts")
     silence.add_argument("--model", required=True, help="the model to silence (matcher model=<M>)")
     silence.add_argument(
-        "--for", dest="duration", default="2h", metavar="DURATION", help="how long, e.g. 30m, 2h (default 2h)"
+        "--for",
+        dest="silence_for",
+        default="2h",
+        metavar="DURATION",
+        help="how long, e.g. 30m, 2h (default 2h)",
     )
     silence.add_argument("--comment", required=True, help="why (shown in Alertmanager)")
     silence.add_argument("--author", default=None, help="who (default: the current user)")
@@ -191,9 +195,10 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "status":
         print_status(client.alerts(args.model), sys.stdout)
         return 0
-    seconds = parse_duration(args.duration, "--for")
+    # dest silence_for, not duration: TRITONWATCH_DURATION is load's and demo's --duration (seconds).
+    seconds = parse_duration(args.silence_for, "--for")
     if seconds < 60:
-        raise UsageError(f"--for: must be at least 1m (got {args.duration})")
+        raise UsageError(f"--for: must be at least 1m (got {args.silence_for})")
     author = args.author or _user()
     if not args.model.strip():
         raise UsageError("--model: must name a model (got an empty value)")

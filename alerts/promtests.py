@@ -297,6 +297,13 @@ def nodata_cases(spec: SLOFile, obj: Objective) -> list[Case]:
     quiet.add(catalog.TRITON_SUCCESS, triton_labels(spec, obj.model), counter(RPM, 40))
     quiet.add(f"{catalog.REQUEST_DURATION}_count", hist, counter(60, 40))
     quiet.checks.append(Check("30m", rules.NO_DATA))
+    # Every other latency SLI is sampled in these cases: else its own absent_over_time fires beside
+    # this one's (an SLO file with two latency objectives failed its own generated tests).
+    for other in spec.objectives():
+        if other.kind == "latency" and other.model != obj.model:
+            labels = {catalog.MODEL: other.model, catalog.VERSION: VERSION, catalog.PHASE: "request"}
+            for case in (absent, frozen, quiet):
+                case.add(f"{catalog.REQUEST_DURATION}_count", sidecar_labels(spec, **labels), counter(60, 40))
     return [absent, frozen, quiet]
 
 

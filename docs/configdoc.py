@@ -25,6 +25,8 @@ BEGIN = "<!-- BEGIN GENERATED: flags -->"
 END = "<!-- END GENERATED: flags -->"
 ENV_PREFIX = "TRITONWATCH_"
 _ENV_SUFFIX = re.compile(r"\s*\[env [A-Z0-9_]+\]$")
+# A flag whose default is "not given" (None) and applied later says its effective default in its help.
+_HELP_DEFAULT = re.compile(r"\(default:? ([^;),]+)")
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -38,7 +40,10 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _default(value: object) -> str:
+def _default(value: object, action: argparse.Action | None = None) -> str:
+    if value is None and action is not None:
+        m = _HELP_DEFAULT.search(action.help or "")
+        return f"`{m.group(1).strip()}`" if m and m.group(1).strip()[:1].isdigit() else ""
     if value is None or value == "" or value is False:
         return ""
     return f"`{value}`"
@@ -84,9 +89,18 @@ def _table(parser: argparse.ArgumentParser) -> list[str]:
         if not action.option_strings or action.dest == "help":
             continue
         rows.append(
-            f"| {_flag(action)} | `{ENV_PREFIX}{action.dest.upper()}` | {_default(action.default)} | {_help(action)} |"
+            f"| {_flag(action)} | `{ENV_PREFIX}{action.dest.upper()}` | {_default(action.default, action)} | {_help(action)} |"
         )
     return rows
+
+
+def _flatten(parsers: dict[str, argparse.ArgumentParser]) -> dict[str, argparse.ArgumentParser]:
+    """Nested commands (``alerts status``, ``alerts silence``) in place of the command that holds them."""
+    out: dict[str, argparse.ArgumentParser] = {}
+    for name, parser in parsers.items():
+        nested = _subparsers(parser)
+        out.update({f"{name} {sub}": p for sub, p in nested.items()} if nested else {name: parser})
+    return out
 
 
 def render() -> str:
@@ -100,7 +114,7 @@ def render() -> str:
     finally:
         os.environ.update(saved)
     out: list[str] = []
-    for name, parser in parsers.items():
+    for name, parser in _flatten(parsers).items():
         out += [f"### `tritonwatch {name}`", ""]
         if parser.description:
             out += [_cell(parser.description[:1].upper() + parser.description[1:]), ""]

@@ -65,3 +65,13 @@ def test_demo_runs_fires_an_alert_and_cleans_up(tmp_path: Path) -> None:
     fired = summary[summary.index("alerts that fired:") :]
     assert "TritonSLOErrorBudgetBurn" in fired and "model=fraud_detector" in fired, summary
     assert processes_mentioning(str(workdir)) == []
+
+
+def test_the_log_shows_latencies_in_ms_as_the_table_does() -> None:
+    """The non-live log once printed p50 as 0.0 (seconds to 4 places) beside a p99 of 11 ms."""
+    from tritonwatch.local.demo import _log_row
+
+    row = {"rate": 3719.84, "errors": 0.0071, "p50": 1.7e-05, "p99": 0.0112, "queue": 0.442, "cache": 0.75}
+    assert _log_row("fraud_detector", row) == (
+        "fraud_detector req/s=3719.8 errors=0.7% p50=17 us p99=11.2 ms queue share=44.2% cache hit=75.0%"
+    )

@@ -101,3 +101,26 @@ def test_paths_named_in_the_docs_exist(doc: str) -> None:
             assert sorted(ROOT.glob(path)), f"{doc}: {raw} matches nothing"
         else:
             assert (ROOT / path).exists(), f"{doc}: {raw} does not exist"
+
+
+def test_the_dashboards_table_lists_every_dashboard_with_its_uid() -> None:
+    """docs/dashboards.md once listed four dashboards of five: the table must follow the generator."""
+    pytest.importorskip("grafanalib")
+    import json
+
+    from tritonwatch.dashboards.generate import builders
+
+    text = (ROOT / "docs" / "dashboards.md").read_text()
+    rows = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^\| `(tritonwatch-\w+\.json)` \| `(tw-[0-9a-f]+)` \|", text, re.M)
+    }
+    committed = {
+        p.name: json.loads(p.read_text())["uid"] for p in (ROOT / "dashboards" / "generated").glob("*.json")
+    }
+    assert rows == committed
+    assert set(rows) == set(builders())
+    assert (
+        f"## The {['no', 'one', 'two', 'three', 'four', 'five', 'six', 'seven'][len(rows)]} dashboards"
+        in text
+    )

@@ -148,7 +148,7 @@ def test_ruff_bans_bare_subpackage_imports(tmp_path: Path) -> None:
     """The lint rule (pyproject: flake8-tidy-imports banned-api) fires on every bare form, not on ours."""
     ruff = Path(sys.executable).parent / "ruff"
     if not ruff.exists():
-        pytest.skip("ruff not installed (pip install -e '.[dev]')")
+        pytest.skip("ruff not installed (make venv: pip install --group dev)")
     sample = tmp_path / "sample.py"
     bad = [
         "import exporters",

@@ -1,33 +1,48 @@
 """The wheel is the product: built from this checkout, installed into a clean virtualenv outside it, and
-run there from a directory that is not the checkout (issue 15).
+run there from a directory that is not the checkout (issues 15 and 26).
 
 - the wheel holds ``tritonwatch/`` only (no top-level ``exporters``/``alerts``/``dashboards``/``reports``)
   plus the package data commands need: the default SLO file, the demo model repository, the GPU replay;
+  its LICENSE and metadata; no development script;
 - ``tritonwatch sidecar --help`` works; ``tritonwatch rules --out DIR`` (the bundled SLO) and
   ``tritonwatch dashboards --out DIR`` write exactly the committed ``alerts/generated`` and
   ``dashboards/generated``;
-- ``tritonwatch demo --duration 30`` runs the whole stack from the installed package data.
+- every command shown in README.md and docs/*.md (``DocsRun`` below says how each is run) runs from one
+  empty folder, ``tritonwatch init`` against the real local Triton among them, its SLO
+  file then through ``tritonwatch rules`` and ``promtool``, and ``tritonwatch demo``.
 
-Building takes a few seconds; installing ``[local,demo,dashboards]`` from the local wheel cache took
-about 35 s here, the demo about 40 s.
+One wheel build and one virtualenv per run (``[all]``). Building takes a few seconds, installing
+``[all]`` from the local wheel cache about a minute here.
 """
 
 from __future__ import annotations
 
 import filecmp
 import importlib.util
+import json
 import os
+import re
+import shlex
 import shutil
-import signal
 import subprocess
 import sys
+import time
+import urllib.request
 import venv
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+import requests
+import yaml
+from support.harness import read_metrics, value
+
+from tritonwatch import catalog
+from tritonwatch.local.procs import Managed, free_port, http_ok
+from tritonwatch.slo import parse_duration
 
 ROOT = Path(__file__).resolve().parent.parent
 HAVE_PYTRITON = importlib.util.find_spec("pytriton") is not None
@@ -82,7 +97,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     (wheel,) = dist.glob("tritonwatch-*.whl")
     venv_dir = base / "venv"
     venv.create(venv_dir, with_pip=True, clear=True)  # clean: no system or checkout site-packages
-    extras = "dashboards,local,demo" if HAVE_PYTRITON else "dashboards"
+    extras = "all" if HAVE_PYTRITON else "dashboards,report,demo,probe"
     install = subprocess.run(
         [str(venv_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", f"{wheel}[{extras}]"],
         capture_output=True,
@@ -109,8 +124,19 @@ def test_the_wheel_holds_one_package_and_its_data(installed: Installed) -> None:
         "tritonwatch/local/replay/triton_gpu_node2gpu_2.txt",
         "tritonwatch/exporters/sidecar.py",
         "tritonwatch/py.typed",
+        "tritonwatch-0.1.0.dist-info/licenses/LICENSE",
     ):
         assert data in names
+    # the scripts that generate package data are the checkout's, not the product's
+    assert [n for n in names if n.endswith(".py") and ("/model_repository/" in n or "/replay/" in n)] == []
+    meta = zipfile.ZipFile(installed.wheel).read("tritonwatch-0.1.0.dist-info/METADATA").decode()
+    headers = [line.split(": ", 1) for line in meta.split("\n\n", 1)[0].splitlines()]
+    assert ["License-Expression", "Apache-2.0"] in headers
+    assert {v.split(",")[0] for k, v in headers if k == "Project-URL"} >= {"Homepage", "Source", "Issues"}
+    assert any(k == "Classifier" and v.startswith("Programming Language :: Python :: 3") for k, v in headers)
+    extras = {v for k, v in headers if k == "Provides-Extra"}
+    assert extras == {"local", "probe", "dashboards", "report", "demo", "all"}  # no "dev"
+    assert (ROOT / "LICENSE").read_text().split()[:3] == ["Apache", "License", "Version"]
 
 
 def test_no_top_level_subpackage_is_importable(installed: Installed) -> None:
@@ -155,36 +181,275 @@ def test_dashboards_are_the_committed_ones(installed: Installed) -> None:
     assert same_tree(out, ROOT / "dashboards" / "generated") == []
 
 
+# --- every command the README and the docs show ------------------------------------------------------
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# Fenced ```sh and ```console blocks are commands to run; ```text blocks are synopses (brackets,
+# placeholders). Lines of these programs are what this test runs; `make` lines are a checkout's.
+PROGRAMS = ("tritonwatch", "python", "pip", "promtool", "prometheus")
+_FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
+# Well-known ports the docs name: each is mapped to a free loopback port, the same one everywhere.
+DOC_PORTS = (8000, 8002, 9091, 9093, 9450)
+
+
+def documented_commands() -> tuple[list[tuple[str, str]], list[str]]:
+    """(doc, command) for every runnable line, in order; and lines that look like commands elsewhere."""
+    found: list[tuple[str, str]] = []
+    unmarked: list[str] = []
+    for doc in DOCS:
+        fence: str | None = None
+        for n, line in enumerate(doc.read_text().splitlines(), 1):
+            m = _FENCE.match(line)
+            if m:
+                fence = None if fence is not None else m.group(2)
+                continue
+            text = line.strip()
+            if fence in ("sh", "console"):
+                if fence == "console":
+                    if not text.startswith("$ "):
+                        continue
+                    text = text[2:]
+                if text.split(" ", 1)[0] in PROGRAMS:
+                    found.append((doc.name, text.split("  #", 1)[0].strip()))
+            elif (fence is not None or line.startswith("    ")) and fence not in ("text", "yaml", "json"):
+                if text.startswith(("tritonwatch ", "python ", ".venv/bin/")):
+                    unmarked.append(f"{doc.name}:{n}: {text}")
+    return found, unmarked
+
+
+def test_every_documented_command_is_in_a_block_this_test_runs() -> None:
+    commands, unmarked = documented_commands()
+    assert unmarked == [], "fence these as ```sh (run by this test) or ```text (a synopsis)"
+    assert len(commands) >= 20
+
+
+class DocsRun:
+    """Runs documented command lines as written, in one empty folder, with the installed wheel.
+
+    What it changes, and only that: the ports in ``DOC_PORTS`` become free loopback ports (the same
+    one for every mention), long-running commands are started in the background and polled for
+    readiness (the docs run them in a terminal of their own), ``local-triton`` and the sidecar get
+    their ports as flags where the docs rely on the defaults, and ``<placeholder>`` URLs are filled in
+    from what the command that names them printed. ``pip install`` lines are checked against the
+    built wheel, which the fixture installed with ``[all]``.
+    """
+
+    def __init__(self, installed: Installed) -> None:
+        self.installed = installed
+        self.cwd = installed.cwd / "first-hour"
+        self.cwd.mkdir()
+        self.ports = {p: free_port() for p in DOC_PORTS}
+        self.background: list[Managed] = []
+        self.filled: dict[str, str] = {}
+
+    def text(self, line: str) -> str:
+        for doc_port, port in self.ports.items():
+            line = line.replace(f"127.0.0.1:{doc_port}", f"127.0.0.1:{port}")
+        for name, filled in self.filled.items():
+            line = line.replace(f"<{name}>", filled)
+        assert "<" not in line, f"a placeholder nobody filled: {line}"
+        return line
+
+    def run(self, line: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:
+        """bash runs it, as a user's shell would: quotes, globs (``rules/*.rules.yml``), ``&&``, ``.``."""
+        result = subprocess.run(
+            ["bash", "-c", self.text(line)],
+            cwd=self.cwd,
+            env=dict(self.installed.env, **env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert result.returncode == 0, f"{line}\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+        return result
+
+    def start(self, name: str, line: str, *more: str) -> Managed:
+        """A long-running command, in the background (a terminal of its own, in the docs)."""
+        argv = [*shlex.split(self.text(line)), *more]
+        exe = self.installed.venv / "bin" / argv[0]
+        argv[0] = str(exe) if exe.exists() else argv[0]
+        log = self.installed.cwd / f"{name}.log"
+        proc = Managed(name, argv, env=self.installed.env, log_path=log, cwd=self.cwd)
+        self.background.append(proc)
+        return proc
+
+    def log(self, proc: Managed) -> str:
+        assert proc.log_path is not None
+        return proc.log_path.read_text(errors="replace")
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.background):
+            proc.stop(grace=15)
+
+
+def _wait(check: Callable[[], bool], what: str, proc: Managed, run: DocsRun, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        assert proc.alive(), f"{what}: the process ended\n{run.log(proc)[-3000:]}"
+        time.sleep(0.5)
+    raise AssertionError(f"{what}: not within {timeout:.0f} s\n{run.log(proc)[-3000:]}")
+
+
+def _up(port: int, *targets: str) -> bool:
+    """Every target's ``tritonwatch_up`` is 1 on the sidecar at ``port`` (False while it is not serving)."""
+    try:
+        samples = read_metrics(port)
+    except requests.RequestException:
+        return False
+    return all(value(samples, catalog.UP, target=t) == 1.0 for t in targets)
+
+
+def _stats(triton_url: str, model: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{triton_url}/v2/models/{model}/stats", timeout=10) as resp:
+        (entry,) = json.load(resp)["model_stats"]
+    return dict(entry["inference_stats"])
+
+
+def _post_alert(am_url: str, labels: dict[str, str]) -> None:
+    body = json.dumps([{"labels": labels, "annotations": {"summary": "posted by the test"}}]).encode()
+    req = urllib.request.Request(
+        f"{am_url}/api/v2/alerts", data=body, method="POST", headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status == 200
+
+
 @pytest.mark.triton
 @pytest.mark.prometheus
-def test_demo_runs_from_the_installed_package(installed: Installed) -> None:
+@pytest.mark.needs("promtool", "prometheus", "prometheus-alertmanager")
+def test_every_documented_command_runs_from_an_empty_folder(installed: Installed) -> None:
     if not HAVE_PYTRITON:
-        pytest.skip("nvidia-pytriton is not installed: the wheel was installed without [local]")
-    if not (shutil.which("prometheus") and shutil.which("prometheus-alertmanager")):
-        pytest.skip("Prometheus/Alertmanager binaries not installed (make debs)")
-    workdir = installed.cwd / "demo"
-    proc = subprocess.Popen(
-        [str(installed.venv / "bin" / "tritonwatch"), "demo", "--duration", "30", "--no-live"]
-        + ["--workdir", str(workdir)],
-        cwd=installed.cwd,
-        env=installed.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+        pytest.fail("nvidia-pytriton is not installed: the wheel was installed without [local]")
+    commands, _ = documented_commands()
+    run = DocsRun(installed)
+    p = run.ports
+    done: list[str] = []
+
+    def each(pattern: str) -> list[str]:
+        """The documented lines matching ``pattern`` (at least one: a handler for nothing is stale)."""
+        lines = list(dict.fromkeys(c for _, c in commands if re.fullmatch(pattern, c)))
+        assert lines, f"no documented command matches {pattern!r} any more"
+        done.extend(lines)
+        return lines
+
     try:
-        out, err = proc.communicate(timeout=300)
+        each(r"pip install 'tritonwatch\[all\]'")  # what the fixture did, with the built wheel
+        for line in each(r"python -m venv \w+ && \. \w+/bin/activate"):
+            run.run(line)
+        for line in each(r"tritonwatch --version"):
+            assert run.run(line).stdout == "tritonwatch 0.1.0\n"
+
+        # 1. the bundled Triton (no --model-repository), some traffic
+        (line,) = each(r"tritonwatch local-triton")
+        ports = ["--http-port", str(p[8000]), "--grpc-port", str(free_port()), "--metrics-port", str(p[8002])]
+        triton = run.start("local-triton", line, *ports)
+        _wait(lambda: "Triton ready" in run.log(triton), "local-triton ready", triton, run)
+        for line in each(r"tritonwatch load --triton http://127\.0\.0\.1:8000 .*"):
+            run.run(line)
+
+        # 2. an SLO file for the models it serves, from their traffic; rules; promtool
+        for line in each(r"tritonwatch init --triton http://127\.0\.0\.1:8000 --out slo\.yaml"):
+            run.run(line)
+        stats = _stats(f"http://127.0.0.1:{p[8000]}", "fraud_detector")
+        ok, failed = int(stats["success"]["count"]), int(stats["fail"]["count"])
+        mean = int(stats["success"]["ns"]) / ok / 1e9
+        (entry,) = yaml.safe_load((run.cwd / "slo.yaml").read_text())["spec"]["slos"]
+        assert entry["model"] == "fraud_detector" and ok >= 100 and failed == 0, (entry, stats)
+        # the strictest objective with room for twice the errors seen and one request in those seen
+        fits = [
+            o for o in (99.99, 99.9, 99.5, 99, 95) if (100 - o) / 100 >= max(1 / ok, 2 * failed / ok) - 1e-12
+        ]
+        assert entry["availability"] == {"objective": fits[0]}
+        threshold = min(b for b in catalog.DEFAULT_BUCKETS if b >= 4 * mean)
+        assert entry["latency"]["objective"] == 99
+        assert abs(parse_duration(entry["latency"]["threshold"], "threshold") - threshold) < 1e-9, (
+            entry,
+            mean,
+        )
+        for line in each(r"tritonwatch rules --slo slo\.yaml --out rules"):
+            run.run(line)
+        for line in each(r"promtool (check|test) rules rules/.*"):
+            out = run.run(line)
+            assert "SUCCESS" in out.stdout + out.stderr and "FAILED" not in out.stdout + out.stderr
+
+        # 3. the sidecar on that Triton, dashboards
+        for line in each(r"tritonwatch sidecar --triton http://127\.0\.0\.1:8000 --triton-metrics \S+"):
+            sidecar = run.start("sidecar", line, "--listen", f"127.0.0.1:{p[9450]}")
+            _wait(lambda: _up(p[9450], "triton", "triton_api"), "sidecar up", sidecar, run)
+        for line in each(r"tritonwatch dashboards --out dashboards(/generated)?"):
+            run.run(line)
+            assert same_tree(run.cwd / line.split()[-1], ROOT / "dashboards" / "generated") == []
+
+        # the alerts commands, on an Alertmanager routing with the generated configuration
+        from tritonwatch.local.promstack import Alertmanager
+
+        am = Alertmanager(installed.cwd / "am", run.cwd / "rules" / "alertmanager.yml", port=p[9093])
+        run.background.append(am.proc)
+        am.wait_ready()
+        burn = {"alertname": "TritonSLOErrorBudgetBurn", "model": "fraud_detector", "severity": "page"}
+        _post_alert(am.url, burn)
+        for line in each(r"tritonwatch alerts status --alertmanager \S+"):
+            header, row = run.run(line).stdout.splitlines()
+            assert header.split()[:3] == ["MODEL", "ALERT", "SEVERITY"]
+            assert row.split()[:4] == ["fraud_detector", "TritonSLOErrorBudgetBurn", "page", "active"]
+        for line in each(r"tritonwatch alerts silence .*"):
+            assert run.run(line).stdout.startswith("silenced model=fraud_detector until ")
+
+        # the capacity report on the synthetic week
+        for line in each(r"python -m tritonwatch\.reports\.synthetic week\.om"):
+            run.run(line)
+        for line in each(r"promtool tsdb create-blocks-from openmetrics .*"):
+            run.run(line)
+        (line,) = each(r"prometheus --storage\.tsdb\.path=tsdb .*")
+        prom = run.start("prometheus", line)
+        _wait(lambda: http_ok(f"http://127.0.0.1:{p[9091]}/-/ready"), "prometheus ready", prom, run)
+        for line in each(r"tritonwatch report --prometheus http://127\.0\.0\.1:9091 .*"):
+            written = run.run(line, timeout=600).stdout.split()
+        for name in ("report.html", "report.md", "models.csv", "gpus.csv"):
+            assert (run.cwd / "report" / name).is_file() and any(w.endswith(name) for w in written), written
+        assert "resnet" in (run.cwd / "report" / "models.csv").read_text()  # the synthetic week's model
+
+        # the replayed GPU node, and a sidecar on the URLs it prints
+        (line,) = each(r"python -m tritonwatch\.local\.gpureplay")
+        replay = run.start("gpureplay", line)
+        _wait(lambda: "HTTP API" in run.log(replay), "replay URLs", replay, run)
+        pattern = r"replayed (dcgm-exporter|Triton metrics|Triton HTTP API) \(not a live GPU\): (\S+)"
+        printed = dict(re.findall(pattern, run.log(replay)))
+        run.filled = {
+            "dcgm_url": printed["dcgm-exporter"],
+            "triton_metrics_url": printed["Triton metrics"],
+            "triton_url": printed["Triton HTTP API"],
+        }
+        for line in each(r"tritonwatch sidecar --triton <triton_url> .*"):
+            gpu_port = free_port()
+            gpu_sidecar = run.start("gpu-sidecar", line, "--listen", f"127.0.0.1:{gpu_port}")
+            _wait(
+                lambda port=gpu_port: _up(port, "dcgm", "triton", "triton_api"),
+                "GPU sidecar up",
+                gpu_sidecar,
+                run,
+            )
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-    assert proc.returncode == 0, err[-3000:]
-    site = installed.venv / "lib"
-    served = next(line for line in err.splitlines() if "starting Triton on" in line).split(
-        "starting Triton on "
-    )[1]
-    assert Path(served).is_relative_to(site) and served.endswith("tritonwatch/local/model_repository")
-    assert "demo summary" in out
-    row = next(line for line in out.splitlines() if line.startswith("fraud_detector"))
+        run.stop_all()
+
+    # 4. everything at once, last: it starts its own Triton, Prometheus and Alertmanager
+    (line,) = each(r"tritonwatch demo --duration \d+")
+    tmp = installed.cwd / "demo-tmp"
+    tmp.mkdir()
+    demo = run.run(line, timeout=400, TMPDIR=str(tmp))
+    assert "demo summary" in demo.stdout
+    row = next(x for x in demo.stdout.splitlines() if x.startswith("fraud_detector"))
     assert float(row.split()[1]) > 0, row  # requests/s served from the bundled model
+    served = re.search(r"starting Triton on (\S+)", demo.stderr)
+    assert served and Path(served.group(1)).is_relative_to(installed.venv / "lib"), demo.stderr[-2000:]
+    # latencies logged as the table shows them, never as seconds to four places
+    logged = re.findall(r"p99=(\d\S* [mu]s|-)", demo.stderr)
+    assert logged and len(logged) == demo.stderr.count("p99="), demo.stderr[-2000:]
+    # its temp folder is gone; the `.ses` file a Go binary it ran (Prometheus or Alertmanager) leaves in
+    # TMPDIR is not the demo's to delete
+    (workdir,) = re.findall(r"logs in (\S+), removed at the end", demo.stdout)
+    assert Path(workdir).parent == tmp and not Path(workdir).exists()
+    assert [x.name for x in tmp.iterdir() if x.name != ".ses"] == []
+
+    assert sorted(set(done)) == sorted({c for _, c in commands}), "documented commands this test did not run"

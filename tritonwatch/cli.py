@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "local-triton": "tritonwatch.local.triton",
     "load": "tritonwatch.local.load",
     "demo": "tritonwatch.local.demo",
+    "init": "tritonwatch.alerts.starter",
     "rules": "tritonwatch.alerts.generate",
     "alerts": "tritonwatch.alerts.amclient",
     "dashboards": "tritonwatch.dashboards.generate",
@@ -33,12 +34,30 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so errors stay one line and main() stays testable."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
+        exc = UsageError(message)
+        exc.prog = self.prog  # type: ignore[attr-defined]
+        raise exc
+
+
+def _fail(prog: str, exc: TritonwatchError) -> int:
+    """Usage and runtime errors alike: ``tritonwatch COMMAND: error: REASON``, one line, argparse's order."""
+    print(f"{getattr(exc, 'prog', prog)}: error: {exc}", file=sys.stderr)
+    return exc.exit_code
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tritonwatch")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tritonwatch", description="Observability and SLOs for NVIDIA Triton.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"tritonwatch {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, module_name in COMMANDS.items():
         try:
@@ -70,28 +89,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(args_list)
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except SystemExit as exc:  # --help
+        return _fail("tritonwatch", exc)
+    except SystemExit as exc:  # --help, --version
         return int(exc.code or 0)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    prog = f"tritonwatch {args.command}" if args.command else "tritonwatch"
     try:
         _check_finite(args)
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return _fail(prog, exc)
     if not getattr(args, "_run", None):
         parser.print_help(sys.stderr)
         return 2
     try:
         return int(args._run(args))
     except TritonwatchError as exc:
-        print(f"tritonwatch {args.command}: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return _fail(prog, exc)
     except KeyboardInterrupt:
         return 130
 

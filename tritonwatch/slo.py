@@ -67,6 +67,11 @@ def parse_duration(text: object, where: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
+def valid_model_name(name: str) -> bool:
+    """Whether ``spec.slos[].model`` accepts ``name`` (what ``tritonwatch init`` may write)."""
+    return bool(_MODEL_NAME.fullmatch(name)) and len(name) <= 200
+
+
 def format_duration(seconds: float) -> str:
     """The shortest Prometheus duration for ``seconds``: 2419200 -> ``28d``, 0.05 -> ``50ms``."""
     for unit in ("d", "h", "m", "s"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import shutil
 import signal
 import sys
 import tempfile
@@ -55,7 +56,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="SLO file for the rules (default: the bundled alerts/slo.yaml)",
     )
     p.add_argument(
-        "--workdir", default="", metavar="DIR", help="keep logs and data here (default: a temp dir)"
+        "--workdir",
+        default="",
+        metavar="DIR",
+        help="keep logs and data here (default: a temp dir, removed at the end unless --keep-logs)",
+    )
+    p.add_argument(
+        "--keep-logs", action="store_true", help="keep the temp dir of logs and data (its path is printed)"
     )
     p.add_argument(
         "--no-live", action="store_true", help="no live terminal view (the summary is still printed)"
@@ -200,6 +207,13 @@ def summary_text(rows: dict[str, dict[str, float]], seen: Seen) -> str:
             f"  {name}  model={model or '-'}  severity={severity or '-'}  (first firing at {at:.0f}s)"
         )
     return "\n".join(lines)
+
+
+def _log_row(model: str, row: dict[str, float]) -> str:
+    """One model's values as the live table shows them (latencies in ms, ratios in %), for the log."""
+    return f"{model} " + " ".join(
+        f"{title}={_fmt(row.get(k), kind)}" for title, k, kind in COLUMNS if k in row
+    )
 
 
 def _live_table(
@@ -382,6 +396,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--model-repository: {repo} is not a directory")
     if not Path(args.slo).is_file():
         raise UsageError(f"--slo: {args.slo} is not a file")
+    # Only a temp dir of our own is ever removed; a --workdir the user named is theirs and stays.
+    own_temp = not args.workdir and not args.keep_logs
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="tritonwatch-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()
@@ -398,7 +414,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         stack.start()
         print(
-            f"tritonwatch demo (logs in {workdir})\n"
+            f"tritonwatch demo (logs in {workdir}{', removed at the end' if own_temp else ''})\n"
             f"  Triton        {stack.triton.http_url}  metrics {stack.triton.metrics_url}\n"
             f"  sidecar       http://127.0.0.1:{stack.sidecar.port}/metrics\n"
             f"  Prometheus    {stack.prometheus.url}\n"
@@ -417,7 +433,11 @@ def run(args: argparse.Namespace) -> int:
         if load:
             load.stop()
         stack.stop()
+        if own_temp:
+            shutil.rmtree(workdir, ignore_errors=True)
     print(summary_text(rows, seen), flush=True)
+    if not own_temp:
+        print(f"logs and data kept in {workdir}", flush=True)
     return 0
 
 
@@ -453,9 +473,7 @@ def _watch(
             if live is not None:
                 live.update(_live_table(rows, firing, load.phase, elapsed))
             elif int(elapsed) % 10 == 0:
-                log.info(
-                    "%s: %s", load.phase, {m: {k: round(v, 4) for k, v in r.items()} for m, r in rows.items()}
-                )
+                log.info("%s: %s", load.phase, "; ".join(_log_row(m, r) for m, r in sorted(rows.items())))
             stop.wait(1.0)
     finally:
         if live is not None:

@@ -357,7 +357,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         required=False,
         metavar="DIR",
-        help="model repository to serve (repeatable); served from a copy, the source is not written",
+        help="model repository to serve (repeatable; default: the bundled demo repository, fraud_detector); "
+        "served from a copy, the source is not written",
     )
     parser.add_argument("--http-port", type=int, default=8000, help="HTTP API port (default 8000)")
     parser.add_argument("--grpc-port", type=int, default=8001, help="gRPC API port (default 8001)")
@@ -405,7 +406,9 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(repos, (str, Path)):  # one repository from TRITONWATCH_MODEL_REPOSITORY
         repos = [Path(repos)]
     if not repos:
-        raise UsageError("--model-repository: required (repeat it to serve several repositories)")
+        from tritonwatch.local.bundled import model_repository
+
+        repos = [model_repository()]  # as `demo` does: a pip user has no model_repository/ folder
     for flag, port in (
         ("--http-port", args.http_port),
         ("--grpc-port", args.grpc_port),

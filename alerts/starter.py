@@ -1,0 +1,407 @@
+"""``tritonwatch init``: a first SLO file for the models a running Triton serves.
+
+Reads Triton's HTTP API only: ``POST /v2/repository/index`` (the ready models), ``GET
+/v2/models/<m>/config`` (platform, ``max_batch_size``, response cache, decoupled, ensemble steps) and
+``GET /v2/models/stats``. With ``--observe S`` it reads the statistics twice, S seconds apart, and
+proposes objectives from the traffic in between; without it, from the counters since each model loaded.
+The file it writes says, beside every value, what was seen and how the value follows from it; it
+passes ``tritonwatch rules`` as written. It never overwrites a file it did not write itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import requests
+import yaml
+
+from tritonwatch import catalog, slo
+from tritonwatch.errors import TritonwatchError, UsageError
+
+log = logging.getLogger("tritonwatch.init")
+
+HELP = "write a first SLO file for the models a running Triton serves, from what it sees"
+MARKER = "# Written by tritonwatch init"
+# Strictest first. An objective is proposed only if its error budget holds twice the errors seen and at
+# least one request in the number seen: 1,000 clean requests do not show that 99.99 % is met.
+AVAILABILITY_LADDER = (Decimal("99.99"), Decimal("99.9"), Decimal("99.5"), Decimal("99"), Decimal("95"))
+# Triton's statistics API gives the mean request time only. Tails of a few times the mean are common for
+# batching servers; 4x the mean, up to the next histogram bucket, is a starting threshold to check
+# against the sidecar's p99 once it has run.
+LATENCY_MEAN_FACTOR = 4
+LATENCY_OBJECTIVE = Decimal("99")
+COUNTERS = ("success", "fail", "queue", "cache_hit", "cache_miss")
+COMPUTE = ("compute_input", "compute_infer", "compute_output")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # Checked in run(), not by argparse's required=: the flag may come from TRITONWATCH_TRITON.
+    parser.add_argument("--triton", metavar="URL", help="Triton's HTTP API, e.g. http://127.0.0.1:8000")
+    # dest slo_out: TRITONWATCH_OUT is a directory for `rules` and `dashboards`, this is a file.
+    parser.add_argument(
+        "--out",
+        dest="slo_out",
+        default="slo.yaml",
+        metavar="FILE",
+        help="SLO file to write (default slo.yaml)",
+    )
+    parser.add_argument(
+        "--observe",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="read S seconds of traffic and propose from it (default 0: the counters since each model loaded)",
+    )
+    parser.add_argument(
+        "--name",
+        dest="slo_name",
+        default="triton",
+        metavar="NAME",
+        help="metadata.name of the SLO set (default triton)",
+    )
+    parser.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per request (default 10)")
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    versions: tuple[str, ...]
+    platform: str
+    max_batch_size: int
+    cache: bool
+    decoupled: bool
+    steps: tuple[str, ...] = ()  # an ensemble's step models, in order
+
+    @property
+    def ensemble(self) -> bool:
+        return self.platform == "ensemble"
+
+
+@dataclass
+class Seen:
+    """Counter increases of one model (all versions) over the observed span."""
+
+    requests: int = 0  # successful
+    failures: int = 0
+    request_ns: int = 0
+    queue_ns: int = 0
+    compute_ns: int = 0
+    inferences: int = 0
+    executions: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+
+    def minus(self, before: Seen) -> Seen:
+        # A reload inside the span restarts counters from 0: the later reading is then the whole increase.
+        if self.requests < before.requests or self.failures < before.failures:
+            return self
+        return Seen(**{k: getattr(self, k) - getattr(before, k) for k in self.__dataclass_fields__})
+
+
+@dataclass
+class Entry:
+    """One ``spec.slos[]`` item: fields in file order, each with the comment that says where it came from."""
+
+    model: Model
+    fields: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # objectives left out, and why
+
+
+class Triton:
+    def __init__(self, url: str, timeout: float) -> None:
+        parts = urlsplit(url)
+        bad = parts.query or parts.fragment or any(c.isspace() or not c.isprintable() for c in url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or bad:
+            raise UsageError(f"--triton: {url!r} is not an http(s) base URL (e.g. http://127.0.0.1:8000)")
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def _json(self, method: str, path: str) -> Any:
+        url = self.url + path
+        try:
+            resp = requests.request(method, url, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise TritonwatchError(
+                f"--triton {self.url}: cannot reach {url} ({type(exc).__name__})"
+            ) from None
+        if resp.status_code != 200:
+            body = " ".join(resp.text.split())[:200]
+            raise TritonwatchError(f"--triton {self.url}: {url} answered {resp.status_code}: {body}")
+        try:
+            return resp.json()
+        except ValueError:
+            raise TritonwatchError(f"--triton {self.url}: {url} answered 200 without JSON") from None
+
+    def models(self) -> list[Model]:
+        index = self._json("POST", "/v2/repository/index")
+        if not isinstance(index, list):
+            raise TritonwatchError(f"--triton {self.url}: /v2/repository/index is not a list")
+        versions: dict[str, list[str]] = {}
+        for item in index:
+            if isinstance(item, dict) and item.get("state") == "READY" and isinstance(item.get("name"), str):
+                versions.setdefault(item["name"], []).append(str(item.get("version", "")))
+        out = []
+        for name in sorted(versions):
+            if not slo.valid_model_name(name):
+                log.warning("skipping model %r: not a name an SLO file accepts", name[:100])
+                continue
+            out.append(self._model(name, tuple(sorted(versions[name]))))
+        return out
+
+    def _model(self, name: str, versions: tuple[str, ...]) -> Model:
+        config = self._json("GET", f"/v2/models/{quote(name, safe='')}/config")
+        if not isinstance(config, dict):
+            raise TritonwatchError(f"--triton {self.url}: config of {name} is not a JSON object")
+        steps = _field(_field(config, "ensemble_scheduling"), "step", list)
+        mbs = config.get("max_batch_size", 0)
+        return Model(
+            name=name,
+            versions=versions,
+            platform=str(config.get("platform") or config.get("backend") or ""),
+            max_batch_size=mbs if isinstance(mbs, int) and mbs > 0 else 0,
+            cache=_field(config, "response_cache").get("enable") is True,
+            decoupled=_field(config, "model_transaction_policy").get("decoupled") is True,
+            steps=tuple(str(s.get("model_name")) for s in steps if isinstance(s, dict)),
+        )
+
+    def stats(self) -> dict[str, Seen]:
+        doc = self._json("GET", "/v2/models/stats")
+        items = doc.get("model_stats") if isinstance(doc, dict) else None
+        if not isinstance(items, list):
+            raise TritonwatchError(f"--triton {self.url}: /v2/models/stats has no model_stats list")
+        out: dict[str, Seen] = {}
+        for item in items:
+            if isinstance(item, dict) and isinstance(item.get("name"), str):
+                seen = out.setdefault(item["name"], Seen())
+                _add(seen, item, f"--triton {self.url}: /v2/models/stats of {item['name']}")
+        return out
+
+
+def _field(doc: Any, key: str, kind: type = dict) -> Any:
+    """``doc[key]`` if it is of ``kind``, else an empty one: a config or statistics field of another
+    shape (a hostile or a newer Triton) is read as absent, never as a crash."""
+    value = doc.get(key) if isinstance(doc, dict) else None
+    return value if isinstance(value, kind) else kind()
+
+
+def _count(value: object, where: str) -> int:
+    if isinstance(value, str) and value.isdigit():  # Triton's JSON writer quotes 64-bit integers at times
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise TritonwatchError(f"{where}: not a count ({str(value)[:40]!r})")
+    return value
+
+
+def _add(seen: Seen, item: Mapping[str, Any], where: str) -> None:
+    stats = _field(item, "inference_stats")
+
+    def pair(key: str) -> tuple[int, int]:
+        p = _field(stats, key)
+        return _count(p.get("count", 0), f"{where}.{key}.count"), _count(p.get("ns", 0), f"{where}.{key}.ns")
+
+    success, fail, queue, hit, miss = (pair(k) for k in COUNTERS)
+    seen.requests += success[0]
+    seen.request_ns += success[1]
+    seen.failures += fail[0]
+    seen.queue_ns += queue[1]
+    seen.compute_ns += sum(pair(k)[1] for k in COMPUTE)
+    seen.cache_hits += hit[0]
+    seen.cache_misses += miss[0]
+    seen.inferences += _count(item.get("inference_count", 0), f"{where}.inference_count")
+    seen.executions += _count(item.get("execution_count", 0), f"{where}.execution_count")
+
+
+def _num(value: float) -> str:
+    """Two significant digits, as a plain decimal: 0.0123 -> 0.012."""
+    return format(Decimal(f"{value:.2g}").normalize(), "f")
+
+
+def _availability(seen: Seen | None) -> tuple[Decimal, str]:
+    total = seen.requests + seen.failures if seen else 0
+    if not seen or total == 0:
+        return Decimal("99.9"), "no requests seen: a common starting point"
+    ratio = seen.failures / total
+    for objective in AVAILABILITY_LADDER:
+        budget = float(1 - objective / 100)
+        if budget >= 2 * ratio and budget >= 1 / total:
+            return objective, (
+                f"{seen.failures} of {total} requests failed ({ratio:.3%}): the strictest of "
+                f"{', '.join(map(str, AVAILABILITY_LADDER))} whose budget holds twice that and one request in {total}"
+            )
+    floor = AVAILABILITY_LADDER[-1]
+    if 2 * ratio > float(1 - floor / 100):
+        return (
+            floor,
+            f"{seen.failures} of {total} requests failed ({ratio:.3%}): above its budget now, fix or relax",
+        )
+    return floor, f"{seen.failures} of {total} requests failed: too few requests to show more than {floor}"
+
+
+def propose(model: Model, seen: Seen | None, step_of: str | None) -> Entry:
+    entry = Entry(model)
+    objective, why = _availability(seen)
+    entry.fields.append(("availability", {"objective": objective}, why))
+    if step_of:
+        entry.notes.append(f"a step of ensemble {step_of}: its clients' objectives are on the ensemble")
+    traffic = seen is not None and seen.requests > 0
+    if model.decoupled:
+        entry.notes.append("decoupled (streaming): set time_to_first_token by hand, see docs/llm.md")
+    elif traffic and seen:
+        mean = seen.request_ns / seen.requests / 1e9
+        bucket = next((b for b in catalog.DEFAULT_BUCKETS if b >= LATENCY_MEAN_FACTOR * mean), None)
+        if bucket is None:
+            entry.notes.append(f"mean request time {mean:.3g} s is beyond the largest latency bucket")
+        else:
+            entry.fields.append(
+                (
+                    "latency",
+                    {"threshold": slo.format_duration(bucket), "objective": LATENCY_OBJECTIVE},
+                    f"mean request {mean * 1000:.3g} ms; the first bucket >= {LATENCY_MEAN_FACTOR}x it. "
+                    'Check against tritonwatch_model_latency_quantile_seconds{quantile="0.99"}',
+                )
+            )
+    else:
+        entry.notes.append("latency: no requests seen, so no threshold proposed")
+    if traffic and seen and seen.request_ns > 0:
+        if model.ensemble:
+            # An ensemble's own queue is its scheduling only (microseconds); its requests wait in its
+            # steps' queues and hand-overs: the share of its request time its steps do not compute.
+            share = max(0, seen.request_ns - seen.compute_ns) / seen.request_ns
+            seen_as = f"not computing in its steps {share:.1%} of request time"
+        else:
+            share = seen.queue_ns / seen.request_ns
+            seen_as = f"queued {share:.1%} of request time"
+        limit = min(0.9, max(0.25, 2 * share))
+        entry.fields.append(
+            ("queue_time_ratio", {"max": Decimal(_num(limit))}, f"{seen_as}; twice that, 0.25-0.9")
+        )
+    if model.max_batch_size and not model.ensemble and seen and seen.executions > 0:
+        batch = seen.inferences / seen.executions
+        efficiency = batch / model.max_batch_size
+        if efficiency / 2 > 1 / model.max_batch_size:
+            entry.fields.append(
+                (
+                    "batch_efficiency",
+                    {"min": Decimal(_num(efficiency / 2))},
+                    f"mean batch {batch:.3g} of max_batch_size {model.max_batch_size}; half the share seen",
+                )
+            )
+        else:
+            entry.notes.append(f"batch_efficiency: mean batch {batch:.3g} seen, nothing lower to alert on")
+    if model.cache and seen and seen.cache_hits > 0:
+        hit = seen.cache_hits / (seen.cache_hits + seen.cache_misses)
+        entry.fields.append(
+            ("cache_hit_ratio", {"min": Decimal(_num(hit / 2))}, f"hit ratio {hit:.1%} seen; half that")
+        )
+    return entry
+
+
+def _yaml_value(value: Any) -> str:
+    if isinstance(value, Decimal):
+        return str(value)
+    return json.dumps(value)  # a JSON string is a YAML string whatever it holds
+
+
+def render(entries: Sequence[Entry], name: str, source: str) -> str:
+    lines = [
+        f"{MARKER} from {source}.",
+        "# Every value below is a proposal from what Triton's statistics API showed; the comment beside",
+        "# it says what was seen and how the value follows. Review them, then:",
+        "#   tritonwatch rules --slo THIS_FILE --out rules/   (format: docs/slo-file.md)",
+        "# tritonwatch init overwrites this file only while this first line is unchanged.",
+        f"apiVersion: {slo.API_VERSION}",
+        f"kind: {slo.KIND}",
+        "metadata:",
+        f"  name: {json.dumps(name)}",
+        "spec:",
+        "  window: 28d",
+        "  slos:",
+    ]
+    for e in entries:
+        m = e.model
+        # Platform and step names come from the model config: quoted, so no newline escapes the comment.
+        kind = (
+            f"ensemble of {', '.join(map(json.dumps, m.steps))}"
+            if m.ensemble
+            else json.dumps(m.platform)
+            if m.platform
+            else "no platform in its config"
+        )
+        lines.append(f"    # {json.dumps(m.name)}: {kind}, versions {', '.join(m.versions)}")
+        lines += [f"    # {note}" for note in e.notes]
+        lines.append(f"    - model: {json.dumps(m.name)}")
+        for key, values, why in e.fields:
+            flow = ", ".join(f"{k}: {_yaml_value(v)}" for k, v in values.items())
+            lines.append(f"      {key}: {{{flow}}}  # {why}")
+        lines.append("      # capacity: {max_request_rate: N}  # requests/s one deployment is sized for")
+    return "\n".join(lines) + "\n"
+
+
+def write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` unless something there was not written by this command."""
+    if path.is_symlink() or path.exists():
+        try:
+            with path.open() as f:
+                first = f.readline()
+        except (OSError, UnicodeDecodeError):
+            first = ""
+        if not (path.is_file() and not path.is_symlink() and first.startswith(MARKER)):
+            raise UsageError(
+                f"--out {path}: exists and was not written by tritonwatch init; not overwriting it"
+            )
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"--out {path}: cannot write ({exc.strerror})") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.observe <= 86400:
+        raise UsageError(f"--observe: must be between 0 and 86400 seconds (got {args.observe})")
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout: must be > 0 (got {args.timeout})")
+    if not args.triton:
+        raise UsageError("--triton: required (or TRITONWATCH_TRITON)")
+    if not slo.valid_model_name(args.slo_name):
+        raise UsageError(f"--name: letters, digits, '_', '.', '-' only (got {args.slo_name[:40]!r})")
+    out = Path(args.slo_out)
+    triton = Triton(args.triton, args.timeout)
+    models = triton.models()
+    if not models:
+        raise TritonwatchError(f"--triton {triton.url}: no model is READY in the repository index")
+    before = triton.stats()
+    if args.observe:
+        log.info("observing %d models for %g s", len(models), args.observe)
+        time.sleep(args.observe)
+        after = triton.stats()
+        seen = {m: after[m].minus(before[m]) if m in before else after[m] for m in after}
+        source = f"{triton.url}, {args.observe:g} s of traffic observed"
+    else:
+        seen = before
+        source = f"{triton.url}, counters since each model loaded"
+    step_of = {step: m.name for m in models if m.ensemble for step in m.steps}
+    # Ensembles first: they are what clients call.
+    ordered = sorted(models, key=lambda m: (not m.ensemble, m.name in step_of, m.name))
+    entries = [propose(m, seen.get(m.name), step_of.get(m.name)) for m in ordered]
+    text = render(entries, args.slo_name, source)
+    slo.parse(yaml.safe_load(text), str(out))  # what we write must be what `rules` reads
+    write(out, text)
+    print(
+        f"wrote {out}: {len(entries)} models; next: tritonwatch rules --slo {out} --out rules/",
+        file=sys.stderr,
+    )
+    return 0

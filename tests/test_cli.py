@@ -1,0 +1,88 @@
+"""The command line as a whole: ``--version``, one error format for usage and runtime errors, and
+environment variables that mean one thing each."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from tritonwatch.cli import build_parser, main
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"tritonwatch {version('tritonwatch')}\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "line"),
+    [
+        # usage errors (argparse's) and errors found at run time read the same way
+        (["rules"], 2, "tritonwatch rules: error: the following arguments are required: --out"),
+        (
+            ["rules", "--slo", "/nonexistent.yaml", "--out", "x"],
+            2,
+            "tritonwatch rules: error: /nonexistent.yaml: cannot read SLO file (No such file or directory)",
+        ),
+        (["report", "--days", "x"], 2, "tritonwatch report: error: argument --days: invalid int value: 'x'"),
+        (
+            ["load", "--triton", "http://127.0.0.1:1", "--duration", "nan"],
+            2,
+            "tritonwatch load: error: --duration: must be a finite number (got nan)",
+        ),
+        (["nosuch"], 2, "tritonwatch: error: argument COMMAND: invalid choice: 'nosuch'"),
+        (
+            ["alerts", "status", "--alertmanager", "http://127.0.0.1:1"],
+            1,
+            "tritonwatch alerts: error: cannot reach Alertmanager at http://127.0.0.1:1",
+        ),
+    ],
+)
+def test_one_error_format(
+    argv: list[str],
+    code: int,
+    line: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == code
+    err = capsys.readouterr().err
+    assert err.startswith(line) and err.count("\n") == 1, err
+
+
+def _env_names(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, list[tuple[str, str]]]:
+    """TRITONWATCH_* variable -> [(command, flag)], nested commands included."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                for env, uses in _env_names(sub, f"{prefix}{name} ").items():
+                    out.setdefault(env, []).extend(uses)
+        elif action.help and (m := re.search(r"\[env (TRITONWATCH_\w+)\]", action.help)):
+            out.setdefault(m.group(1), []).append((prefix.strip(), max(action.option_strings, key=len)))
+    return out
+
+
+def test_a_variable_shared_by_commands_is_the_same_flag_in_each() -> None:
+    """TRITONWATCH_DURATION was read by `silence --for` (2h) and by `load`/`demo --duration` (seconds)."""
+    names = _env_names(build_parser())
+    assert names["TRITONWATCH_DURATION"] == [("load", "--duration"), ("demo", "--duration")]
+    assert names["TRITONWATCH_SILENCE_FOR"] == [("alerts silence", "--for")]
+    assert names["TRITONWATCH_SLO_OUT"] == [("init", "--out")]
+    for env, uses in names.items():
+        assert len({flag for _, flag in uses}) == 1, (env, uses)
+
+
+def test_silence_for_ignores_the_load_duration(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRITONWATCH_DURATION", "30")
+    args = build_parser().parse_args(["alerts", "silence", "--model", "m", "--comment", "c"])
+    assert args.silence_for == "2h"
+    monkeypatch.setenv("TRITONWATCH_SILENCE_FOR", "30m")
+    args = build_parser().parse_args(["alerts", "silence", "--model", "m", "--comment", "c"])
+    assert args.silence_for == "30m"
