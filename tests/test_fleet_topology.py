@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
+import os
+import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -56,6 +59,7 @@ class Fleet:
     alertmanager: Alertmanager
     fakes: list[FakeTriton]
     sidecars: list[Any]
+    tmp: Path
 
 
 def query(url: str, expr: str, at: float | None = None) -> list[dict[str, Any]]:
@@ -92,6 +96,40 @@ def shard_config(targets: list[ScrapeTarget], shard: int, store: VictoriaMetrics
     return cfg
 
 
+def trace_path(tmp: Path, replica: int) -> Path:
+    folder = tmp / f"traces{replica}"
+    folder.mkdir(exist_ok=True)
+    return folder / "trace.json"
+
+
+def trace_file(durations: list[float], model: str = MODEL) -> list[dict[str, Any]]:
+    """Triton's mode=triton trace file (its shape as recorded in ``tests/data/trace_file_sleeper.json``:
+    one entry per model header and per timestamp) for requests that took ``durations`` seconds."""
+    entries: list[dict[str, Any]] = []
+    start = 1_000_000_000_000
+    for tid, d in enumerate(durations, 1):
+        ns = round(d * 1e9)
+        entries.append({"id": tid, "model_name": model, "model_version": 1, "request_id": str(tid)})
+        marks = [
+            ("REQUEST_START", 0),
+            ("QUEUE_START", 1_000),
+            ("COMPUTE_START", 2_000),
+            ("COMPUTE_INPUT_END", 3_000),
+            ("COMPUTE_OUTPUT_START", ns - 2_000),
+            ("COMPUTE_END", ns - 1_000),
+            ("REQUEST_END", ns),
+        ]
+        entries += [{"id": tid, "timestamps": [{"name": n, "ns": start + at}]} for n, at in marks]
+        start += ns + 10_000
+    return entries
+
+
+def traced_durations(replica: int) -> list[float]:
+    """Replica ``replica``'s traced request durations: 40 x replica of them, slower on later replicas."""
+    rng = random.Random(replica)
+    return [round(rng.lognormvariate(math.log(0.004 * 2**replica), 0.8), 6) for _ in range(40 * replica)]
+
+
 def _rules(tmp: Path) -> tuple[list[Path], Path]:
     from tritonwatch.cli import main
 
@@ -118,8 +156,9 @@ def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
             stack.callback(f.stop)
         servers = [(triton.http_url, triton.metrics_url)] + [(f.base_url, f.metrics_url) for f in fakes]
         sidecars = []
-        for http_url, metrics_url in servers:
-            side = Sidecar.local(http_url, metrics_url, interval=1, window=10).start()
+        for i, (http_url, metrics_url) in enumerate(servers):
+            traces = {"trace_file": str(trace_path(tmp_path, i))} if i else {}
+            side = Sidecar.local(http_url, metrics_url, interval=1, window=10, **traces).start()
             stack.callback(side.stop)
             sidecars.append(side)
         triton_targets = [m.split("/")[2] for _, m in servers]
@@ -139,7 +178,7 @@ def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
         for p in shards:
             p.wait_ready()
         vmalert.wait_ready()
-        yield Fleet(triton_targets, sidecar_targets, shards, configs, store, am, fakes, sidecars)
+        yield Fleet(triton_targets, sidecar_targets, shards, configs, store, am, fakes, sidecars, tmp_path)
 
 
 def _firing(am: Alertmanager) -> list[dict[str, str]]:
@@ -180,12 +219,38 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
     (row,) = query(vm, f"timestamp({record}{{{sel}}})")
     at = float(row["value"][1])
     recorded = scalar(vm, f"{record}{{{sel}}}", at)
-    expr = catalog.promql(catalog.signal(catalog.REQUEST_RATE), "5m")
-    by_replica = query(vm, f"{expr.replace('sum by (', 'sum by (instance, ', 1)}", at)
+    rate = catalog.promql(catalog.signal(catalog.REQUEST_RATE), "5m", grouping=["instance"], selector=sel)
+    by_replica = query(vm, rate, at)
     assert recorded is not None and recorded > 0
-    assert len(by_replica) >= 2
+    assert {r["metric"]["instance"] for r in by_replica} == set(fleet.triton_targets), by_replica
     total = sum(float(r["value"][1]) for r in by_replica)
     assert recorded == pytest.approx(total, rel=1e-12), (recorded, by_replica)
+    print(f"fleet request rate {recorded} = sum over {len(by_replica)} replicas {total}")
+
+    # Fleet p99 from the merged histograms of the sidecars lies in the bucket of the exact nearest-rank
+    # p99 of the pooled traced requests.
+    pooled: list[float] = []
+    for i in range(1, REPLAYS + 1):
+        durations = traced_durations(i)
+        pooled += durations
+        target = trace_path(fleet.tmp, i)
+        part = target.with_name("writing.json")
+        part.write_text(json.dumps(trace_file(durations)))
+        os.replace(part, target)  # Triton writes each file at once
+    count = f'{catalog.REQUEST_DURATION}_count{{{sel},{catalog.PHASE}="request"}}'
+    wait_until(
+        lambda: scalar(vm, f"sum({count})") == len(pooled), 60, f"{len(pooled)} traced requests in the store"
+    )
+    exact = sorted(pooled)[math.ceil(0.99 * len(pooled)) - 1]
+    bounds = [*catalog.DEFAULT_BUCKETS, math.inf]
+    upper = next(b for b in bounds if exact <= b)
+    lower = max([0.0, *(b for b in bounds if b < upper)])
+    buckets = f'{catalog.REQUEST_DURATION}_bucket{{{sel},{catalog.PHASE}="request"}}'
+    fleet_p99 = scalar(vm, f"histogram_quantile(0.99, sum by (le) ({buckets}))")
+    assert fleet_p99 is not None and lower <= fleet_p99 <= upper, (fleet_p99, exact, lower, upper)
+    print(
+        f"pooled traced requests: {len(pooled)}, exact p99 {exact}, fleet p99 {fleet_p99} in ({lower}, {upper}]"
+    )
 
     # The burn pages once for the model, whatever the number of shards and replicas.
     wait_until(

@@ -80,6 +80,10 @@ class VMAlert:
                 f"-remoteWrite.url={store.url}",
                 f"-notifier.url={alertmanager_url}",
                 f"-evaluationInterval={interval}",
+                # Evaluate 10 s in the past, where the shards' remote writes (1 s batches) have all
+                # landed: a record is then the rule's value on complete data at the instant it is
+                # stamped with (vmalert stamps it with the query's time).
+                "-datasource.lookback=10s",
                 "-remoteWrite.flushInterval=1s",
                 f"-httpListenAddr=127.0.0.1:{self.port}",
             ],
