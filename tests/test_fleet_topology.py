@@ -60,6 +60,7 @@ class Fleet:
     fakes: list[FakeTriton]
     sidecars: list[Any]
     tmp: Path
+    vmalert: VMAlert
 
 
 def query(url: str, expr: str, at: float | None = None) -> list[dict[str, Any]]:
@@ -144,6 +145,7 @@ def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
     need_binary("prometheus")
     need_binary("prometheus-alertmanager")
     from tritonwatch.exporters.sidecar import Sidecar
+    from tritonwatch.local.load import LoadDriver
 
     rule_files, am_config = _rules(tmp_path)
     with contextlib.ExitStack() as stack:
@@ -173,18 +175,31 @@ def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
             prom = Prometheus(tmp_path / f"shard{i}", cfg)
             stack.callback(prom.stop)
             shards.append(prom)
+        # Live traffic on the real replica too (light: the machine runs the whole fleet).
+        load = LoadDriver(triton.http_url, model=MODEL, concurrency=1, rps=5, seed=25)
+        stack.callback(load.stop)
+        load.start()
         vmalert = VMAlert(vmalert_bin, tmp_path / "vmalert", rule_files, store, am.url)
         stack.callback(vmalert.stop)
         for p in shards:
             p.wait_ready()
         vmalert.wait_ready()
-        yield Fleet(triton_targets, sidecar_targets, shards, configs, store, am, fakes, sidecars, tmp_path)
+        yield Fleet(
+            triton_targets, sidecar_targets, shards, configs, store, am, fakes, sidecars, tmp_path, vmalert
+        )
 
 
 def _firing(am: Alertmanager) -> list[dict[str, str]]:
     resp = requests.get(f"{am.url}/api/v2/alerts", params={"active": "true"}, timeout=10)
     resp.raise_for_status()
     return [a["labels"] for a in resp.json()]
+
+
+def _evaluated(vmalert: VMAlert) -> set[str]:
+    """vmalert's active alerts, pending ones (a ``for`` still running) included."""
+    resp = requests.get(f"{vmalert.url}/api/v1/alerts", timeout=10)
+    resp.raise_for_status()
+    return {json.dumps(a["labels"], sort_keys=True) for a in resp.json()["data"]["alerts"]}
 
 
 def _pages(am: Alertmanager) -> list[dict[str, str]]:
@@ -210,19 +225,24 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
     # Fleet request rate: vmalert's record equals the sum over replicas at the record's own instant.
     record = catalog.REQUEST_RATE_RECORD
     sel = f'{catalog.MODEL}="{MODEL}"'
-    wait_until(lambda: bool(query(vm, f"{record}{{{sel}}}")), 90, "vmalert's fleet request rate in the store")
-    wait_until(
-        lambda: len(query(vm, f"{catalog.TRITON_SUCCESS}{{{sel}}}")) == len(fleet.triton_targets),
-        30,
-        "every replica's counter",
-    )
-    (row,) = query(vm, f"timestamp({record}{{{sel}}})")
-    at = float(row["value"][1])
-    recorded = scalar(vm, f"{record}{{{sel}}}", at)
     rate = catalog.promql(catalog.signal(catalog.REQUEST_RATE), "5m", grouping=["instance"], selector=sel)
-    by_replica = query(vm, rate, at)
+    seen: list[Any] = []
+
+    def recorded_with_every_replica() -> bool:
+        # The latest record, once it was evaluated at an instant where every replica has a rate.
+        rows = query(vm, f"timestamp({record}{{{sel}}})")
+        if not rows:
+            return False
+        at = float(rows[0]["value"][1])
+        by_replica = query(vm, rate, at)
+        seen[:] = [scalar(vm, f"{record}{{{sel}}}", at), by_replica]
+        return {r["metric"]["instance"] for r in by_replica} == set(fleet.triton_targets) and all(
+            float(r["value"][1]) > 0 for r in by_replica
+        )
+
+    wait_until(recorded_with_every_replica, 90, "vmalert's fleet request rate over every replica")
+    recorded, by_replica = seen
     assert recorded is not None and recorded > 0
-    assert {r["metric"]["instance"] for r in by_replica} == set(fleet.triton_targets), by_replica
     total = sum(float(r["value"][1]) for r in by_replica)
     assert recorded == pytest.approx(total, rel=1e-12), (recorded, by_replica)
     print(f"fleet request rate {recorded} = sum over {len(by_replica)} replicas {total}")
@@ -260,6 +280,8 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
     assert len(burn) == 1, burn
     assert burn[0]["model"] == MODEL and "shard" not in burn[0] and "instance" not in burn[0]
     before = {json.dumps(a, sort_keys=True) for a in _firing(fleet.alertmanager)}
+    pending_before = _evaluated(fleet.vmalert)
+    print("firing before the replica goes away:", sorted(json.loads(a)["alertname"] for a in before))
 
     # A replay replica goes away: its shard drops its two targets (scaled down), the server stops.
     gone = fleet.fakes[0]
@@ -280,6 +302,9 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
     while time.monotonic() < deadline:
         now = {json.dumps(a, sort_keys=True) for a in _firing(fleet.alertmanager)}
         assert now <= before, sorted(now - before)
+        # Nor does any alert start pending (one with a `for` longer than this wait would show here).
+        pending = _evaluated(fleet.vmalert)
+        assert pending <= pending_before, sorted(pending - pending_before)
         time.sleep(1)
 
     # Every dashboard query parses on VictoriaMetrics and has data there wherever a shard has it.
