@@ -32,6 +32,8 @@ PACKAGES = {
     "prometheus-alertmanager": "the Debian package prometheus-alertmanager",
     "amtool": "the Debian package prometheus-alertmanager",
     "chromium": "the Debian package chromium",
+    "victoria-metrics": "the Debian package victoria-metrics",
+    "vmalert": "the Debian package victoria-metrics",
     "kubectl": "kubectl (apt-get install kubectl, or the upstream binary)",
     "haproxy": "the Debian package haproxy",
 }

@@ -14,13 +14,26 @@ promtool asserts every recorded value equals the sidecar's to 1e-9 (exactly for 
 
 from __future__ import annotations
 
+import math
 import random
+import time
 from pathlib import Path
 from typing import Any
 
+import requests
 import yaml
 from conftest import DATA, need_binary
-from support.agreement import RULES, STEP, WINDOW, Replica, promtool_agree, sidecar_values
+from support.agreement import (
+    RULES,
+    STEP,
+    WINDOW,
+    Replica,
+    promtool_agree,
+    replica_series,
+    sidecar_values,
+    victoriametrics_agree,
+)
+from support.vmstack import VictoriaMetrics
 
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
@@ -174,3 +187,51 @@ def test_recording_rules_are_the_catalog_formulas() -> None:
         ]
         assert len(match) == 1, (sig.record, sig.labels)
         assert " ".join(match[0]["expr"].split()) == " ".join(catalog.promql(sig, "5m").split())
+
+
+def test_victoriametrics_agrees_on_recorded_payloads_to_1e_9(tmp_path: Path) -> None:
+    """The third engine: the same recorded payloads imported into VictoriaMetrics, the catalog's
+    expressions queried there at the same 21 times, equal the sidecar's values (and so promtool's)."""
+    replicas = recorded_replicas()
+    store = VictoriaMetrics(need_binary("victoria-metrics"), tmp_path / "vm")
+    try:
+        store.wait_ready()
+        base = (int(time.time()) - 3600) // STEP * STEP
+        compared = victoriametrics_agree(replicas, store.url, base)
+    finally:
+        store.stop()
+    expected = sidecar_values(replicas)
+    assert compared == sum(1 for v in expected.values() if v is not None) >= 21 * 40
+
+
+def test_victoriametrics_does_not_extrapolate_a_partial_window(tmp_path: Path) -> None:
+    """The documented difference: where a window reaches back before a series' first sample,
+    VictoriaMetrics' ``rate`` divides the increase it saw by the time it saw (last - first sample),
+    while Prometheus extrapolates towards the window's start and divides by the whole window. So the
+    engines are held to each other on full windows only, and here VictoriaMetrics' own rule is shown."""
+    replicas = recorded_replicas()
+    at = 10  # 150 s into the data: half a [5m] window
+    series = replica_series(replicas)
+    want: dict[str, float] = {}
+    for (family, labels), values in series.items():
+        if family == catalog.TRITON_SUCCESS:
+            model = dict(labels)[catalog.MODEL]
+            want[model] = want.get(model, 0.0) + (values[at] - values[0]) / (at * STEP)
+    store = VictoriaMetrics(need_binary("victoria-metrics"), tmp_path / "vm")
+    try:
+        store.wait_ready()
+        base = (int(time.time()) - 3600) // STEP * STEP
+        victoriametrics_agree(replicas, store.url, base)  # imports the data (and holds the full windows)
+        expr = catalog.promql(catalog.signal(catalog.REQUEST_RATE), "5m")
+        resp = requests.get(
+            f"{store.url}/api/v1/query", params={"query": expr, "time": base + at * STEP}, timeout=30
+        )
+        resp.raise_for_status()
+        got = {r["metric"][catalog.MODEL]: float(r["value"][1]) for r in resp.json()["data"]["result"]}
+    finally:
+        store.stop()
+    assert set(got) == set(want) and any(want.values())
+    for model, value in want.items():
+        assert math.isclose(got[model], value, rel_tol=1e-12), (model, got[model], value)
+        # What a full-window division (Prometheus's, before its extrapolation) would give: half.
+        assert value == 0 or not math.isclose(got[model], value / 2, rel_tol=0.1)

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import requests
 import yaml
 
 from tritonwatch import catalog
@@ -137,8 +138,9 @@ def _labels_text(labels: Iterable[tuple[str, str]]) -> str:
     return "{" + ", ".join(f'{k}="{v}"' for k, v in labels) + "}"
 
 
-def input_series(replicas: Sequence[Replica]) -> list[dict[str, str]]:
-    """promtool input series: every catalog family's series of every replica, ``instance`` added."""
+def replica_series(replicas: Sequence[Replica]) -> dict[tuple[str, LabelSet], list[float]]:
+    """Every catalog family's series of every replica, labels with ``instance`` and ``job`` added, by
+    (family, sorted labels), with one value per payload."""
     series: dict[tuple[str, str, LabelSet], list[float]] = {}
     for r in replicas:
         for k, payload in enumerate(r.payloads):
@@ -152,14 +154,19 @@ def input_series(replicas: Sequence[Replica]) -> list[dict[str, str]]:
         for model in sorted(r.ensembles):
             labels = ((catalog.MODEL, model), (catalog.ROLE, catalog.ROLE_ENSEMBLE), (catalog.VERSION, "1"))
             series[(r.instance, catalog.MODEL_ROLE_INFO, labels)] = [1.0] * len(r.payloads)
-    out = []
+    out = {}
     for (instance, family, labels), values in sorted(series.items()):
         assert not any(math.isnan(v) for v in values), f"{family}{dict(labels)} missing from a payload"
-        ls = dict(labels, instance=instance, job="triton")
-        out.append(
-            {"series": family + _labels_text(sorted(ls.items())), "values": " ".join(map(_num, values))}
-        )
+        out[(family, tuple(sorted(dict(labels, instance=instance, job="triton").items())))] = values
     return out
+
+
+def input_series(replicas: Sequence[Replica]) -> list[dict[str, str]]:
+    """promtool input series: every catalog family's series of every replica, ``instance`` added."""
+    return [
+        {"series": family + _labels_text(labels), "values": " ".join(map(_num, values))}
+        for (family, labels), values in replica_series(replicas).items()
+    ]
 
 
 def expr_tests(expected: Mapping[Key, float | None]) -> list[dict[str, object]]:
@@ -205,3 +212,45 @@ def promtool_agree(replicas: Sequence[Replica], workdir: Path, promtool: str) ->
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, "promtool disagrees with the sidecar:\n" + output[-6000:]
     return defined, output
+
+
+def victoriametrics_agree(replicas: Sequence[Replica], store_url: str, base: int) -> int:
+    """The same input, imported into a VictoriaMetrics store with payload ``k`` at ``base + k * STEP``
+    (Unix seconds), and every catalog expression queried there over the times with a full window:
+    each value equals the sidecar's to 1e-9. Returns the number of values compared.
+
+    Why exact on VictoriaMetrics too: its ``rate(x[5m])`` at T reads the samples in (T-5m, T] and takes
+    the last sample at or before T-5m as the starting point, dividing by the time between the two; with
+    a sample on each end that is (last - first) / 300 s, reset-adjusted, as the sidecar's.
+    """
+    lines = [
+        f"{family}{_labels_text(labels)} {_num(v)} {(base + k * STEP) * 1000}"
+        for (family, labels), values in replica_series(replicas).items()
+        for k, v in enumerate(values)
+    ]
+    resp = requests.post(f"{store_url}/api/v1/import/prometheus", data="\n".join(lines) + "\n", timeout=60)
+    resp.raise_for_status()
+    requests.get(f"{store_url}/internal/force_flush", timeout=30).raise_for_status()
+    expected = sidecar_values(replicas)
+    steps = len(replicas[0].payloads)
+    # (record, constant labels the rule adds, expression)
+    exprs = [(s.record, dict(s.labels), catalog.promql(s, "5m")) for s in catalog.SIGNALS]
+    exprs.append((catalog.BATCH_EFFICIENCY_RECORD, {}, catalog.batch_efficiency_promql("5m", ())))
+    got: dict[Key, float] = {}
+    for record, constant, expr in exprs:
+        params = {"query": expr, "start": base + WINDOW, "end": base + (steps - 1) * STEP, "step": STEP}
+        resp = requests.get(f"{store_url}/api/v1/query_range", params=params, timeout=60)
+        assert resp.status_code == 200, f"{expr}: {resp.status_code} {resp.text[:300]}"
+        for row in resp.json()["data"]["result"]:
+            labels = tuple(sorted({**row["metric"], **constant}.items()))
+            for t, v in row["values"]:
+                got[((int(t) - base) // STEP, record, labels)] = float(v)
+    compared = 0
+    for key, value in expected.items():
+        vm = got.get(key)
+        if value is None:
+            assert vm is None or not math.isfinite(vm), (key, vm)
+            continue
+        assert vm is not None and math.isclose(vm, value, rel_tol=1e-9, abs_tol=0), (key, vm, value)
+        compared += 1
+    return compared

@@ -1,0 +1,343 @@
+"""The fleet beyond one Prometheus: sharded scrapers remote-writing to VictoriaMetrics, rules on vmalert.
+
+Topology, all real processes on loopback:
+
+* 6 Triton replicas, each with its own sidecar: the session's real local Triton, and 5 replays of
+  recorded real payloads (``FakeTriton``: every counter advances by one recorded step per scrape);
+* 2 Prometheus shards, each keeping the replicas whose fixed name hashes to it (``hashmod``),
+  with an external ``shard`` label, remote-writing to one VictoriaMetrics store; they evaluate no rules;
+* ``vmalert`` evaluating every generated rule file (``tritonwatch rules``) against the store, writing
+  the records back to it and alerting one Alertmanager (the generated config).
+
+Shown: the fleet request rate recorded by vmalert equals the sum of the replicas' rates read from
+the store at the same instant; the SLO burn pages once for the model (not per shard or replica);
+a replica that goes away (dropped from its shard's targets) pages nobody; every dashboard query
+parses on VictoriaMetrics and returns data there wherever it does on a shard.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+from conftest import need_binary
+from support.fake_triton import FakeTriton
+from support.vmstack import VictoriaMetrics, VMAlert
+from test_dashboards_live import LIVE_BUILTINS
+
+from tritonwatch import catalog
+from tritonwatch.dashboards import promcheck
+from tritonwatch.dashboards.generate import render_all
+from tritonwatch.local.procs import wait_until
+from tritonwatch.local.promstack import Alertmanager, Prometheus, ScrapeTarget, prometheus_config
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = "fraud_detector"
+REPLAYS = 5
+SHARDS = 2
+BURN = "TritonSLOErrorBudgetBurn"
+
+
+@dataclass
+class Fleet:
+    triton_targets: list[str]
+    sidecar_targets: list[str]
+    shards: list[Prometheus]
+    shard_configs: list[dict[str, Any]]
+    store: VictoriaMetrics
+    alertmanager: Alertmanager
+    fakes: list[FakeTriton]
+    sidecars: list[Any]
+    tmp: Path
+    vmalert: VMAlert
+
+
+def query(url: str, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+    params: dict[str, Any] = {"query": expr}
+    if at is not None:
+        params["time"] = at
+    resp = requests.get(f"{url}/api/v1/query", params=params, timeout=10)
+    assert resp.status_code == 200, f"{url}: {expr}: {resp.status_code} {resp.text[:300]}"
+    return list(resp.json()["data"]["result"])
+
+
+def scalar(url: str, expr: str, at: float | None = None) -> float | None:
+    result = query(url, expr, at)
+    assert len(result) <= 1, f"{expr}: {len(result)} series, expected one: {result}"
+    return float(result[0]["value"][1]) if result else None
+
+
+# A label of the target that the scrape drops (Prometheus drops labels starting with "__").
+SHARD_KEY = "__tmp_replica"
+
+
+def shard_config(targets: list[ScrapeTarget], shard: int, store: VictoriaMetrics) -> dict[str, Any]:
+    """One shard of the scrape: keep the targets whose replica name hashes to ``shard``, write to the store."""
+    cfg = prometheus_config(targets)
+    keep = [
+        {
+            "source_labels": [SHARD_KEY],
+            "modulus": SHARDS,
+            "target_label": "__tmp_shard",
+            "action": "hashmod",
+        },
+        {"source_labels": ["__tmp_shard"], "regex": str(shard), "action": "keep"},
+    ]
+    for job in cfg["scrape_configs"]:  # type: ignore[attr-defined]
+        job["relabel_configs"] = keep
+    cfg["global"]["external_labels"] = {"shard": str(shard)}  # type: ignore[index]
+    cfg["remote_write"] = [{"url": store.write_url, "queue_config": {"batch_send_deadline": "1s"}}]
+    return cfg
+
+
+def trace_path(tmp: Path, replica: int) -> Path:
+    folder = tmp / f"traces{replica}"
+    folder.mkdir(exist_ok=True)
+    return folder / "trace.json"
+
+
+def trace_file(durations: list[float], model: str = MODEL) -> list[dict[str, Any]]:
+    """Triton's mode=triton trace file (its shape as recorded in ``tests/data/trace_file_sleeper.json``:
+    one entry per model header and per timestamp) for requests that took ``durations`` seconds."""
+    entries: list[dict[str, Any]] = []
+    start = 1_000_000_000_000
+    for tid, d in enumerate(durations, 1):
+        ns = round(d * 1e9)
+        entries.append({"id": tid, "model_name": model, "model_version": 1, "request_id": str(tid)})
+        marks = [
+            ("REQUEST_START", 0),
+            ("QUEUE_START", 1_000),
+            ("COMPUTE_START", 2_000),
+            ("COMPUTE_INPUT_END", 3_000),
+            ("COMPUTE_OUTPUT_START", ns - 2_000),
+            ("COMPUTE_END", ns - 1_000),
+            ("REQUEST_END", ns),
+        ]
+        entries += [{"id": tid, "timestamps": [{"name": n, "ns": start + at}]} for n, at in marks]
+        start += ns + 10_000
+    return entries
+
+
+def traced_durations(replica: int) -> list[float]:
+    """Replica ``replica``'s traced request durations: 40 x replica of them, slower on later replicas."""
+    rng = random.Random(replica)
+    return [round(rng.lognormvariate(math.log(0.004 * 2**replica), 0.8), 6) for _ in range(40 * replica)]
+
+
+def _rules(tmp: Path) -> tuple[list[Path], Path]:
+    from tritonwatch.cli import main
+
+    out = tmp / "rules"
+    assert main(["rules", "--slo", str(ROOT / "alerts" / "slo.yaml"), "--out", str(out)]) == 0
+    return sorted(out.glob("*.rules.yml")), out / "alertmanager.yml"
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
+    vm_bin, vmalert_bin = need_binary("victoria-metrics"), need_binary("vmalert")
+    need_binary("prometheus")
+    need_binary("prometheus-alertmanager")
+    from tritonwatch.exporters.sidecar import Sidecar
+    from tritonwatch.local.load import LoadDriver
+
+    rule_files, am_config = _rules(tmp_path)
+    with contextlib.ExitStack() as stack:
+        store = VictoriaMetrics(vm_bin, tmp_path / "vm")
+        stack.callback(store.stop)
+        am = Alertmanager(tmp_path / "am", am_config)
+        stack.callback(am.stop)
+        fakes = [FakeTriton().start() for _ in range(REPLAYS)]
+        for f in fakes:
+            stack.callback(f.stop)
+        servers = [(triton.http_url, triton.metrics_url)] + [(f.base_url, f.metrics_url) for f in fakes]
+        sidecars = []
+        for i, (http_url, metrics_url) in enumerate(servers):
+            traces = {"trace_file": str(trace_path(tmp_path, i))} if i else {}
+            side = Sidecar.local(http_url, metrics_url, interval=1, window=10, **traces).start()
+            stack.callback(side.stop)
+            sidecars.append(side)
+        triton_targets = [m.split("/")[2] for _, m in servers]
+        sidecar_targets = [f"127.0.0.1:{s.port}" for s in sidecars]
+        # Sharded on a fixed name per replica, not on the address: random ports could hash every
+        # target to one shard. Triton and its sidecar go to the same shard, as a per-pod shard would.
+        targets = [
+            ScrapeTarget("triton", t, labels={SHARD_KEY: f"r{i}"}) for i, t in enumerate(triton_targets)
+        ]
+        targets += [
+            ScrapeTarget("tritonwatch", t, labels={SHARD_KEY: f"r{i}"}) for i, t in enumerate(sidecar_targets)
+        ]
+        store.wait_ready()
+        am.wait_ready()
+        configs = [shard_config(targets, i, store) for i in range(SHARDS)]
+        shards = []
+        for i, cfg in enumerate(configs):
+            prom = Prometheus(tmp_path / f"shard{i}", cfg)
+            stack.callback(prom.stop)
+            shards.append(prom)
+        # Live traffic on the real replica too (light: the machine runs the whole fleet).
+        load = LoadDriver(triton.http_url, model=MODEL, concurrency=1, rps=5, seed=25)
+        stack.callback(load.stop)
+        load.start()
+        vmalert = VMAlert(vmalert_bin, tmp_path / "vmalert", rule_files, store, am.url)
+        stack.callback(vmalert.stop)
+        for p in shards:
+            p.wait_ready()
+        vmalert.wait_ready()
+        yield Fleet(
+            triton_targets, sidecar_targets, shards, configs, store, am, fakes, sidecars, tmp_path, vmalert
+        )
+
+
+def _firing(am: Alertmanager) -> list[dict[str, str]]:
+    resp = requests.get(f"{am.url}/api/v2/alerts", params={"active": "true"}, timeout=10)
+    resp.raise_for_status()
+    return [a["labels"] for a in resp.json()]
+
+
+def _evaluated(vmalert: VMAlert) -> set[str]:
+    """vmalert's active alerts, pending ones (a ``for`` still running) included."""
+    resp = requests.get(f"{vmalert.url}/api/v1/alerts", timeout=10)
+    resp.raise_for_status()
+    return {json.dumps(a["labels"], sort_keys=True) for a in resp.json()["data"]["alerts"]}
+
+
+def _pages(am: Alertmanager) -> list[dict[str, str]]:
+    return [a for a in _firing(am) if a.get("severity") == "page"]
+
+
+@pytest.mark.prometheus
+def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
+    vm = fleet.store.url
+    everyone = set(fleet.triton_targets + fleet.sidecar_targets)
+
+    # Each target is scraped by exactly one shard, and both shards scrape some.
+    def scraped_by_shard() -> list[set[str]]:
+        return [{r["metric"]["instance"] for r in query(p.url, "up")} for p in fleet.shards]
+
+    wait_until(lambda: set().union(*scraped_by_shard()) == everyone, 60, "the shards to find all targets")
+    per_shard = scraped_by_shard()
+    assert all(per_shard) and not per_shard[0] & per_shard[1], per_shard
+    # Everything reaches the store, with the shard that wrote it.
+    wait_until(lambda: len(query(vm, "up == 1")) == len(everyone), 60, "every target's up in the store")
+    assert {r["metric"]["shard"] for r in query(vm, "up")} == {"0", "1"}
+
+    # Fleet request rate: vmalert's record equals the sum over replicas at the record's own instant.
+    record = catalog.REQUEST_RATE_RECORD
+    sel = f'{catalog.MODEL}="{MODEL}"'
+    rate = catalog.promql(catalog.signal(catalog.REQUEST_RATE), "5m", grouping=["instance"], selector=sel)
+    seen: list[Any] = []
+
+    def recorded_with_every_replica() -> bool:
+        # The latest record, once it was evaluated at an instant where every replica has a rate.
+        rows = query(vm, f"timestamp({record}{{{sel}}})")
+        if not rows:
+            return False
+        at = float(rows[0]["value"][1])
+        by_replica = query(vm, rate, at)
+        seen[:] = [scalar(vm, f"{record}{{{sel}}}", at), by_replica]
+        return {r["metric"]["instance"] for r in by_replica} == set(fleet.triton_targets) and all(
+            float(r["value"][1]) > 0 for r in by_replica
+        )
+
+    wait_until(recorded_with_every_replica, 90, "vmalert's fleet request rate over every replica")
+    recorded, by_replica = seen
+    assert recorded is not None and recorded > 0
+    total = sum(float(r["value"][1]) for r in by_replica)
+    assert recorded == pytest.approx(total, rel=1e-12), (recorded, by_replica)
+    print(f"fleet request rate {recorded} = sum over {len(by_replica)} replicas {total}")
+
+    # Fleet p99 from the merged histograms of the sidecars lies in the bucket of the exact nearest-rank
+    # p99 of the pooled traced requests.
+    pooled: list[float] = []
+    for i in range(1, REPLAYS + 1):
+        durations = traced_durations(i)
+        pooled += durations
+        target = trace_path(fleet.tmp, i)
+        part = target.with_name("writing.json")
+        part.write_text(json.dumps(trace_file(durations)))
+        os.replace(part, target)  # Triton writes each file at once
+    count = f'{catalog.REQUEST_DURATION}_count{{{sel},{catalog.PHASE}="request"}}'
+    wait_until(
+        lambda: scalar(vm, f"sum({count})") == len(pooled), 60, f"{len(pooled)} traced requests in the store"
+    )
+    exact = sorted(pooled)[math.ceil(0.99 * len(pooled)) - 1]
+    bounds = [*catalog.DEFAULT_BUCKETS, math.inf]
+    upper = next(b for b in bounds if exact <= b)
+    lower = max([0.0, *(b for b in bounds if b < upper)])
+    buckets = f'{catalog.REQUEST_DURATION}_bucket{{{sel},{catalog.PHASE}="request"}}'
+    fleet_p99 = scalar(vm, f"histogram_quantile(0.99, sum by (le) ({buckets}))")
+    assert fleet_p99 is not None and lower <= fleet_p99 <= upper, (fleet_p99, exact, lower, upper)
+    print(
+        f"pooled traced requests: {len(pooled)}, exact p99 {exact}, fleet p99 {fleet_p99} in ({lower}, {upper}]"
+    )
+
+    # The burn pages once for the model, whatever the number of shards and replicas.
+    wait_until(
+        lambda: any(a.get("alertname") == BURN for a in _pages(fleet.alertmanager)), 90, "the burn page"
+    )
+    burn = [a for a in _pages(fleet.alertmanager) if a.get("alertname") == BURN]
+    assert len(burn) == 1, burn
+    assert burn[0]["model"] == MODEL and "shard" not in burn[0] and "instance" not in burn[0]
+    before = {json.dumps(a, sort_keys=True) for a in _firing(fleet.alertmanager)}
+    # What the fleet's own data makes active (e.g. the recorded batches fill 2 % of max_batch_size:
+    # TritonModelBatchEfficiencyLow starts pending) settles first: the same set over 4 evaluations.
+    reads: list[set[str]] = []
+
+    def settled() -> bool:
+        reads.append(_evaluated(fleet.vmalert))
+        return len(reads) >= 4 and all(r == reads[-1] for r in reads[-4:])
+
+    wait_until(settled, 60, "vmalert's active alerts to settle", interval=2)
+    pending_before = reads[-1]
+    print("firing before the replica goes away:", sorted(json.loads(a)["alertname"] for a in before))
+
+    # A replay replica goes away: its shard drops its two targets (scaled down), the server stops.
+    gone = fleet.fakes[0]
+    gone_targets = {f"127.0.0.1:{gone.port}", fleet.sidecar_targets[1]}
+    for prom, cfg in zip(fleet.shards, fleet.shard_configs, strict=True):
+        for job in cfg["scrape_configs"]:
+            for sc in job["static_configs"]:
+                sc["targets"] = [t for t in sc["targets"] if t not in gone_targets]
+        prom.config_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        requests.post(f"{prom.url}/-/reload", timeout=10).raise_for_status()
+    fleet.sidecars[1].stop()
+    gone.stop()
+    wait_until(
+        lambda: len(query(vm, "up")) == len(everyone) - 2, 60, "the store to see the replica gone (stale)"
+    )
+    # Ten evaluations after: nothing new fires.
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        now = {json.dumps(a, sort_keys=True) for a in _firing(fleet.alertmanager)}
+        assert now <= before, sorted(now - before)
+        # Nor does any alert start pending (one with a `for` longer than this wait would show here).
+        pending = _evaluated(fleet.vmalert)
+        assert pending <= pending_before, sorted(pending - pending_before)
+        time.sleep(1)
+
+    # Every dashboard query parses on VictoriaMetrics and has data there wherever a shard has it.
+    dashes = {name: json.loads(data) for name, data in render_all().items()}
+    queries = promcheck.collect(dashes)
+    variables = {**promcheck.dashboard_variables(dashes.values()), **LIVE_BUILTINS}
+    on_vm = {r.query.key: r for r in promcheck.run(vm, queries, variables)}
+    bad = [f"{k}: {r.status} {r.error}" for k, r in on_vm.items() if r.status != 200]
+    assert not bad, "\n".join(bad)
+    on_shards = [{r.query.key: r for r in promcheck.run(p.url, queries, variables)} for p in fleet.shards]
+    missing = sorted(k for k, r in on_vm.items() if not r.has_data and any(s[k].has_data for s in on_shards))
+    assert not missing, "\n".join(missing)
+    print(
+        f"dashboard queries: {len(on_vm)}; with data on VictoriaMetrics: "
+        f"{sum(r.has_data for r in on_vm.values())}; on shard 0/1: "
+        f"{[sum(r.has_data for r in s.values()) for s in on_shards]}"
+    )
