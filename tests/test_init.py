@@ -310,6 +310,7 @@ def test_the_real_triton_ensemble_and_its_step(tmp_path: Path) -> None:
     """On the real Triton 2.51: an ensemble over fraud_detector is found by ``platform: ensemble``, comes
     first, gets no batch objective, and its step says whose it is; the file passes rules and promtool
     (two latency objectives: each SLI's no-data test once saw the other's alert fire, and failed)."""
+    import shutil
     import subprocess
 
     import requests
@@ -319,8 +320,11 @@ def test_the_real_triton_ensemble_and_its_step(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     (repo / "fraud_pipeline" / "1").mkdir(parents=True)
     (repo / "fraud_pipeline" / "config.pbtxt").write_text(ENSEMBLE)
+    # fraud_detector alone: the bundled repository's own fraud_pipeline (and its other steps) would
+    # clash with this one-step ensemble of the same name
     root = Path(__file__).resolve().parent.parent
-    with LocalTriton([root / "model_repository", repo]) as triton:
+    shutil.copytree(root / "model_repository" / "fraud_detector", repo / "fraud_detector")
+    with LocalTriton([repo]) as triton:
         body = {"inputs": [{"name": "features", "shape": [1, 10], "datatype": "FP32", "data": [0.5] * 10}]}
         for _ in range(60):
             resp = requests.post(f"{triton.http_url}/v2/models/fraud_pipeline/infer", json=body, timeout=30)

@@ -449,7 +449,9 @@ def test_two_replicas_aggregate_into_one_fleet(fleet: Fleet) -> None:
         "both sidecars' histograms in Prometheus",
         15,
     )
-    at = time.time()
+    # 2 s back, as above: a scrape stamped before a later instant may be stored between the two queries
+    # below, and the fleet quantile then read one more sample than the per-instance rates (seen once).
+    at = time.time() - 2.0
     per_instance: dict[str, dict[float, float]] = {}
     for row in fleet.query(f"sum by (instance, le) (rate({hist}{{{sel}}}[{WINDOW}]))", at):
         le = float(row["metric"]["le"])
