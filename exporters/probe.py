@@ -99,6 +99,10 @@ class Probe(Source):
             error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             timed_out = _is_timeout(exc)
             self._specs.pop(model, None)  # the config may have changed: read it again next time
+            if timed_out:
+                # The unanswered request still holds the connection: the next probe (another model)
+                # would wait behind it on the same keep-alive connection. Start a fresh one.
+                self._close_client()
         elapsed = time.perf_counter() - start
         ok = not error
         result = "success" if ok else ("timeout" if timed_out else "error")
@@ -121,13 +125,17 @@ class Probe(Source):
                 return
             self.probe(model)
 
-    def stop(self) -> None:
-        super().stop()
-        if self._client is not None:
+    def _close_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
             try:
-                self._client.close()
+                client.close()
             except Exception:  # closing a client whose connection already broke
                 pass
+
+    def stop(self) -> None:
+        super().stop()
+        self._close_client()
 
     def collect(self) -> Iterator[Metric]:
         success = GaugeMetricFamily(

@@ -18,6 +18,7 @@ from tritonwatch import catalog
 from tritonwatch.expfmt import Parser, Samples, per_layout
 from tritonwatch.exporters import memory
 from tritonwatch.exporters.http import Fetcher, ScrapeError
+from tritonwatch.exporters.placement import Placement, placement
 from tritonwatch.exporters.source import Partial, Source
 from tritonwatch.exporters.window import CounterWindow, ModelKey, model_key
 
@@ -111,6 +112,7 @@ class ApiState:
     # by model name (config is per model); only models the last good index lists as READY
     max_batch_size: dict[str, int] = field(default_factory=dict)
     batch_stats: dict[ModelKey, dict[int, BatchStat]] = field(default_factory=dict)
+    placement: dict[str, Placement] = field(default_factory=dict)  # by model name, like max_batch_size
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,7 @@ class ConfigEntry:
     max_batch_size: int | None
     retry_at: float
     failures: int = 0  # consecutive failed reads: the backoff doubles with each
+    placement: Placement | None = None  # its instance groups (GPU attribution without gpu_uuid)
 
 
 class TritonApi(Source):
@@ -184,7 +187,7 @@ class TritonApi(Source):
             ready = dict(sorted(ready.items())[: self.max_models])
         return ready
 
-    def _config(self, model: str) -> int:
+    def _config(self, model: str) -> tuple[int, Placement]:
         url = f"{self.base}/v2/models/{quote(model, safe='')}/config"
         cfg = self.fetcher.json("GET", url)
         try:
@@ -193,7 +196,10 @@ class TritonApi(Source):
             mbs = -1
         if mbs < 0:
             raise ScrapeError("bad_json", f"{url}: no valid max_batch_size")
-        return mbs
+        try:
+            return mbs, placement(cfg)
+        except ValueError as exc:
+            raise ScrapeError("bad_json", f"{url}: {exc}") from None
 
     def _batch_stats(self) -> dict[ModelKey, dict[int, BatchStat]]:
         url = f"{self.base}/v2/models/stats"
@@ -212,7 +218,7 @@ class TritonApi(Source):
 
     def _configs_for(
         self, ready: dict[ModelKey, bool], now: float, errors: list[tuple[str, str]]
-    ) -> dict[str, int]:
+    ) -> dict[str, ConfigEntry]:
         models = sorted({m for (m, _v), ok in ready.items() if ok})
         self._configs = {m: e for m, e in self._configs.items() if m in models}  # unloaded: forgotten
         for model in models:
@@ -220,14 +226,16 @@ class TritonApi(Source):
             if entry is not None and now < entry.retry_at:
                 continue
             try:
-                self._configs[model] = ConfigEntry(self._config(model), now + self.config_refresh)
+                mbs, place = self._config(model)
+                self._configs[model] = ConfigEntry(mbs, now + self.config_refresh, placement=place)
             except ScrapeError as exc:
                 failures = entry.failures + 1 if entry else 1
                 backoff = min(self.config_refresh, self.interval * 2 ** (failures - 1))
                 kept = entry.max_batch_size if entry else None
-                self._configs[model] = ConfigEntry(kept, now + backoff, failures)
+                kept_place = entry.placement if entry else None
+                self._configs[model] = ConfigEntry(kept, now + backoff, failures, kept_place)
                 errors.append((f"config_{exc.reason}", str(exc)))
-        return {m: e.max_batch_size for m, e in self._configs.items() if e.max_batch_size is not None}
+        return dict(self._configs)
 
     def scrape(self) -> Partial:
         now = self.clock()
@@ -249,12 +257,14 @@ class TritonApi(Source):
                 batch = {}
                 self._failed["stats"] = (f"stats_{exc.reason}", str(exc))
                 errors.append(self._failed["stats"])
-        mbs = self._configs_for(ready, now, errors)
+        configs = self._configs_for(ready, now, errors)
+        mbs = {m: e.max_batch_size for m, e in configs.items() if e.max_batch_size is not None}
+        place = {m: e.placement for m, e in configs.items() if e.placement is not None}
         if ready:  # the index's cap and unloaded models apply to the statistics too
             batch = {k: v for k, v in batch.items() if k in ready}
         elif len(batch) > self.max_models:
             batch = dict(sorted(batch.items())[: self.max_models])
-        self.state = ApiState(ready=ready, max_batch_size=mbs, batch_stats=batch)  # one atomic swap
+        self.state = ApiState(ready=ready, max_batch_size=mbs, batch_stats=batch, placement=place)  # one swap
         return Partial(tuple(errors), up=not self._failed)
 
     def on_failure(self) -> None:

@@ -121,9 +121,21 @@ MODEL_ENERGY_PER_INFERENCE = "tritonwatch_model_energy_per_inference_joules"
 # Why a model has no GPU attribution (busy ratio / energy per inference): 1 per (model, version, reason)
 MODEL_GPU_ATTRIBUTION = "tritonwatch_model_gpu_attribution_info"
 REASON = "reason"
+# How a model's GPU time was attributed: from gpu_uuid on its own counters, or from its config's
+# instance groups where the counters have none (python-backend models on KIND_GPU; docs/gpu.md).
+ATTRIBUTION = "attribution"
+ATTRIBUTION_COUNTERS = "counters"
+ATTRIBUTION_CONFIG = "config"
 GPU_ATTRIBUTION_REASONS: dict[str, str] = {
-    "no_gpu_uuid": "the model's execution counters carry no gpu_uuid (CPU instances, or a Triton "
-    "that does not label them): its GPU time cannot be told apart, so no busy ratio or energy",
+    "no_gpu_uuid": "the model's execution counters carry no gpu_uuid and its config's instance groups "
+    "are not known (not read yet, or unreadable): its GPU time cannot be told apart, so no busy ratio or energy",
+    "cpu_instances": "no gpu_uuid on its counters and every instance group is KIND_CPU: it runs on the CPU",
+    "kind_model": "no gpu_uuid on its counters and an instance group is KIND_MODEL: the model places "
+    "itself, its GPUs cannot be known from the config",
+    "mixed_kinds": "no gpu_uuid on its counters and instance groups on both CPU and GPU: the share of "
+    "executions on the GPU cannot be known",
+    "gpu_index_unknown": "no gpu_uuid on its counters and its config names GPU indices that cannot be "
+    "mapped to a gpu_uuid (several GPUs and no DCGM gpu index)",
     "no_gpu_energy": "the model has GPU busy time, but none of its GPUs has an energy counter "
     "(DCGM and Triton both without one, or a MIG instance): no energy per inference",
 }
