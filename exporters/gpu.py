@@ -53,7 +53,7 @@ from tritonwatch.exporters.gpuquery import (
 from tritonwatch.exporters.http import Fetcher
 from tritonwatch.exporters.placement import NO_CONFIG, Placement, gpu_fractions, split_by_config
 from tritonwatch.exporters.source import Health, Source
-from tritonwatch.exporters.triton import TritonMetrics
+from tritonwatch.exporters.triton import ApiState, TritonMetrics
 from tritonwatch.exporters.window import IncreaseWindow, ModelKey
 
 if TYPE_CHECKING:
@@ -144,8 +144,8 @@ class TritonGpuWindow:
     ``nv_energy_consumption``, Triton's GPU readings and the set of GPUs this Triton uses.
     """
 
-    def __init__(self, window: float, placements: Callable[[], Mapping[str, Placement]] = dict) -> None:
-        self.placements = placements  # model name -> its instance groups (the triton_api target)
+    def __init__(self, window: float, api: Callable[[], ApiState] = ApiState) -> None:
+        self.api = api  # the triton_api target's latest state: configs' placements, batch_stats
         self._placed: tuple[int, frozenset[str]] = (0, frozenset())
         self.exec: IncreaseWindow[tuple[ModelGpuKey, str]] = IncreaseWindow(window)
         self.energy: IncreaseWindow[str] = IncreaseWindow(window)
@@ -159,7 +159,8 @@ class TritonGpuWindow:
         self.used = per_layout(samples, triton_gpu_uuids)
         rows = []
         gpu_models: set[ModelKey] = set()
-        config_models = self._config_models()
+        state = self.api()
+        config_models = self._config_models(state.placement)
         for family, name, scale in _EXEC_FAMILIES if self.used else ():
             for labels, value in samples.get(family, {}).items():
                 key = model_gpu_key(labels)
@@ -171,6 +172,12 @@ class TritonGpuWindow:
                 if key is not None:
                     rows.append(((family, labels), (key, name), value * scale))
                     gpu_models.add(key[:2])
+        # Config-placed models: their busy time batch by batch from the statistics API (read on its
+        # own interval, so up to one of them behind this scrape; exact over a window of many).
+        for (model, version), per_size in state.batch_stats.items() if config_models else ():
+            if model in config_models:
+                busy = sum(b.compute_seconds for b in per_size.values())
+                rows.append((("batch_stats", model, version), ((model, version, ""), "busy"), busy))
         self.exec.ingest(now, rows)
         self.gpu_models = frozenset(gpu_models)
         self.readings = triton_readings(samples)
@@ -178,10 +185,12 @@ class TritonGpuWindow:
             now, ((u, u, r.energy_joules) for u, r in self.readings.items() if r.energy_joules is not None)
         )
 
-    def _config_models(self) -> frozenset[str]:
+    def placements(self) -> Mapping[str, Placement]:
+        return self.api().placement
+
+    def _config_models(self, placements: Mapping[str, Placement]) -> frozenset[str]:
         """Models whose config places them on GPUs: their counters without gpu_uuid are kept too
         (gpu ""). Worked out again only when the API's state (replaced whole) changes."""
-        placements = self.placements()
         if self._placed[0] != id(placements):
             self._placed = (id(placements), frozenset(m for m, p in placements.items() if not p.reason))
         return self._placed[1]
@@ -191,7 +200,9 @@ class TritonGpuWindow:
         for (key, name), value in self.exec.increases().items():
             sums.setdefault(key, {})[name] = value
         return {
-            k: ExecIncrease(v.get("compute", 0.0), v.get("inferences", 0.0), v.get("executions", 0.0))
+            k: ExecIncrease(
+                v.get("compute", 0.0), v.get("inferences", 0.0), v.get("executions", 0.0), v.get("busy")
+            )
             for k, v in sums.items()
         }
 
@@ -395,7 +406,7 @@ class GpuPart:
 
 def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[GpuPart, Source | None]]:
     """The GPU part (always: busy shares need only Triton) and, with ``--dcgm``, its DCGM source."""
-    window = TritonGpuWindow(cfg.window, lambda: sidecar.api.state.placement)
+    window = TritonGpuWindow(cfg.window, lambda: sidecar.api.state)
     sidecar.metrics.window.observers.append(window.observe)
     dcgm = (
         DcgmSource(cfg.dcgm, cfg.window, cfg.interval, cfg.scrape_timeout, cfg.max_payload_bytes)

@@ -134,7 +134,8 @@ def split_by_config(
         if not isinstance(shares, dict):
             continue
         for uuid, f in shares.items():
+            busy = None if inc.busy is None else inc.busy * f
             out[(model, version, uuid)] = ExecIncrease(
-                inc.compute_seconds * f, inc.inferences * f, inc.executions * f
+                inc.compute_seconds * f, inc.inferences * f, inc.executions * f, busy
             )
     return out

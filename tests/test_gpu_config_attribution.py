@@ -30,7 +30,7 @@ from tritonwatch import catalog
 from tritonwatch.expfmt import Samples
 from tritonwatch.exporters.gpu import GpuPart, TritonGpuWindow
 from tritonwatch.exporters.placement import Placement, placement
-from tritonwatch.exporters.triton import TritonMetrics
+from tritonwatch.exporters.triton import ApiState, TritonMetrics
 from tritonwatch.exporters.window import CounterWindow
 from tritonwatch.local.load import LoadDriver
 from tritonwatch.local.procs import wait_until
@@ -87,11 +87,12 @@ def test_h200_python_models_on_kind_gpu_get_busy_share_and_energy_from_their_con
         m: placement(pbtxt_instance_groups(H200_DIR / f"{m}.config.pbtxt")) for m in ("mlp_gpu", "mlp_heavy")
     }
     assert placements["mlp_gpu"] == Placement(gpus=((0, 2),))  # count 2 on gpus [0]
+    state = ApiState(placement=placements)  # no statistics API in the capture: counters only
     now = [0.0]
     endpoint = StaticEndpoint(zeroed(real).encode()).start()
     try:
         metrics = TritonMetrics(endpoint.url, CounterWindow(3600.0), 1.0, 5.0, 1 << 26, clock=lambda: now[0])
-        window = TritonGpuWindow(3600.0, lambda: placements)
+        window = TritonGpuWindow(3600.0, lambda: state)
         metrics.window.observers.append(window.observe)
         part = GpuPart(metrics, window, None)
         assert metrics.step()
@@ -129,12 +130,15 @@ def stats(base: str) -> dict[str, dict[str, float]]:
     out = {}
     for m in MODELS:
         (s,) = requests.get(f"{base}/v2/models/{m}/stats", timeout=5).json()["model_stats"]
-        busy = sum(
-            b[p]["ns"]
-            for b in s.get("batch_stats", [])
-            for p in ("compute_input", "compute_infer", "compute_output")
-        )
-        out[m] = {"inferences": s["inference_count"], "executions": s["execution_count"], "busy": busy / 1e9}
+        phases = ("compute_input", "compute_infer", "compute_output")
+        busy = sum(b[p]["ns"] for b in s.get("batch_stats", []) for p in phases)
+        compute = sum(s["inference_stats"][p]["ns"] for p in phases)
+        out[m] = {
+            "inferences": s["inference_count"],
+            "executions": s["execution_count"],
+            "busy": busy / 1e9,
+            "compute": compute / 1e9,
+        }
     return out
 
 
@@ -147,7 +151,7 @@ def front(triton: Any) -> Iterator[GpuFront]:
 def test_local_triton_with_kind_gpu_configs_splits_gpu_time_as_the_statistics_api(
     triton: Any, front: GpuFront
 ) -> None:
-    argv = ["--triton", front.url, "--triton-metrics", front.metrics_url, "--interval", "0.5"]
+    argv = ["--triton", front.url, "--triton-metrics", front.metrics_url, "--interval", "2"]
     with running_sidecar([*argv, "--window", "600"]) as sidecar:
         m = sidecar.metrics
 
@@ -156,7 +160,6 @@ def test_local_triton_with_kind_gpu_configs_splits_gpu_time_as_the_statistics_ap
 
         wait_until(placed, 30, "the sidecar to read both configs and scrape")
         before = stats(triton.http_url)
-        energy_before = front.energy_served()
         load = [LoadDriver(triton.http_url, model=mdl, concurrency=4, seed=7) for mdl in MODELS]
         for d in load:
             d.start()
@@ -168,8 +171,9 @@ def test_local_triton_with_kind_gpu_configs_splits_gpu_time_as_the_statistics_ap
         after = stats(triton.http_url)
         generation = m.window.generation
         wait_until(lambda: m.window.generation > generation + 1, 15, "two more sidecar scrapes")
+        m.stop()  # no more scrapes: what the sidecar serves covers exactly what the front served
         got = read_metrics(sidecar.port)
-        energy_after = front.energy_served()
+    assert not got.get(catalog.SCRAPE_ERRORS)  # every payload served was read: the window is all of them
     delta = {mdl: {k: after[mdl][k] - before[mdl][k] for k in after[mdl]} for mdl in MODELS}
     truth = {mdl: delta[mdl]["busy"] / sum(d["busy"] for d in delta.values()) for mdl in MODELS}
     shares = by(got, catalog.MODEL_GPU_BUSY, "model", catalog.GPU_UUID, catalog.ATTRIBUTION)
@@ -179,5 +183,6 @@ def test_local_triton_with_kind_gpu_configs_splits_gpu_time_as_the_statistics_ap
     assert delta["fraud_detector"]["inferences"] > delta["fraud_detector"]["executions"]  # real batches
     energy = by(got, catalog.MODEL_ENERGY_PER_INFERENCE, "model", catalog.ATTRIBUTION)
     attributed = sum(energy[(mdl, "config")] * delta[mdl]["inferences"] for mdl in MODELS)
-    gpu_joules = energy_after - energy_before
+    gpu_joules = front.served[-1] - front.served[0]  # the sidecar's window: first to last scrape
+    print(f"shares {shares} vs statistics API {truth}; energy {attributed:.1f} J vs GPU {gpu_joules:.1f} J")
     assert attributed == pytest.approx(gpu_joules, rel=0.05), (attributed, gpu_joules)

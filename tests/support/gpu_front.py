@@ -7,7 +7,7 @@
   into ``KIND_GPU`` on GPU 0 (same counts), as the config of a python model on a GPU reads.
 * anything else: passed to Triton's HTTP API as is.
 
-``energy_served()`` is the last energy value a ``/metrics`` answer carried: the GPU's truth.
+``served`` lists the energy value each ``/metrics`` answer carried, in order: the GPU's truth.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class GpuFront:
         self.start_energy = float(self._energy_line.rpartition(" ")[2])
         self.started = time.monotonic()
         self.lock = threading.Lock()
-        self.last_energy = self.start_energy
+        self.served: list[float] = []
         self.httpd: ThreadingHTTPServer | None = None
         self.port = 0
 
@@ -66,15 +66,11 @@ class GpuFront:
     def metrics_url(self) -> str:
         return f"{self.url}/metrics"
 
-    def energy_served(self) -> float:
-        with self.lock:
-            return self.last_energy
-
     def metrics(self) -> bytes:
         body = requests.get(self.triton_metrics, timeout=5).text
         with self.lock:
             energy = self.start_energy + self.power * (time.monotonic() - self.started)
-            self.last_energy = energy
+            self.served.append(energy)
         head = self._energy_line.rpartition(" ")[0]
         return (REPLAY_MARK + body + "\n".join([*self._static, f"{head} {energy:.3f}"]) + "\n").encode()
 
