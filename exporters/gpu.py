@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -157,7 +157,7 @@ class TritonGpuWindow:
         # Every execution counter of a GPU instance carries a gpu_uuid that ``used`` holds: a Triton
         # with no GPU (CPU instances only) has no rows, and its thousands of series are not scanned.
         self.used = per_layout(samples, triton_gpu_uuids)
-        rows = []
+        rows: list[tuple[Hashable, tuple[ModelGpuKey, str], float]] = []
         gpu_models: set[ModelKey] = set()
         state = self.api()
         config_models = self._config_models(state.placement)

@@ -150,6 +150,7 @@ PROBE_REQUESTS = "tritonwatch_probe_requests_total"
 PROBE_RESULT = "result"
 PROBE_RESULTS = ("success", "error", "timeout")
 TRACE_RATE = "tritonwatch_trace_rate"
+TRACE_BUDGET = "tritonwatch_trace_budget_requests_per_second"
 SPANS_RECEIVED = "tritonwatch_spans_received_total"
 SPANS_DROPPED = "tritonwatch_spans_dropped_total"
 MODELS_DROPPED = "tritonwatch_models_dropped_total"  # models over --max-models, summed over scrapes

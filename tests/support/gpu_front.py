@@ -21,6 +21,7 @@ from pathlib import Path
 
 import requests
 
+from support.static_endpoint import serve, shutdown
 from tritonwatch import catalog
 
 REPLAY_MARK = "# replay: nv_gpu_* and nv_energy_consumption from a recorded H200 capture, not a live GPU\n"
@@ -109,16 +110,14 @@ class GpuFront:
                 resp = requests.post(front.triton + self.path, data=body, timeout=5)
                 self._send(resp.status_code, resp.content)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = serve(Handler)
         self.port = int(self.httpd.server_address[1])
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         return self
 
     def stop(self) -> None:
         if self.httpd is not None:
-            self.httpd.shutdown()
-            self.httpd.server_close()
+            shutdown(self.httpd)
+            self.httpd = None
 
     def __enter__(self) -> GpuFront:
         return self.start()
