@@ -97,3 +97,21 @@ def assert_sidecar_budget_logic(sidecar: Sidecar) -> None:
 
     settings = TraceSettings("http://127.0.0.1:1", 1.0, 1.0, budget=BUDGET)
     assert [settings.budget_rate(r) for r in (0.0, 40.0, 120.0, 4000.0)] == [10, 10, 30, 1000]
+
+
+def test_trace_budget_comes_from_flag_env_or_file_and_is_validated(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from support.harness import sidecar_config
+
+    from tritonwatch.errors import UsageError
+
+    assert sidecar_config([]).trace_budget == 0.0  # off unless given
+    monkeypatch.setenv("TRITONWATCH_TRACE_BUDGET", "7")
+    assert sidecar_config([]).trace_budget == 7.0
+    assert sidecar_config(["--trace-budget", "2.5"]).trace_budget == 2.5  # the flag wins
+    monkeypatch.delenv("TRITONWATCH_TRACE_BUDGET")
+    (tmp_path / "sidecar.yaml").write_text("trace_budget: 12\n")
+    assert sidecar_config(["--config", str(tmp_path / "sidecar.yaml")]).trace_budget == 12.0
+    with pytest.raises(UsageError, match=r"^--trace-budget: must be >= 0 traced requests/s \(got -1.0\)$"):
+        sidecar_config(["--trace-budget", "-1"])
