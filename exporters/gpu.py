@@ -30,6 +30,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -220,6 +221,15 @@ def _unlabelled_key(labels: tuple[tuple[str, str], ...], models: frozenset[str])
     return (model, d.get(catalog.VERSION, ""), "")
 
 
+@dataclass(frozen=True)
+class Fractions:
+    """Per model placed by its config: ``{gpu_uuid: share of its instances}`` or why there is none;
+    ``version`` changes with the contents (the model families' cache key)."""
+
+    version: int
+    by_model: dict[str, dict[str, float] | str]
+
+
 def _gauge(name: str, help_text: str, labels: list[str]) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, help_text, labels=labels)
 
@@ -237,7 +247,9 @@ class GpuPart:
         self.metrics = metrics
         self.triton = triton
         # (Triton scrape, power readings) -> the per-model families built from them
-        self._model_cache: tuple[tuple[int, list[tuple[str, float]], list[str]], list[Metric]] | None = None
+        self._model_cache: tuple[tuple[int, list[tuple[str, float]], int], list[Metric]] | None = None
+        # (its inputs, compared by identity or value) -> the config placements worked out from them
+        self._fractions_memo: tuple[tuple[object, ...], Fractions] | None = None
         self.dcgm = dcgm
         self.pod = pod
         self.health: Health | None = dcgm.health if dcgm else None
@@ -280,7 +292,7 @@ class GpuPart:
         yield from self._gpu_families(devices)
         yield from self._model_families(watts, self._fractions(devices))
 
-    def _fractions(self, devices: Mapping[str, GpuReading]) -> dict[str, dict[str, float] | str]:
+    def _fractions(self, devices: Mapping[str, GpuReading]) -> Fractions:
         """Per model placed by its config: its GPUs' shares of its instances, or why it has none.
 
         Device indices in a config are CUDA's; DCGM's ``gpu`` label is NVML's index: the two agree
@@ -289,13 +301,28 @@ class GpuPart:
         placements = self.triton.placements()
         with self.metrics.lock:
             used = self.triton.used
-            models = {m for m, _v in self.metrics.window.models} - {m for m, _v in self.triton.gpu_models}
-        index_uuid = {
-            int(r.index): uuid
-            for uuid, r in devices.items()
-            if r.index.isdigit() and not r.mig_instance and r.source == "dcgm"
+            window_models, gpu_models = self.metrics.window.models, self.triton.gpu_models
+        index_uuid = tuple(
+            sorted(
+                (int(r.index), uuid)
+                for uuid, r in devices.items()
+                if r.index.isdigit() and not r.mig_instance and r.source == "dcgm"
+            )
+        )
+        # Rendered for every /metrics update: worked out again only when an input changed (the
+        # mappings are replaced whole, so identity tells), not per render at fleet size.
+        inputs: tuple[object, ...] = (placements, window_models, gpu_models, used, index_uuid)
+        memo = self._fractions_memo
+        if memo is not None and all(a is b or a == b for a, b in zip(memo[0], inputs, strict=True)):
+            return memo[1]
+        version = memo[1].version + 1 if memo else 1
+        models = {m for m, _v in window_models} - {m for m, _v in gpu_models}
+        by_model = {
+            m: gpu_fractions(placements[m], dict(index_uuid), used) for m in models if m in placements
         }
-        return {m: gpu_fractions(placements[m], index_uuid, used) for m in models if m in placements}
+        fractions = Fractions(version, by_model)
+        self._fractions_memo = (inputs, fractions)
+        return fractions
 
     def _gpu_families(self, devices: dict[str, GpuReading]) -> Iterator[Metric]:
         by = [catalog.GPU_UUID]
@@ -321,9 +348,7 @@ class GpuPart:
             )
         yield info
 
-    def _model_families(
-        self, watts: dict[str, float], fractions: dict[str, dict[str, float] | str]
-    ) -> Iterator[Metric]:
+    def _model_families(self, watts: dict[str, float], fractions: Fractions) -> Iterator[Metric]:
         # Built once per Triton scrape and power reading, not per render of /metrics: the reason
         # family has a sample for every CPU-only model (2,000 of them were 80% of a render's time).
         with self.metrics.lock:
@@ -332,7 +357,7 @@ class GpuPart:
             key = (
                 self.metrics.window.generation,
                 sorted(watts.items()),
-                sorted(map(repr, fractions.items())),
+                fractions.version,
             )
             cached = self._model_cache
             if cached is None or cached[0] != key:
@@ -342,7 +367,9 @@ class GpuPart:
                 gpu_models = self.triton.gpu_models
                 cached = None
         if cached is None:
-            built = list(self._build_model_families(watts, increases, span, models, gpu_models, fractions))
+            built = list(
+                self._build_model_families(watts, increases, span, models, gpu_models, fractions.by_model)
+            )
             cached = self._model_cache = (key, built)
         yield from cached[1]
 
