@@ -186,3 +186,62 @@ def test_local_triton_with_kind_gpu_configs_splits_gpu_time_as_the_statistics_ap
     gpu_joules = front.served[-1] - front.served[0]  # the sidecar's window: first to last scrape
     print(f"shares {shares} vs statistics API {truth}; energy {attributed:.1f} J vs GPU {gpu_joules:.1f} J")
     assert attributed == pytest.approx(gpu_joules, rel=0.05), (attributed, gpu_joules)
+
+
+# --- placement from instance groups, and the stated reasons -------------------------------------
+U0, U1 = "GPU-0000", "GPU-1111"
+
+
+def groups(*g: dict[str, Any]) -> dict[str, Any]:
+    return {"instance_group": list(g)}
+
+
+@pytest.mark.parametrize(
+    ("config", "index_uuid", "reported", "want"),
+    [
+        # one group pinned to GPU 1 of two (DCGM maps indices): exact
+        (groups({"kind": "KIND_GPU", "count": 2, "gpus": [1]}), {0: U0, 1: U1}, {U0, U1}, {U1: 1.0}),
+        # one group over both GPUs, and a second on GPU 0: 3 instances on GPU 0, 1 on GPU 1
+        (
+            groups(
+                {"kind": "KIND_GPU", "count": 1, "gpus": [0, 1]},
+                {"kind": "KIND_GPU", "count": 2, "gpus": [0]},
+            ),
+            {0: U0, 1: U1},
+            {U0, U1},
+            {U0: 0.75, U1: 0.25},
+        ),
+        # no gpus listed: every GPU Triton reports
+        (groups({"kind": "KIND_GPU", "count": 1}), {}, {U0, U1}, {U0: 0.5, U1: 0.5}),
+        # one GPU and no DCGM: index 0 is that GPU
+        (groups({"kind": "KIND_GPU", "count": 4, "gpus": [0]}), {}, {U0}, {U0: 1.0}),
+        # two GPUs and no DCGM index: not guessed
+        (groups({"kind": "KIND_GPU", "count": 1, "gpus": [1]}), {}, {U0, U1}, "gpu_index_unknown"),
+        (groups({"kind": "KIND_CPU", "count": 4}), {}, {U0}, "cpu_instances"),
+        (groups({"kind": "KIND_MODEL"}), {}, {U0}, "kind_model"),
+        (groups({"kind": "KIND_GPU", "gpus": [0]}, {"kind": "KIND_CPU"}), {}, {U0}, "mixed_kinds"),
+        ({"max_batch_size": 8}, {}, {U0}, "no_gpu_uuid"),  # no instance groups served
+    ],
+)
+def test_gpu_fractions_from_instance_groups(
+    config: dict[str, Any], index_uuid: dict[int, str], reported: set[str], want: dict[str, float] | str
+) -> None:
+    from tritonwatch.exporters.placement import gpu_fractions
+
+    assert gpu_fractions(placement(config), index_uuid, frozenset(reported)) == want
+    for reason in [want] if isinstance(want, str) else []:
+        assert reason in catalog.GPU_ATTRIBUTION_REASONS  # every reason is explained in the catalog
+
+
+@pytest.mark.parametrize(
+    ("group", "message"),
+    [
+        ({"kind": "KIND_GPU", "count": -1, "gpus": [0]}, "instance_group count -1"),
+        ({"kind": "KIND_GPU", "count": [2], "gpus": [0]}, "instance_group count [2]"),
+        ({"kind": "KIND_GPU", "count": 1, "gpus": ["0; drop"]}, "instance_group gpu '0; drop'"),
+        ({"kind": "KIND_GPU", "count": 1, "gpus": "0"}, "instance_group gpus '0'"),
+    ],
+)
+def test_a_hostile_instance_group_is_refused_with_what_is_wrong(group: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        placement(groups(group))
