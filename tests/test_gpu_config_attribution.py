@@ -3,7 +3,7 @@
 Python-backend models on ``KIND_GPU`` export no ``gpu_uuid`` on their own counters; the sidecar
 places their GPU time from their config's instance groups (``attribution="config"``).
 
-* The real H200 capture (``../shared/data/h200/``, Triton 2.51): its counters and
+* The real H200 capture (``tests/data/real/h200/``, from ``../shared/data/h200/``; Triton 2.51): its counters and
   ``nv_energy_consumption`` both count from Triton's start, so a window from an all-zero payload
   (Triton just started) to the capture holds everything the server did. Shares and joules are
   checked against the formula worked out here from the payload's own numbers and the real configs.
@@ -35,10 +35,8 @@ from tritonwatch.exporters.window import CounterWindow
 from tritonwatch.local.load import LoadDriver
 from tritonwatch.local.procs import wait_until
 
-H200 = Path("/work/shared/data/h200")
-ROOT = Path(__file__).resolve().parent.parent
-SHARED_H200 = ROOT.parent / "shared" / "data" / "h200"
-H200_DIR = SHARED_H200 if SHARED_H200.is_dir() else H200
+# The capture from ../shared/data/h200/ (its README beside it), copied so that the test runs anywhere.
+H200_DIR = Path(__file__).resolve().parent / "data" / "real" / "h200"
 H200_GPU = "GPU-48bd59c1-9c47-ab3c-bccc-06cd2913d14c"
 PAYLOAD = H200_DIR / "triton_2.51_metrics.txt"
 COMPUTE = [catalog.triton_duration(p) for p in catalog.COMPUTE_PHASES]
