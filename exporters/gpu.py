@@ -54,7 +54,7 @@ from tritonwatch.exporters.gpuquery import (
 from tritonwatch.exporters.http import Fetcher
 from tritonwatch.exporters.placement import NO_CONFIG, Placement, gpu_fractions, split_by_config
 from tritonwatch.exporters.source import Health, Source
-from tritonwatch.exporters.triton import ApiState, TritonMetrics
+from tritonwatch.exporters.triton import ApiState, BatchStat, TritonMetrics
 from tritonwatch.exporters.window import IncreaseWindow, ModelKey
 
 if TYPE_CHECKING:
@@ -147,7 +147,12 @@ class TritonGpuWindow:
 
     def __init__(self, window: float, api: Callable[[], ApiState] = ApiState) -> None:
         self.api = api  # the triton_api target's latest state: configs' placements, batch_stats
-        self._placed: tuple[int, frozenset[str]] = (0, frozenset())
+        # The last placements and batch statistics the API gave: kept while a read fails (a failed
+        # index empties the API's state), so a blip neither drops config attribution for a render nor
+        # loses a scrape's share of busy time (a cumulative value carried forward moves nothing).
+        self._placements: Mapping[str, Placement] = {}
+        self._config_models: frozenset[str] = frozenset()
+        self._batch_stats: Mapping[ModelKey, Mapping[int, BatchStat]] = {}
         self.exec: IncreaseWindow[tuple[ModelGpuKey, str]] = IncreaseWindow(window)
         self.energy: IncreaseWindow[str] = IncreaseWindow(window)
         self.readings: dict[str, GpuReading] = {}
@@ -160,8 +165,10 @@ class TritonGpuWindow:
         self.used = per_layout(samples, triton_gpu_uuids)
         rows: list[tuple[Hashable, tuple[ModelGpuKey, str], float]] = []
         gpu_models: set[ModelKey] = set()
-        state = self.api()
-        config_models = self._config_models(state.placement)
+        self.placements()
+        config_models = self._config_models
+        batch_stats = self.api().batch_stats or self._batch_stats
+        self._batch_stats = batch_stats
         for family, name, scale in _EXEC_FAMILIES if self.used else ():
             for labels, value in samples.get(family, {}).items():
                 key = model_gpu_key(labels)
@@ -175,7 +182,7 @@ class TritonGpuWindow:
                     gpu_models.add(key[:2])
         # Config-placed models: their busy time batch by batch from the statistics API (read on its
         # own interval, so up to one of them behind this scrape; exact over a window of many).
-        for (model, version), per_size in state.batch_stats.items() if config_models else ():
+        for (model, version), per_size in batch_stats.items() if config_models else ():
             if model in config_models:
                 busy = sum(b.compute_seconds for b in per_size.values())
                 rows.append((("batch_stats", model, version), ((model, version, ""), "busy"), busy))
@@ -187,14 +194,14 @@ class TritonGpuWindow:
         )
 
     def placements(self) -> Mapping[str, Placement]:
-        return self.api().placement
-
-    def _config_models(self, placements: Mapping[str, Placement]) -> frozenset[str]:
-        """Models whose config places them on GPUs: their counters without gpu_uuid are kept too
-        (gpu ""). Worked out again only when the API's state (replaced whole) changes."""
-        if self._placed[0] != id(placements):
-            self._placed = (id(placements), frozenset(m for m, p in placements.items() if not p.reason))
-        return self._placed[1]
+        """Model name -> its instance groups, as last read. Also sets the models whose config places
+        them on GPUs (their counters without gpu_uuid are kept too, gpu ""), worked out again only
+        when the API's state, replaced whole, brings new placements."""
+        current = self.api().placement
+        if current and current is not self._placements:
+            self._config_models = frozenset(m for m, p in current.items() if not p.reason)
+            self._placements = current
+        return self._placements
 
     def increases(self) -> dict[ModelGpuKey, ExecIncrease]:
         sums: dict[ModelGpuKey, dict[str, float]] = {}

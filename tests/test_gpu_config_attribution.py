@@ -167,6 +167,18 @@ def test_local_triton_with_kind_gpu_configs_splits_gpu_time_as_the_statistics_ap
             for d in load:
                 d.stop()
         after = stats(triton.http_url)
+
+        def api_read_after_load() -> bool:
+            batch = sidecar.api.state.batch_stats
+            return all(
+                sum(b.compute_seconds for b in batch.get((mdl, "1"), {}).values())
+                == pytest.approx(after[mdl]["busy"], rel=1e-9)
+                for mdl in MODELS
+            )
+
+        # Busy time comes from the statistics API, read on its own interval: wait until it has read
+        # the state after the load, then for the window to take that in.
+        wait_until(api_read_after_load, 15, "the sidecar's statistics read after the load")
         generation = m.window.generation
         wait_until(lambda: m.window.generation > generation + 1, 15, "two more sidecar scrapes")
         m.stop()  # no more scrapes: what the sidecar serves covers exactly what the front served
