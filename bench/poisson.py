@@ -22,7 +22,7 @@ BODY = {"inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [1
 class Run:
     rate: float
     seconds: float
-    latencies: tuple[float, ...]  # of the answered requests, in send order
+    latencies: tuple[float, ...]  # sent to answered, of the answered requests, in schedule order
     failed: int
     late_s: float  # the sender's worst lateness against the schedule
 
@@ -38,19 +38,20 @@ async def _drive(url: str, rate: float, seconds: float, seed: int, warmup: float
     while t < seconds + warmup:
         t += rng.expovariate(rate)
         gaps.append(t)
-    results: list[tuple[float, float | None]] = []
+    results: list[tuple[float, float, float | None]] = []
     late = 0.0
     timeout = aiohttp.ClientTimeout(total=30)
     async with aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0)) as session:
 
         async def one(at: float) -> None:
+            sent = time.perf_counter()
             try:
                 async with session.post(url, json=BODY) as resp:
                     await resp.read()
                     ok = resp.status == 200
             except (aiohttp.ClientError, asyncio.TimeoutError):
                 ok = False
-            results.append((at, time.perf_counter() if ok else None))
+            results.append((at, sent, time.perf_counter() if ok else None))
 
         start = time.perf_counter()
         tasks = []
@@ -63,9 +64,9 @@ async def _drive(url: str, rate: float, seconds: float, seed: int, warmup: float
             tasks.append(asyncio.create_task(one(at)))
         await asyncio.gather(*tasks)
     cut = start + warmup  # requests sent in the warm-up are not measured
-    kept = sorted((at, done) for at, done in results if at >= cut)
-    lat = tuple(done - at for at, done in kept if done is not None)
-    return Run(rate, seconds, lat, sum(1 for _, d in kept if d is None), late)
+    kept = sorted(r for r in results if r[0] >= cut)
+    lat = tuple(done - sent for _, sent, done in kept if done is not None)
+    return Run(rate, seconds, lat, sum(1 for *_, d in kept if d is None), late)
 
 
 def drive(base: str, model: str, rate: float, seconds: float, seed: int = 1, warmup: float = 2.0) -> Run:

@@ -46,6 +46,7 @@ class Prediction:
     rate: float
     quantile_s: float  # of the objective's percentile
     p99_s: float
+    mean_s: float
     mean_batch: float
     batch_counts: tuple[tuple[int, int], ...]  # (batch size, executions), ascending
     compute_s_per_request: float  # busy instance time per request (GPU time where the model runs on one)
@@ -101,6 +102,7 @@ def run(
         rate=rate,
         quantile_s=_rank(kept, quantile),
         p99_s=_rank(kept, 0.99),
+        mean_s=sum(kept) / len(kept),
         mean_batch=n / sum(counts.values()),
         batch_counts=tuple(sorted(counts.items())),
         compute_s_per_request=busy / n,
