@@ -359,3 +359,195 @@ def test_without_leave_to_add_instances_the_count_stays() -> None:
     assert [g["count"] for g in entry["recommended"]["config"]["instance_group"]] == [1]
     # with one instance, delay and preferred sizes buy nothing the simulation can tell from noise
     assert entry["recommended"] == entry["current"]
+
+
+# --- the command --------------------------------------------------------------------------------
+class Replay:
+    """Triton's statistics and config endpoints on a loopback port, answering with the recorded JSON:
+    the first statistics read gets stats_1, later ones stats_2 (the advisor's two reads)."""
+
+    def __init__(self, status: int = 200, body: bytes | None = None) -> None:
+        self.stats_reads = 0
+        sleeper = json.loads(json.dumps(stats("advise_linear_stats_single.json")))
+        sleeper.update(name="sleeper", batch_stats=[])
+        replay = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                answer: Any = None
+                if self.path == "/v2/models/stats":
+                    name = (
+                        "advise_linear_stats_1.json"
+                        if replay.stats_reads == 0
+                        else "advise_linear_stats_2.json"
+                    )
+                    replay.stats_reads += 1
+                    answer = {"model_stats": [stats(name), sleeper]}
+                elif self.path == "/v2/models/linear/versions/1/config":
+                    answer = load("advise_linear_config.json")
+                elif self.path == "/v2/models/sleeper/versions/1/config":
+                    answer = load("advise_sleeper_config.json")
+                data = body if body is not None else json.dumps(answer).encode()
+                self.send_response(status if answer is not None else 404)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def replay() -> Iterator[Replay]:
+    server = Replay()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def slo_path(tmp_path: Path) -> Path:
+    path = tmp_path / "slo.yaml"
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "tritonwatch/v1",
+                "kind": "ServiceLevelObjectives",
+                "metadata": {"name": "t"},
+                "spec": {"window": "28d", "slos": [LINEAR_SLO]},
+            }
+        )
+    )
+    return path
+
+
+def test_the_command_prints_the_contract_for_every_model(
+    replay: Replay, slo_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc = cli.main(
+        ["advise", "--triton", replay.url, "--slo", str(slo_path), "--interval", "0.2", "--format", "json"]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and replay.stats_reads == 2
+    linear, sleeper = out["models"]
+    assert set(linear) == {"model", "version", "refusal", "current", "recommended", "details"}
+    assert (sleeper["model"], sleeper["refusal"], sleeper["recommended"]) == (
+        "sleeper",
+        "max_batch_size is 0: the model cannot batch",
+        None,
+    )
+    assert sleeper["current"]["config"] == {
+        "instance_group": load("advise_sleeper_config.json")["instance_group"]
+    }
+    # 381 requests in a 0.2 s read is some 1,900 requests/s: more than any configuration keeps within
+    # the objective, which the advice says rather than going quiet
+    assert linear["refusal"] is None and linear["details"]["requests_in_read"] == 381
+    assert linear["details"]["arrival_rps"] > 1000 and linear["details"]["keeps_objective_now"] is False
+    assert linear["recommended"]["slo_capacity_rps"] >= linear["current"]["slo_capacity_rps"]
+    assert (
+        set(linear["current"]) == set(linear["recommended"]) == {"config", "p99_seconds", "slo_capacity_rps"}
+    )
+
+
+def test_the_text_shows_the_diff_the_prediction_and_the_evidence() -> None:
+    from tritonwatch.reports.advise import render
+
+    entry = advice.advise(reading(), slo_file(LINEAR_SLO), "slo.yaml", 2)
+    text = render.text([entry])
+    lines = text.splitlines()
+    assert lines[0] == "linear (version 1)"
+    assert lines[1] == "  objective: p99 within 250.0 ms; load now 38.1 req/s (381 requests in 10.0 s)"
+    rec = entry["recommended"]["config"]
+    assert "    -    count: 1" in lines and "    +    count: 2" in lines
+    delay = rec["dynamic_batching"]["max_queue_delay_microseconds"]
+    assert ("    -  max_queue_delay_microseconds: 0" in lines) == (delay != 0)
+    cap = f"{entry['recommended']['slo_capacity_rps']:.1f} req/s"
+    assert any(line.startswith("  SLO-bound capacity") and cap in line for line in lines)
+    for c in entry["details"]["fit"]["batch_sizes"]:
+        row = f"{c['batch_size']:>10} {c['executions']:>11} {c['mean_seconds'] * 1000:>7.1f} ms"
+        assert any(line.startswith("    " + row) for line in lines), row
+    refused = advice.advise(reading(load("advise_sleeper_config.json")), slo_file(LINEAR_SLO), "slo.yaml", 2)
+    assert (
+        render.text([refused])
+        == "linear (version 1)\n  no recommendation: max_batch_size is 0: the model cannot batch\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "rc", "message"),
+    [
+        (["--slo", "S"], 2, "tritonwatch advise: error: --triton: required (or TRITONWATCH_TRITON)"),
+        (["--triton", "URL"], 2, "tritonwatch advise: error: --slo: required (or TRITONWATCH_SLO)"),
+        (
+            ["--triton", "ftp://h:1", "--slo", "S"],
+            2,
+            "error: --triton: 'ftp://h:1' is not an http(s) base URL (e.g. http://127.0.0.1:8000)",
+        ),
+        (
+            ["--triton", "URL", "--slo", "S", "--interval", "0"],
+            2,
+            "error: --interval: must be more than 0 and at most 3600 seconds (got 0.0)",
+        ),
+        (
+            ["--triton", "URL", "--slo", "S", "--max-instances", "99"],
+            2,
+            "error: --max-instances: must be 0 (keep) to 64 (got 99)",
+        ),
+        (
+            ["--triton", "URL", "--slo", "S", "--format", "yaml"],
+            2,
+            "error: tritonwatch advise: argument --format: invalid choice: 'yaml' (choose from 'text', 'json')",
+        ),
+    ],
+)
+def test_bad_flags_are_one_line_and_exit_2(
+    argv: list[str], rc: int, message: str, capsys: pytest.CaptureFixture[str], replay: Replay, slo_path: Path
+) -> None:
+    argv = [replay.url if a == "URL" else str(slo_path) if a == "S" else a for a in argv]
+    assert cli.main(["advise", *argv]) == rc
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [message.replace("tritonwatch advise: error: ", "")] or err[-1].endswith(
+        message.removeprefix("error: ")
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "message"),
+    [
+        (500, b"{}", "/v2/models/stats: HTTP 500"),
+        (200, b"<html>", "/v2/models/stats: not JSON"),
+        (200, b'{"model_stats": {}}', "/v2/models/stats: no model_stats list"),
+        (
+            200,
+            b'{"model_stats": [{"name": 1}]}',
+            "/v2/models/stats: model_stats[0] has no name and version strings",
+        ),
+    ],
+)
+def test_a_bad_answer_is_one_line_naming_the_url(
+    status: int, body: bytes, message: str, slo_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = Replay(status, body)
+    try:
+        assert cli.main(["advise", "--triton", server.url, "--slo", str(slo_path), "--interval", "0.01"]) == 1
+    finally:
+        server.close()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tritonwatch advise: error: {server.url}{message}"]
+
+
+def test_an_unreachable_server_is_one_line(slo_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    server = Replay()
+    url = server.url
+    server.close()  # nothing listens there now
+    assert cli.main(["advise", "--triton", url, "--slo", str(slo_path), "--interval", "0.01"]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"tritonwatch advise: error: {url}/v2/models/stats: cannot read (ConnectionError)"
+    ]

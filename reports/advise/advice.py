@@ -99,6 +99,9 @@ def advise(reading: Reading, slos: slo_model.SLOFile, slo_source: str, max_insta
         "requests_in_read": requests,
         "arrival_rps": rate,
         "objective": {"threshold_seconds": objective.threshold_s, "quantile": objective.quantile},
+        # False when no candidate keeps the objective at today's load: the recommendation is then
+        # the one with the most capacity
+        "keeps_objective_now": best.now.quantile_s <= objective.threshold_s,
         "overhead_seconds": extra,
         "fit": {
             "fixed_seconds": fit.fixed_s,

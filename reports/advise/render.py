@@ -70,6 +70,8 @@ def model_text(entry: Mapping[str, Any]) -> list[str]:
         ),
     ]
     out += [f"  {a:<30}{b:>16}{c:>26}" for a, b, c in rows]
+    if not d["keeps_objective_now"]:
+        out.append("  no configuration keeps the objective at today's load: this one has the most capacity")
     diff = list(
         difflib.unified_diff(
             pbtxt(cur["config"]),

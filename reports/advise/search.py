@@ -88,8 +88,9 @@ def recommend(
         best = max(best, o.capacity_rps)
     if not good:
         # Nothing keeps the objective at today's load: the most capacity is the best there is.
-        fastest = [evaluate(c, fit, objective, rate, overhead_s) for c in others if c.instances == max(o.instances for o in others)]
-        return now, max([now, *fastest], key=lambda o: (o.capacity_rps, -o.now.quantile_s))
+        most = max((c.instances for c in others), default=current.instances)
+        widest = [evaluate(c, fit, objective, rate, overhead_s) for c in others if c.instances == most]
+        return now, max([now, *widest], key=lambda o: (o.capacity_rps, -o.now.quantile_s))
     if now in good and now.capacity_rps >= best * (1 - TIE):
         return now, now
     # Near the best, a smaller gain is noise: fewer instances, then lower latency today, then fewer changes.
