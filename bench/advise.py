@@ -38,7 +38,7 @@ from typing import Any
 
 import requests
 
-from bench.poisson import Run, drive
+from tests.support.poisson import Run, drive
 from tritonwatch import cli
 from tritonwatch.local.triton import LocalTriton
 from tritonwatch.reports.advise import simulate

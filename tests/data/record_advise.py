@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.poisson import BODY, drive  # noqa: E402
+from tests.support.poisson import BODY, drive  # noqa: E402
 from tritonwatch.local.triton import LocalTriton  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Open-loop Poisson load on one Triton model over HTTP, for ``bench.advise``.
+"""Open-loop Poisson load on one Triton model over HTTP (bench/advise.py, tests/test_advise_triton.py).
 
 Requests are sent at pre-drawn exponential gaps (a fixed seed) whatever the server does, so a slow
 server meets the same arrivals as a fast one; a request's latency runs from its scheduled send time to
