@@ -3,8 +3,10 @@
 Run: ``python -m bench.advise [--quick]`` (writes bench/results/advise.json; ``--quick`` measures less,
 for a look, and writes advise-quick.json).
 
-The model is bench/models/linear: a batch of n costs 50 + 6 n ms (a sleep), dynamic batching on with
-Triton's defaults, one instance. The objective: p99 within 250 ms. Open-loop Poisson load
+The model is bench/models/linear, loaded with its costs doubled (``fixed_ms`` 100, ``per_item_ms`` 12:
+a batch of n sleeps 100 + 12 n ms) so that the scheduling jitter of a shared 2-core machine (tens of
+ms when others run) stays small against the objective; dynamic batching on with Triton's defaults, one
+instance. The objective: p99 within 500 ms. Open-loop Poisson load
 (bench/poisson.py, fixed seeds) throughout.
 
 1. Today's traffic at ``RATE_NOW`` runs while ``tritonwatch advise --triton`` reads the server (two
@@ -29,6 +31,7 @@ import contextlib
 import io
 import json
 import platform
+import signal
 import sys
 import tempfile
 import threading
@@ -46,10 +49,13 @@ from tritonwatch.reports.advise.observed import Batching, Fit
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "linear"
-RATE_NOW = 40.0
-THRESHOLD = 0.25
+RATE_NOW = 20.0
+THRESHOLD = 0.5
+COSTS_MS = {"fixed_ms": "100", "per_item_ms": "12"}
 QUANTILE = 0.99
 MAX_INSTANCES = 2
+LATE_LIMIT = 0.05  # seconds the sender may run behind its schedule before a run is taken again
+RETRIES = 2
 SLO_YAML = f"""apiVersion: tritonwatch/v1
 kind: ServiceLevelObjectives
 metadata: {{name: advise-bench}}
@@ -57,9 +63,9 @@ spec:
   window: 28d
   slos:
     - model: {MODEL}
-      latency: {{threshold: 250ms, objective: 99}}
+      latency: {{threshold: 500ms, objective: 99}}
 """
-SWEEP_DELAYS_US = (0, 10_000, 50_000)
+SWEEP_DELAYS_US = (0, 20_000, 100_000)
 SWEEP_PREFERRED: tuple[tuple[int, ...], ...] = ((), (4,))
 SWEEP_INSTANCES = (1, 2)
 
@@ -75,11 +81,13 @@ class Bench:
         self.seconds = seconds
         self.steps = steps
         self.seed = 0
+        self.retries = 0
 
     def load(self, config: dict[str, Any]) -> float:
         """Load ``config``'s dynamic_batching and instance_group into the model; seconds it took."""
         full = requests.get(f"{self.base}/v2/models/{MODEL}/config", timeout=10).json()
         full.update(config)
+        full["parameters"] = {k: {"string_value": v} for k, v in COSTS_MS.items()}
         t0 = time.monotonic()
         resp = requests.post(
             f"{self.base}/v2/repository/models/{MODEL}/load",
@@ -90,12 +98,23 @@ class Bench:
         return time.monotonic() - t0
 
     def measure(self, rate: float, seconds: float | None = None) -> Run:
-        self.seed += 1
-        run = drive(self.base, MODEL, rate, seconds or self.seconds, seed=self.seed)
-        log(
-            f"  {rate:7.1f} req/s: p99 {run.quantile(QUANTILE) * 1000:7.1f} ms over {len(run.latencies)}"
-            f" answers, {run.failed} failed, sender late {run.late_s * 1000:.1f} ms at worst"
-        )
+        """One run at ``rate``; again (at most ``RETRIES`` times) while the sender ran late.
+
+        A sender late by more than ``LATE_LIMIT`` against its schedule means the shared CPU was taken
+        by others during the run: its tail measures them, not Triton. The last try is kept either way,
+        and how many it took is counted in ``self.retries``.
+        """
+        for attempt in range(RETRIES + 1):
+            self.seed += 1
+            run = drive(self.base, MODEL, rate, seconds or self.seconds, seed=self.seed)
+            log(
+                f"  {rate:7.1f} req/s: p99 {run.quantile(QUANTILE) * 1000:7.1f} ms over {len(run.latencies)}"
+                f" answers, {run.failed} failed, sender late {run.late_s * 1000:.1f} ms at worst"
+            )
+            if run.late_s <= LATE_LIMIT:
+                break
+            if attempt < RETRIES:
+                self.retries += 1
         return run
 
     def capacity(self, predicted: float) -> tuple[float, list[dict[str, float]]]:
@@ -106,7 +125,15 @@ class Bench:
             mid = (lo + hi) / 2
             run = self.measure(mid)
             p = run.quantile(QUANTILE)
-            runs.append({"rate": mid, "p99_seconds": p, "answers": len(run.latencies), "failed": run.failed})
+            runs.append(
+                {
+                    "rate": mid,
+                    "p99_seconds": p,
+                    "answers": len(run.latencies),
+                    "failed": run.failed,
+                    "sender_late_seconds": run.late_s,
+                }
+            )
             if p <= THRESHOLD and run.failed == 0:
                 lo = mid
             else:
@@ -159,15 +186,17 @@ def sweep_config(delay: int, preferred: tuple[int, ...], count: int) -> dict[str
 
 
 def main(argv: list[str] | None = None) -> int:
+    # a SIGTERM unwinds like Ctrl-C, so the Triton this started stops with it
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser(prog="python -m bench.advise", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="shorter runs, fewer bisection steps, no sweep")
     args = ap.parse_args(argv)
-    seconds, steps, interval = (8.0, 3, 10.0) if args.quick else (15.0, 5, 20.0)
+    seconds, steps, interval = (10.0, 3, 10.0) if args.quick else (20.0, 4, 30.0)
     started = time.monotonic()
     result: dict[str, Any] = {
         "generated_by": "python -m bench.advise" + (" --quick" if args.quick else ""),
         "machine": f"{platform.machine()} {platform.system()}, shared 2-core CPU, no GPU",
-        "model": "bench/models/linear: 50 ms + 6 ms x batch (sleep), max_batch_size 8",
+        "model": "bench/models/linear: 100 ms + 12 ms x batch (sleep), max_batch_size 8",
         "objective": {"threshold_seconds": THRESHOLD, "quantile": QUANTILE},
         "rate_now": RATE_NOW,
         "run_seconds": seconds,
@@ -180,10 +209,11 @@ def main(argv: list[str] | None = None) -> int:
         slo_path.write_text(SLO_YAML)
         triton.wait_ready(120)
         bench = Bench(triton, seconds, steps)
+        bench.load({})  # the doubled costs
 
         # 1. today's traffic while the advisor reads
         traffic: list[Run] = []
-        lead = 15.0
+        lead = 20.0
         t = threading.Thread(
             target=lambda: traffic.append(
                 drive(triton.http_url, MODEL, RATE_NOW, lead + interval + 10, seed=99, warmup=0.0)
@@ -222,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                 "p99_now_seconds": now.quantile(QUANTILE),
                 "p99_now_predicted_seconds": entry[side]["p99_seconds"],
                 "answers_now": len(now.latencies),
+                "sender_late_now_seconds": now.late_s,
                 "failed_now": now.failed,
                 "slo_capacity_rps": cap,
                 "slo_capacity_predicted_rps": entry[side]["slo_capacity_rps"],
@@ -244,30 +275,40 @@ def main(argv: list[str] | None = None) -> int:
         sweep_started = time.monotonic()
         if not args.quick:
             target = 1.1 * rec["slo_capacity_rps"]
-            for count in SWEEP_INSTANCES:
-                for delay in SWEEP_DELAYS_US:
-                    for preferred in SWEEP_PREFERRED:
-                        cfg = sweep_config(delay, preferred, count)
-                        log(f"sweep {json.dumps(cfg)}")
-                        bench.load(cfg)
-                        run = bench.measure(target, seconds * 2 / 3)
-                        p = run.quantile(QUANTILE)
-                        sweep.append(
-                            {
-                                "config": cfg,
-                                "rate": target,
-                                "p99_seconds": p,
-                                "p99_predicted_seconds": predict(cfg, target),
-                                "failed": run.failed,
-                                "keeps_objective": p <= THRESHOLD and run.failed == 0,
-                            }
-                        )
+            # the recommendation itself first: a control for the capacity measured above (it should
+            # miss the objective at 1.1 x its own measured capacity)
+            grid = [entry["recommended"]["config"]] + [
+                sweep_config(delay, preferred, count)
+                for count in SWEEP_INSTANCES
+                for delay in SWEEP_DELAYS_US
+                for preferred in SWEEP_PREFERRED
+            ]
+            for i, cfg in enumerate(grid):
+                log(f"sweep {json.dumps(cfg)}")
+                bench.load(cfg)
+                run = bench.measure(target, seconds / 2)
+                p = run.quantile(QUANTILE)
+                sweep.append(
+                    {
+                        "config": cfg,
+                        "recommended": i == 0,
+                        "rate": target,
+                        "p99_seconds": p,
+                        "p99_predicted_seconds": predict(cfg, target),
+                        "failed": run.failed,
+                        "sender_late_seconds": run.late_s,
+                        "keeps_objective": p <= THRESHOLD and run.failed == 0,
+                    }
+                )
         result["sweep"] = {
             "seconds": time.monotonic() - sweep_started,
             "rate": 1.1 * rec["slo_capacity_rps"],
             "configs": sweep,
-            "beating_recommendation_by_10_percent": [s["config"] for s in sweep if s["keeps_objective"]],
+            "beating_recommendation_by_10_percent": [
+                s["config"] for s in sweep if s["keeps_objective"] and not s["recommended"]
+            ],
         }
+    result["runs_taken_again_for_a_late_sender"] = bench.retries
     result["total_seconds"] = time.monotonic() - started
     name = "advise-quick.json" if args.quick else "advise.json"
     out = ROOT / "bench" / "results" / name

@@ -254,6 +254,12 @@ def test_no_traffic_and_a_reload_during_the_read_are_refused() -> None:
         reading(second="advise_linear_stats_single.json"), slo_file(LINEAR_SLO), "slo.yaml", 2
     )
     assert reloaded["refusal"] == "the counters went back during the read (model reloaded): read again"
+    appeared = Reading(
+        "linear", "1", load("advise_linear_config.json"), {}, stats("advise_linear_stats_2.json"), 10.0
+    )
+    assert advice.advise(appeared, slo_file(LINEAR_SLO), "slo.yaml", 2)["refusal"] == (
+        "the model was loaded during the read: read again"
+    )
 
 
 # --- the simulator -----------------------------------------------------------------------------
@@ -338,6 +344,21 @@ def test_the_recorded_reading_is_advised_deterministically() -> None:
     )
     # allowed two instances, the advice takes them: more than twice the capacity, and today's load
     # still within the objective
+    # the same bisection with the line two standard errors higher: a little lower, as tight as the fit
+    pc = d["predicted"]["current"]
+    assert (
+        0.97 * entry["current"]["slo_capacity_rps"]
+        < pc["slo_capacity_rps_pessimistic"]
+        <= entry["current"]["slo_capacity_rps"]
+    )
+    worse = Fit(fit.fixed_s + 2 * fit.fixed_se, fit.per_item_s + 2 * fit.per_item_se, 0, 0, 0, ())
+    assert pc["slo_capacity_rps_pessimistic"] == simulate.slo_capacity(
+        current, worse, THRESHOLD, 0.99, d["overhead_seconds"]
+    )
+    assert pc["compute_seconds_per_1000_requests"] == pytest.approx(
+        1000 * now.compute_s_per_request, rel=1e-12
+    )
+    assert pc["batch_executions"] == {str(b): n for b, n in now.batch_counts}
     rec = entry["recommended"]
     assert [g["count"] for g in rec["config"]["instance_group"]] == [2]
     assert rec["slo_capacity_rps"] > 2 * entry["current"]["slo_capacity_rps"]
@@ -522,6 +543,11 @@ def test_bad_flags_are_one_line_and_exit_2(
     ("status", "body", "message"),
     [
         (500, b"{}", "/v2/models/stats: HTTP 500"),
+        (
+            400,
+            b'{"error": "Request for unknown model:\\n \'x\' is not found"}',
+            "/v2/models/stats: HTTP 400: Request for unknown model: 'x' is not found",
+        ),
         (200, b"<html>", "/v2/models/stats: not JSON"),
         (200, b'{"model_stats": {}}', "/v2/models/stats: no model_stats list"),
         (

@@ -8,11 +8,12 @@ arrival rate, the fit and its error per batch size) and the predictions beyond t
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from tritonwatch import slo as slo_model
 from tritonwatch.errors import TritonwatchError
-from tritonwatch.reports.advise import observed, search
+from tritonwatch.reports.advise import observed, search, simulate
 from tritonwatch.reports.advise.observed import Refusal
 from tritonwatch.reports.advise.triton import Reading
 
@@ -30,6 +31,8 @@ def _counter(stats: Mapping[str, Any], key: str, model: str) -> tuple[int, int]:
 def load_now(reading: Reading) -> tuple[float, int]:
     """(requests/s that reached the batcher during the read, how many); Refusal if none or unmodelled."""
     m = reading.model
+    if not reading.first:
+        raise Refusal("the model was loaded during the read: read again")
     delta = {}
     for key in ("success", "fail", "cache_hit"):
         before, after = _counter(reading.first, key, m)[0], _counter(reading.second, key, m)[0]
@@ -119,7 +122,9 @@ def advise(reading: Reading, slos: slo_model.SLOFile, slo_source: str, max_insta
                 for c in fit.costs
             ],
         },
-        "predicted": {name: _more(o) for name, o in (("current", now), ("recommended", best))},
+        "predicted": {
+            name: _more(o, fit, objective, extra) for name, o in (("current", now), ("recommended", best))
+        },
     }
     return entry
 
@@ -128,8 +133,21 @@ def _side(o: search.Outcome) -> dict[str, Any]:
     return {"config": o.config.to_config(), "p99_seconds": o.now.p99_s, "slo_capacity_rps": o.capacity_rps}
 
 
-def _more(o: search.Outcome) -> dict[str, Any]:
+# The capacity again with both coefficients this many standard errors higher: what the prediction
+# is worth if the line is as steep and as high as the data allow.
+PESSIMISTIC_SE = 2.0
+
+
+def _more(o: search.Outcome, fit: observed.Fit, objective: search.Objective, extra: float) -> dict[str, Any]:
+    worse = replace(
+        fit,
+        fixed_s=fit.fixed_s + PESSIMISTIC_SE * fit.fixed_se,
+        per_item_s=fit.per_item_s + PESSIMISTIC_SE * fit.per_item_se,
+    )
     return {
+        "slo_capacity_rps_pessimistic": simulate.slo_capacity(
+            o.config, worse, objective.threshold_s, objective.quantile, extra
+        ),
         "objective_quantile_seconds": o.now.quantile_s,
         "mean_batch": o.now.mean_batch,
         "batch_executions": {str(b): n for b, n in o.now.batch_counts},

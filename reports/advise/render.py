@@ -6,6 +6,8 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tritonwatch.reports.advise.advice import PESSIMISTIC_SE
+
 
 def pbtxt(config: Mapping[str, Any]) -> list[str]:
     """The tuned fields of a contract ``config`` as config.pbtxt lines."""
@@ -61,6 +63,11 @@ def model_text(entry: Mapping[str, Any]) -> list[str]:
             "SLO-bound capacity",
             f"{cur['slo_capacity_rps']:.1f} req/s",
             f"{rec['slo_capacity_rps']:.1f} req/s ({gain:+.0%})",
+        ),
+        (
+            f"  at the fit's +{PESSIMISTIC_SE:g} s.e.",
+            f"{pc['slo_capacity_rps_pessimistic']:.1f} req/s",
+            f"{pr['slo_capacity_rps_pessimistic']:.1f} req/s",
         ),
         ("mean batch at today's load", f"{pc['mean_batch']:.2f}", f"{pr['mean_batch']:.2f}"),
         (

@@ -46,7 +46,7 @@ class TritonReader:
         except requests.RequestException as exc:
             raise TritonwatchError(f"{url}: cannot read ({type(exc).__name__})") from None
         if resp.status_code != 200:
-            raise TritonwatchError(f"{url}: HTTP {resp.status_code}")
+            raise TritonwatchError(f"{url}: HTTP {resp.status_code}{_reason(body)}")
         if len(body) > MAX_BYTES:
             raise TritonwatchError(f"{url}: answer larger than {MAX_BYTES} bytes")
         try:
@@ -88,3 +88,12 @@ class TritonReader:
             Reading(name, version, self.config(name, version), first.get((name, version), {}), st, seconds)
             for (name, version), st in sorted(second.items())
         ]
+
+
+def _reason(body: bytes) -> str:
+    """Triton's own words for a refusal (``{"error": "..."}``), on one line and short."""
+    try:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        return ""
+    return f": {' '.join(error.split())[:200]}" if isinstance(error, str) and error.strip() else ""
