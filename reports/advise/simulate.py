@@ -1,11 +1,14 @@
 """A discrete-event simulation of Triton's dynamic batcher on a fitted compute line.
 
 Requests arrive as a Poisson process (one item each); model instances take batches from one FIFO
-queue. When an instance is free and requests wait, the batcher sends, at the first moment it can:
-- ``max_batch_size`` requests once that many wait;
-- else the largest preferred batch size that the waiting requests fill;
-- else everything waiting (up to ``max_batch_size``) once the oldest request has waited
-  ``max_queue_delay_microseconds`` (at once when the delay is 0).
+queue. A batch holds at most the largest preferred batch size (``max_batch_size`` when none is set):
+Triton's batcher (``DynamicBatchScheduler::GetDynamicBatch``) marks a batch saturated once it would
+pass the largest preferred size, and while an instance is busy the batch waiting for it fills only to
+that point. When an instance is free and requests wait, the batcher sends, at the first moment it can:
+- a full batch once that many wait;
+- everything waiting once the oldest request has waited ``max_queue_delay_microseconds`` (at once when
+  the delay is 0: preferred sizes then only cap the batch);
+- before that, the largest preferred batch size the waiting requests fill.
 A batch of ``b`` runs for ``compute(b)`` from the fit; a request's latency is its wait plus its
 batch's compute plus the per-request overhead the server reported outside queue and compute.
 
@@ -58,7 +61,7 @@ def run(
     """Latency quantiles, batch sizes and compute per request of ``cfg`` at ``rate`` requests/s."""
     scale = 1.0 / rate
     arr = [t * scale for t in _unit_arrivals(n, SEED)]
-    big = cfg.max_batch_size
+    big = batch_cap(cfg)
     preferred = cfg.preferred
     delay = cfg.delay_us / 1e6
     free = [0.0] * cfg.instances
@@ -71,20 +74,20 @@ def run(
         oldest = arr[i]
         t0 = t_free if t_free > oldest else oldest
         waiting = bisect.bisect_right(arr, t0, i) - i
+        deadline = oldest + delay
         if waiting >= big:
             t, size = t0, big
+        elif deadline <= t0:
+            t, size = t0, waiting
         else:
             fits = [p for p in preferred if p <= waiting]
             if fits:
                 t, size = t0, fits[-1]
             else:
-                deadline = oldest + delay
-                # the batch is full (or reaches a preferred size) when its target-th request arrives
+                # the batch reaches a preferred size (or the cap) when its target-th request arrives
                 target = next((p for p in preferred if p > waiting), big)
                 filled = arr[i + target - 1] if i + target - 1 < n else math.inf
-                if deadline <= t0:
-                    t, size = t0, waiting
-                elif filled <= deadline:
+                if filled <= deadline:
                     t, size = filled, target
                 else:
                     t = deadline
@@ -113,9 +116,15 @@ def _rank(s: list[float], q: float) -> float:
     return s[max(1, math.ceil(q * len(s) - 1e-9)) - 1]
 
 
+def batch_cap(cfg: Batching) -> int:
+    """The largest batch the batcher forms: the largest preferred size, else ``max_batch_size``."""
+    return max(cfg.preferred, default=cfg.max_batch_size)
+
+
 def max_throughput(cfg: Batching, fit: Fit) -> float:
     """Requests/s with every instance always running full batches: no load above this is stable."""
-    return cfg.instances * cfg.max_batch_size / fit.compute_s(cfg.max_batch_size)
+    cap = batch_cap(cfg)
+    return cfg.instances * cap / fit.compute_s(cap)
 
 
 def slo_capacity(

@@ -14,7 +14,6 @@ advise_sleeper_config.json next to this file.
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -26,12 +25,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT))
 
+from record import save_json  # noqa: E402  (tests/data/record.py: the same JSON layout)
+
 from tests.support.poisson import BODY, drive  # noqa: E402
 from tritonwatch.local.triton import LocalTriton  # noqa: E402
-
-
-def save_json(name: str, payload: object) -> None:
-    (HERE / name).write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
 
 
 def main() -> None:
