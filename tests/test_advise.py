@@ -157,6 +157,21 @@ def test_the_recorded_config_reads_as_triton_filled_it_in() -> None:
     assert out["instance_group"] == [{**recorded["instance_group"][0], "count": 2}]
 
 
+def test_instance_counts_keep_to_what_the_config_can_say() -> None:
+    objective = search.Objective(THRESHOLD, 0.99)
+    gpu = _config(instance_group=[{"kind": "KIND_GPU", "count": 1, "gpus": [0, 1]}])
+    cfg = observed.batching(gpu, "linear")
+    assert cfg.instances == 2
+    assert {c.instances for c in search.candidates(cfg, objective, 5)} == {2, 4}
+    assert cfg.with_(0, (), 4).to_config()["instance_group"] == [
+        {"count": 2, "gpus": [0, 1], "kind": "KIND_GPU"}
+    ]
+    two_groups = _config(instance_group=[{"kind": "KIND_CPU", "count": 1}, {"kind": "KIND_CPU", "count": 2}])
+    cfg = observed.batching(two_groups, "linear")
+    assert {c.instances for c in search.candidates(cfg, objective, 8)} == {3}
+    assert {c.instances for c in search.candidates(cfg, objective, 0)} == {3}
+
+
 def _config(**changes: Any) -> dict[str, Any]:
     cfg: dict[str, Any] = load("advise_linear_config.json")
     cfg.update(changes)

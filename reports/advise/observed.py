@@ -42,7 +42,7 @@ class Batching:
         """``dynamic_batching`` and ``instance_group`` as Triton's model-config JSON spells them."""
         groups = [dict(g) for g in self.groups] or [{"kind": "KIND_CPU", "count": self.instances}]
         if len(groups) == 1:
-            groups[0]["count"] = self.instances // _devices(groups[0])
+            groups[0]["count"] = self.instances // devices(groups[0])
         dynamic = dict(self.raw)
         dynamic["max_queue_delay_microseconds"] = self.delay_us
         dynamic["preferred_batch_size"] = list(self.preferred)
@@ -103,7 +103,7 @@ def _list(value: object, model: str, path: str) -> Sequence[Any]:
     return value
 
 
-def _devices(group: Mapping[str, Any]) -> int:
+def devices(group: Mapping[str, Any]) -> int:
     # a KIND_GPU group with a gpus list runs ``count`` instances on each listed GPU
     gpus = group.get("gpus") or []
     return len(gpus) if group.get("kind") == "KIND_GPU" and gpus else 1
@@ -142,7 +142,7 @@ def batching(config: object, model: str) -> Batching:
         for i, g in enumerate(_list(cfg.get("instance_group", []), model, "instance_group"))
     ]
     instances = sum(
-        integer(g.get("count", 1), model, f"instance_group[{i}].count", 1) * _devices(g)
+        integer(g.get("count", 1), model, f"instance_group[{i}].count", 1) * devices(g)
         for i, g in enumerate(groups)
     )
     return Batching(

@@ -4,7 +4,8 @@ Candidates vary what the dynamic batcher lets an operator change without touchin
 ``max_queue_delay_microseconds`` (0, the current value, and fractions of the latency threshold),
 ``preferred_batch_size`` (none, the current list, or one power of two up to ``max_batch_size``) and the
 instance count (1 up to ``max_instances``; the current count only, unless the operator allows more:
-the statistics cannot show how instances sharing one GPU slow each other). ``max_batch_size`` stays.
+the statistics cannot show how instances sharing one GPU slow each other; and only for a config with
+one instance group). ``max_batch_size`` stays.
 
 A candidate must keep the objective at the load observed now. Among those within ``TIE`` of the best
 capacity the advisor prefers fewer instances, then the lower predicted latency at today's load, so that
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tritonwatch.reports.advise import simulate
-from tritonwatch.reports.advise.observed import Batching, Fit
+from tritonwatch.reports.advise.observed import Batching, Fit, devices
 
 # Delays tried, as fractions of the latency threshold.
 DELAY_FRACTIONS = (0.02, 0.05, 0.1, 0.2, 0.4)
@@ -40,7 +41,11 @@ def candidates(current: Batching, objective: Objective, max_instances: int) -> l
     delays = {0, current.delay_us} | {round(objective.threshold_s * f * 1e4) * 100 for f in DELAY_FRACTIONS}
     sizes = [p for p in (2, 4, 8, 16, 32, 64, 128, 256) if p < current.max_batch_size]
     prefs = {(), current.preferred, (current.max_batch_size,)} | {(p,) for p in sizes}
-    counts = range(1, max(max_instances, current.instances) + 1) if max_instances else [current.instances]
+    counts: list[int] = [current.instances]
+    if max_instances and len(current.groups) <= 1:
+        # a group with a gpus list runs its count on each listed GPU: totals in steps of that many
+        step = devices(current.groups[0]) if current.groups else 1
+        counts = list(range(step, max(max_instances, current.instances) + 1, step))
     return [current.with_(d, p, k) for k in counts for d in sorted(delays) for p in sorted(prefs)]
 
 
