@@ -7,7 +7,8 @@ Emits (``alertmanager.yml``)::
       - severity="page"       -> page
       - severity="ticket"     -> ticket
     inhibit_rules:    TritonServerDown mutes per-model alerts (model=~".+") with equal <grouping>;
-                      a page mutes the ticket of the same alertname, slo and model
+                      a page mutes the ticket of the same alertname, slo and model;
+                      TritonServerStalled mutes TritonModelStalled on the same instance
     receivers:        default, page, ticket, watchdog: as configured in spec.alertmanager.receivers
                       (secrets only through *_file fields), otherwise without integrations
 
@@ -76,6 +77,12 @@ def inhibit_rules(spec: SLOFile) -> list[dict[str, Any]]:
             "source_matchers": [f'{rules.SEVERITY}="page"'],
             "target_matchers": [f'{rules.SEVERITY}="ticket"'],
             "equal": ["alertname", rules.SLO_LABEL, catalog.MODEL, *spec.grouping],
+        },
+        {
+            # A wedged server is one page, not one per model stalled on it.
+            "source_matchers": [f'alertname="{rules.SERVER_STALLED}"'],
+            "target_matchers": [f'alertname="{rules.MODEL_STALLED}"'],
+            "equal": list(dict.fromkeys(["instance", *spec.grouping])),
         },
     ]
 

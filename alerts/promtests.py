@@ -496,7 +496,9 @@ def test_files(spec: SLOFile) -> dict[str, dict[str, Any]]:
     slo_cases: list[Case] = []
     for obj in sorted(spec.objectives(), key=lambda o: o.name):
         slo_cases += burn_cases(spec, obj) + nodata_cases(spec, obj)
-    ops: list[Case] = server_cases(spec) + ready_cases(spec)
+    from tritonwatch.alerts.stallcases import stall_cases  # it builds on this module's cases
+
+    ops: list[Case] = server_cases(spec) + stall_cases(spec) + ready_cases(spec)
     for slo in sorted(spec.slos, key=lambda s: s.model):
         for objective in catalog.OPERATIONAL_OBJECTIVES:
             ops += operational_cases(spec, slo, objective)

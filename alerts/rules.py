@@ -27,7 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from tritonwatch import catalog
-from tritonwatch.alerts import windows
+from tritonwatch.alerts import stall, windows
 from tritonwatch.catalog import le_matcher
 from tritonwatch.slo import SLO, FrontCounters, Objective, SLOFile, format_duration
 from tritonwatch.validators import promql_string
@@ -44,6 +44,8 @@ BUDGET_REMAINING_RECORD = catalog.SLO_ERROR_BUDGET_REMAINING_RECORD
 BURN = catalog.SLO_BURN_ALERT
 NO_DATA = catalog.SLO_NO_DATA_ALERT
 SERVER_DOWN = catalog.SERVER_DOWN_ALERT
+SERVER_STALLED = catalog.SERVER_STALLED_ALERT
+MODEL_STALLED = catalog.MODEL_STALLED_ALERT
 MODEL_NOT_READY = catalog.MODEL_NOT_READY_ALERT
 QUEUE_TIME_HIGH = catalog.QUEUE_TIME_HIGH_ALERT
 BATCH_EFFICIENCY_LOW = catalog.BATCH_EFFICIENCY_LOW_ALERT
@@ -63,6 +65,8 @@ ALERTS = (
     BURN,
     NO_DATA,
     SERVER_DOWN,
+    SERVER_STALLED,
+    MODEL_STALLED,
     MODEL_NOT_READY,
     QUEUE_TIME_HIGH,
     BATCH_EFFICIENCY_LOW,
@@ -200,6 +204,12 @@ def catalog_rules(spec: SLOFile) -> list[Group]:
     return [
         {"name": "tritonwatch-catalog", "rules": rules},
         {"name": "tritonwatch-gpu", "rules": gpu},
+        {
+            "name": "tritonwatch-stall",
+            "rules": [
+                {"record": catalog.STALL_WINDOW_RECORD, "expr": stall.window_record_expr(spec.grouping)}
+            ],
+        },
         {"name": "tritonwatch-llm", "rules": llm_rules(spec)},
     ]
 
@@ -455,6 +465,8 @@ def operational_texts(spec: SLOFile, name: str, slo: SLO | None = None) -> dict[
         fixed["up"] = catalog.UP
     elif name == SIDECAR_STALE:
         fixed["stale_window"] = STALE_WINDOW
+    elif name in (SERVER_STALLED, MODEL_STALLED):
+        fixed.update(stall.texts())
     return fixed
 
 
@@ -488,6 +500,18 @@ def operational_alerts(spec: SLOFile) -> list[Group]:
             {SEVERITY: "page", CAUSE: "no_target"},
             operational_texts(spec, SERVER_DOWN),
             SERVER_ABSENT_TEXTS,
+        ),
+        _alert(
+            SERVER_STALLED,
+            stall.server_stalled_expr(spec.grouping),
+            {SEVERITY: "page"},
+            operational_texts(spec, SERVER_STALLED),
+        ),
+        _alert(
+            MODEL_STALLED,
+            stall.model_stalled_expr(spec.grouping),
+            {SEVERITY: "page"},
+            operational_texts(spec, MODEL_STALLED),
         ),
         _alert(MODEL_NOT_READY, f"min by ({by_model}) ({catalog.MODEL_READY}) == 0", ticket),
     ]

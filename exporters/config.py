@@ -38,6 +38,7 @@ class SidecarConfig:
     probe: str = ""
     probe_interval: float = 10.0
     set_trace_rate: int = 0
+    trace_budget: float = 0.0  # traced requests/s to hold by moving Triton's trace_rate (0: off)
     trace_file: str = ""
     latency_buckets: str = ""  # comma-separated upper bounds in seconds; default catalog.DEFAULT_BUCKETS
     web_config: str = ""
@@ -188,6 +189,8 @@ def validate(cfg: SidecarConfig) -> SidecarConfig:
             raise UsageError(f"{FLAG_NAMES[name]}: must be > 0 (got {getattr(cfg, name)})")
     if cfg.set_trace_rate < 0:
         raise UsageError(f"--set-trace-rate: must be >= 0 (got {cfg.set_trace_rate})")
+    if cfg.trace_budget < 0:
+        raise UsageError(f"--trace-budget: must be >= 0 traced requests/s (got {cfg.trace_budget})")
     if cfg.latency_buckets:
         parse_buckets(cfg.latency_buckets)
     if cfg.web_config and not Path(cfg.web_config).is_file():

@@ -29,7 +29,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -51,8 +52,9 @@ from tritonwatch.exporters.gpuquery import (
     triton_readings,
 )
 from tritonwatch.exporters.http import MAX_LINE_BYTES, Fetcher
+from tritonwatch.exporters.placement import NO_CONFIG, Placement, gpu_fractions, split_by_config
 from tritonwatch.exporters.source import Health, Source
-from tritonwatch.exporters.triton import TritonMetrics
+from tritonwatch.exporters.triton import ApiState, BatchStat, TritonMetrics
 from tritonwatch.exporters.window import IncreaseWindow, ModelKey
 
 if TYPE_CHECKING:
@@ -143,7 +145,14 @@ class TritonGpuWindow:
     ``nv_energy_consumption``, Triton's GPU readings and the set of GPUs this Triton uses.
     """
 
-    def __init__(self, window: float) -> None:
+    def __init__(self, window: float, api: Callable[[], ApiState] = ApiState) -> None:
+        self.api = api  # the triton_api target's latest state: configs' placements, batch_stats
+        # The last placements and batch statistics the API gave: kept while a read fails (a failed
+        # index empties the API's state), so a blip neither drops config attribution for a render nor
+        # loses a scrape's share of busy time (a cumulative value carried forward moves nothing).
+        self._placements: Mapping[str, Placement] = {}
+        self._config_models: frozenset[str] = frozenset()
+        self._batch_stats: Mapping[ModelKey, Mapping[int, BatchStat]] = {}
         self.exec: IncreaseWindow[tuple[ModelGpuKey, str]] = IncreaseWindow(window)
         self.energy: IncreaseWindow[str] = IncreaseWindow(window)
         self.readings: dict[str, GpuReading] = {}
@@ -154,14 +163,29 @@ class TritonGpuWindow:
         # Every execution counter of a GPU instance carries a gpu_uuid that ``used`` holds: a Triton
         # with no GPU (CPU instances only) has no rows, and its thousands of series are not scanned.
         self.used = per_layout(samples, triton_gpu_uuids)
-        rows = []
+        rows: list[tuple[Hashable, tuple[ModelGpuKey, str], float]] = []
         gpu_models: set[ModelKey] = set()
+        self.placements()
+        config_models = self._config_models
+        batch_stats = self.api().batch_stats or self._batch_stats
+        self._batch_stats = batch_stats
         for family, name, scale in _EXEC_FAMILIES if self.used else ():
             for labels, value in samples.get(family, {}).items():
                 key = model_gpu_key(labels)
+                if key is None and config_models:
+                    key = _unlabelled_key(labels, config_models)
+                    if key is not None:
+                        rows.append(((family, labels), (key, name), value * scale))
+                    continue
                 if key is not None:
                     rows.append(((family, labels), (key, name), value * scale))
                     gpu_models.add(key[:2])
+        # Config-placed models: their busy time batch by batch from the statistics API (read on its
+        # own interval, so up to one of them behind this scrape; exact over a window of many).
+        for (model, version), per_size in batch_stats.items() if config_models else ():
+            if model in config_models:
+                busy = sum(b.compute_seconds for b in per_size.values())
+                rows.append((("batch_stats", model, version), ((model, version, ""), "busy"), busy))
         self.exec.ingest(now, rows)
         self.gpu_models = frozenset(gpu_models)
         self.readings = triton_readings(samples)
@@ -169,18 +193,48 @@ class TritonGpuWindow:
             now, ((u, u, r.energy_joules) for u, r in self.readings.items() if r.energy_joules is not None)
         )
 
+    def placements(self) -> Mapping[str, Placement]:
+        """Model name -> its instance groups, as last read. Also sets the models whose config places
+        them on GPUs (their counters without gpu_uuid are kept too, gpu ""), worked out again only
+        when the API's state, replaced whole, brings new placements."""
+        current = self.api().placement
+        if current and current is not self._placements:
+            self._config_models = frozenset(m for m, p in current.items() if not p.reason)
+            self._placements = current
+        return self._placements
+
     def increases(self) -> dict[ModelGpuKey, ExecIncrease]:
         sums: dict[ModelGpuKey, dict[str, float]] = {}
         for (key, name), value in self.exec.increases().items():
             sums.setdefault(key, {})[name] = value
         return {
-            k: ExecIncrease(v.get("compute", 0.0), v.get("inferences", 0.0), v.get("executions", 0.0))
+            k: ExecIncrease(
+                v.get("compute", 0.0), v.get("inferences", 0.0), v.get("executions", 0.0), v.get("busy")
+            )
             for k, v in sums.items()
         }
 
     def watts(self) -> dict[str, float]:
         span = self.energy.span()
         return {u: j / span for u, j in self.energy.increases().items()} if span > 0 else {}
+
+
+def _unlabelled_key(labels: tuple[tuple[str, str], ...], models: frozenset[str]) -> ModelGpuKey | None:
+    """(model, version, "") for a series without gpu_uuid of a model placed by its config."""
+    d = dict(labels)
+    model = d.get(catalog.MODEL)
+    if model is None or model not in models or d.get(catalog.GPU_UUID):
+        return None
+    return (model, d.get(catalog.VERSION, ""), "")
+
+
+@dataclass(frozen=True)
+class Fractions:
+    """Per model placed by its config: ``{gpu_uuid: share of its instances}`` or why there is none;
+    ``version`` changes with the contents (the model families' cache key)."""
+
+    version: int
+    by_model: dict[str, dict[str, float] | str]
 
 
 def _gauge(name: str, help_text: str, labels: list[str]) -> GaugeMetricFamily:
@@ -200,7 +254,9 @@ class GpuPart:
         self.metrics = metrics
         self.triton = triton
         # (Triton scrape, power readings) -> the per-model families built from them
-        self._model_cache: tuple[tuple[int, list[tuple[str, float]]], list[Metric]] | None = None
+        self._model_cache: tuple[tuple[int, list[tuple[str, float]], int], list[Metric]] | None = None
+        # (its inputs, compared by identity or value) -> the config placements worked out from them
+        self._fractions_memo: tuple[tuple[object, ...], Fractions] | None = None
         self.dcgm = dcgm
         self.pod = pod
         self.health: Health | None = dcgm.health if dcgm else None
@@ -241,7 +297,39 @@ class GpuPart:
     def collect(self) -> Iterator[Metric]:
         devices, watts = self.devices()
         yield from self._gpu_families(devices)
-        yield from self._model_families(watts)
+        yield from self._model_families(watts, self._fractions(devices))
+
+    def _fractions(self, devices: Mapping[str, GpuReading]) -> Fractions:
+        """Per model placed by its config: its GPUs' shares of its instances, or why it has none.
+
+        Device indices in a config are CUDA's; DCGM's ``gpu`` label is NVML's index: the two agree
+        when CUDA_DEVICE_ORDER=PCI_BUS_ID and CUDA_VISIBLE_DEVICES is unset (docs/gpu.md).
+        """
+        placements = self.triton.placements()
+        with self.metrics.lock:
+            used = self.triton.used
+            window_models, gpu_models = self.metrics.window.models, self.triton.gpu_models
+        index_uuid = tuple(
+            sorted(
+                (int(r.index), uuid)
+                for uuid, r in devices.items()
+                if r.index.isdigit() and not r.mig_instance and r.source == "dcgm"
+            )
+        )
+        # Rendered for every /metrics update: worked out again only when an input changed (the
+        # mappings are replaced whole, so identity tells), not per render at fleet size.
+        inputs: tuple[object, ...] = (placements, window_models, gpu_models, used, index_uuid)
+        memo = self._fractions_memo
+        if memo is not None and all(a is b or a == b for a, b in zip(memo[0], inputs, strict=True)):
+            return memo[1]
+        version = memo[1].version + 1 if memo else 1
+        models = {m for m, _v in window_models} - {m for m, _v in gpu_models}
+        by_model = {
+            m: gpu_fractions(placements[m], dict(index_uuid), used) for m in models if m in placements
+        }
+        fractions = Fractions(version, by_model)
+        self._fractions_memo = (inputs, fractions)
+        return fractions
 
     def _gpu_families(self, devices: dict[str, GpuReading]) -> Iterator[Metric]:
         by = [catalog.GPU_UUID]
@@ -267,13 +355,17 @@ class GpuPart:
             )
         yield info
 
-    def _model_families(self, watts: dict[str, float]) -> Iterator[Metric]:
+    def _model_families(self, watts: dict[str, float], fractions: Fractions) -> Iterator[Metric]:
         # Built once per Triton scrape and power reading, not per render of /metrics: the reason
         # family has a sample for every CPU-only model (2,000 of them were 80% of a render's time).
         with self.metrics.lock:
             if not self.metrics.fresh:
                 return  # Triton is down: nothing current to join
-            key = (self.metrics.window.generation, sorted(watts.items()))
+            key = (
+                self.metrics.window.generation,
+                sorted(watts.items()),
+                fractions.version,
+            )
             cached = self._model_cache
             if cached is None or cached[0] != key:
                 increases = self.triton.increases()
@@ -282,7 +374,9 @@ class GpuPart:
                 gpu_models = self.triton.gpu_models
                 cached = None
         if cached is None:
-            built = list(self._build_model_families(watts, increases, span, models, gpu_models))
+            built = list(
+                self._build_model_families(watts, increases, span, models, gpu_models, fractions.by_model)
+            )
             cached = self._model_cache = (key, built)
         yield from cached[1]
 
@@ -293,25 +387,36 @@ class GpuPart:
         span: float,
         models: frozenset[ModelKey],
         gpu_models: frozenset[ModelKey],
+        fractions: dict[str, dict[str, float] | str],
     ) -> Iterator[Metric]:
+        increases = split_by_config(increases, fractions)
         shares = busy_shares(increases)
+
+        def how(model: str) -> str:
+            return (
+                catalog.ATTRIBUTION_CONFIG
+                if isinstance(fractions.get(model), dict)
+                else catalog.ATTRIBUTION_COUNTERS
+            )
+
         busy = _gauge(
             catalog.MODEL_GPU_BUSY,
-            "The model's share of the GPU's busy time over the window (compute time / batch size).",
-            [*catalog.MODEL_KEY, catalog.GPU_UUID],
+            "The model's share of the GPU's busy time over the window (compute time / batch size); "
+            "attribution: counters (gpu_uuid on its counters) or config (its instance groups).",
+            [*catalog.MODEL_KEY, catalog.GPU_UUID, catalog.ATTRIBUTION],
         )
         for (model, version, gpu), share in sorted(shares.items()):
-            busy.add_metric([model, version, gpu], share)
+            busy.add_metric([model, version, gpu, how(model)], share)
         yield busy
         energy = _gauge(
             catalog.MODEL_ENERGY_PER_INFERENCE,
             "GPU energy per inference over the window: each GPU's energy split by busy share.",
-            list(catalog.MODEL_KEY),
+            [*catalog.MODEL_KEY, catalog.ATTRIBUTION],
         )
         joules = {u: w * span for u, w in watts.items()}
         per_inference = energy_per_inference(shares, increases, joules)
         for (model, version), value in sorted(per_inference.items()):
-            energy.add_metric([model, version], value)
+            energy.add_metric([model, version, how(model)], value)
         yield energy
         # Absent for a stated reason, not silently (a model with no traffic in the window has none:
         # absence for lack of data is the rule everywhere).
@@ -320,7 +425,11 @@ class GpuPart:
             catalog.MODEL_GPU_ATTRIBUTION_HELP,
             [*catalog.MODEL_KEY, catalog.REASON],
         )
-        reasons = [(model, version, "no_gpu_uuid") for model, version in sorted(models - gpu_models)]
+        reasons = [
+            (model, version, reason)
+            for model, version in sorted(models - gpu_models)
+            if isinstance(reason := fractions.get(model, NO_CONFIG), str)
+        ]
         reasons += [
             (model, version, "no_gpu_energy")
             for model, version in sorted({k[:2] for k in shares} - set(per_inference))
@@ -331,7 +440,7 @@ class GpuPart:
 
 def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[GpuPart, Source | None]]:
     """The GPU part (always: busy shares need only Triton) and, with ``--dcgm``, its DCGM source."""
-    window = TritonGpuWindow(cfg.window)
+    window = TritonGpuWindow(cfg.window, lambda: sidecar.api.state)
     sidecar.metrics.window.observers.append(window.observe)
     dcgm = (
         DcgmSource(cfg.dcgm, cfg.window, cfg.interval, cfg.scrape_timeout, cfg.max_payload_bytes)

@@ -211,6 +211,9 @@ class ExecIncrease:
     compute_seconds: float  # compute_input + compute_infer + compute_output duration counters
     inferences: float  # nv_inference_count
     executions: float  # nv_inference_exec_count
+    # Busy seconds measured batch by batch (the statistics API's batch_stats), where known: exact
+    # where compute time per batch varies with its size, which the mean-batch formula assumes not.
+    busy: float | None = None
 
 
 def busy_seconds(inc: ExecIncrease) -> float | None:
@@ -219,6 +222,8 @@ def busy_seconds(inc: ExecIncrease) -> float | None:
     Triton adds a batch's compute time once per request in it, so the duration counters hold
     batch time x batch size; dividing by inferences / executions leaves time x executions.
     """
+    if inc.busy is not None:
+        return inc.busy if inc.busy > 0 and inc.inferences > 0 else None
     if inc.inferences <= 0 or inc.executions <= 0 or inc.compute_seconds <= 0:
         return None
     return inc.compute_seconds * inc.executions / inc.inferences

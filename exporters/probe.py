@@ -6,6 +6,11 @@ values, so a response cache does not answer it), and sent with tritonclient[http
 
     tritonwatch_probe_success{model}                 1 if the last probe got a valid answer, else 0
     tritonwatch_probe_duration_seconds{model}        histogram of every probe's duration, failed ones too
+    tritonwatch_probe_requests_total{model,result}   probes sent, by result: success, error, timeout
+
+A probe that gets no answer within its timeout counts as a failed request (``result="timeout"``): it
+is the liveness source that does not trust Triton's own endpoints, which a wedged Triton still
+answers with frozen counters.
 
 A model that is missing, not ready or failing reads 0; absent only before its first probe.
 """
@@ -19,7 +24,7 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from tritonwatch import catalog
 from tritonwatch.exporters.config import SidecarConfig
@@ -52,6 +57,7 @@ class Probe(Source):
         self._lock = threading.Lock()
         self.success: dict[str, float] = {}
         self.attempts: dict[str, int] = {}
+        self.results: dict[tuple[str, str], int] = {}  # (model, result) -> probes
         self.last_error: dict[str, str] = {}
         self._specs: dict[str, Any] = {}  # model -> its input specs, read once from the model config
         self._client: Any = None
@@ -86,14 +92,22 @@ class Probe(Source):
             self._rng = np.random.default_rng()
         start = time.perf_counter()
         error = ""
+        timed_out = False
         try:
             self._client.infer(model, self._inputs(model))
         except Exception as exc:  # any failure is a failed probe: missing model, refused, timeout, error
             error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            timed_out = _is_timeout(exc)
             self._specs.pop(model, None)  # the config may have changed: read it again next time
+            if timed_out:
+                # The unanswered request still holds the connection: the next probe (another model)
+                # would wait behind it on the same keep-alive connection. Start a fresh one.
+                self._close_client()
         elapsed = time.perf_counter() - start
         ok = not error
+        result = "success" if ok else ("timeout" if timed_out else "error")
         with self._lock:
+            self.results[model, result] = self.results.get((model, result), 0) + 1
             was = self.success.get(model)
             self.success[model] = 1.0 if ok else 0.0
             self.attempts[model] = self.attempts.get(model, 0) + 1
@@ -111,13 +125,17 @@ class Probe(Source):
                 return
             self.probe(model)
 
-    def stop(self) -> None:
-        super().stop()
-        if self._client is not None:
+    def _close_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
             try:
-                self._client.close()
+                client.close()
             except Exception:  # closing a client whose connection already broke
                 pass
+
+    def stop(self) -> None:
+        super().stop()
+        self._close_client()
 
     def collect(self) -> Iterator[Metric]:
         success = GaugeMetricFamily(
@@ -130,13 +148,37 @@ class Probe(Source):
             "Duration of canary requests to the model, failed ones included.",
             labels=[catalog.MODEL],
         )
+        requests = CounterMetricFamily(
+            catalog.PROBE_REQUESTS,
+            "Canary requests sent to the model, by result: success, error, or timeout (no answer "
+            "within the probe's timeout).",
+            labels=[catalog.MODEL, catalog.PROBE_RESULT],
+        )
         with self._lock:
             for model, value in sorted(self.success.items()):
                 success.add_metric([model], value)
+            for model in sorted({m for m, _ in self.results}):
+                for result in catalog.PROBE_RESULTS:  # every result at 0 once the model was probed
+                    requests.add_metric([model, result], self.results.get((model, result), 0))
         for (model, _v, _p), buckets, total, _n in self.histograms.snapshot():
             duration.add_metric([model], buckets, total)
         yield success
         yield duration
+        yield requests
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    """tritonclient's gevent client raises socket/gevent timeouts, or wraps them in its own exception."""
+    import socket
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, (TimeoutError, socket.timeout)) or "timeout" in type(seen).__name__.lower():
+            return True
+        if "timed out" in str(seen).lower():
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 class _View:

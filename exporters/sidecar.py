@@ -96,6 +96,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--set-trace-rate", type=int, metavar="N", help="set Triton's trace rate at start (off unless given)"
     )
     p.add_argument(
+        "--trace-budget",
+        type=float,
+        metavar="N",
+        help="hold the traced requests near N per second by moving Triton's trace_rate with the load "
+        "(off unless given; never below one in 10)",
+    )
+    p.add_argument(
         "--trace-file", metavar="PATH", help="read Triton JSON trace files (mode=triton) instead of OTLP"
     )
     p.add_argument(

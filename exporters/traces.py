@@ -29,7 +29,10 @@ Parts (each a ``Part`` for the collector; the receiver, settings and file reader
       tritonwatch_model_latency_samples{model,version,phase}   requests behind the "trace" quantiles
 
 * ``TraceSettings``: ``tritonwatch_trace_rate`` (Triton's trace rate in force, 0 when tracing is off),
-  read from ``GET /v2/trace/setting``; ``--set-trace-rate N`` posts it once at start.
+  read from ``GET /v2/trace/setting``; ``--set-trace-rate N`` posts it once at start. With
+  ``--trace-budget N`` it moves the rate as load changes so that about N requests a second are
+  traced (``tritonwatch_trace_budget_requests_per_second``): rate = request rate / N, never below
+  ``MIN_SAFE_OTEL_RATE``, changed only when off by more than ``BUDGET_TOLERANCE``.
 * ``TraceFileReader`` (``--trace-file PATH``): reads the JSON files Triton writes in mode=triton
   (``PATH`` and its rotations ``PATH.0``, ``PATH.1``, ...), each file once it is complete.
 """
@@ -81,6 +84,8 @@ MAX_CONCURRENT_BODIES = 1
 UNAUTHORIZED_DRAIN = 1024 * 1024
 # Triton 2.51 crashed (signal 11, issue #7795) with OpenTelemetry tracing at rates below this under load.
 MIN_SAFE_OTEL_RATE = 10
+MAX_TRACE_RATE = 1_000_000
+BUDGET_TOLERANCE = 0.15  # the rate moves only when it is off by more than this share: no flapping
 SOURCE_TRACE = "trace"
 SOURCE_SUMMARY = "summary"
 
@@ -598,17 +603,50 @@ class OtlpReceiver(Source):
 
 
 class TraceSettings(Source):
-    """Reads Triton's trace settings (the rate in force); sets the rate once when asked."""
+    """Reads Triton's trace settings (the rate in force); sets the rate once when asked, or holds a
+    traced-requests budget by moving it with the request rate (``request_rate``: requests/s, or None
+    while unknown)."""
 
     target = "triton_trace"
 
-    def __init__(self, triton: str, interval: float, timeout: float, set_rate: int = 0) -> None:
+    def __init__(
+        self,
+        triton: str,
+        interval: float,
+        timeout: float,
+        set_rate: int = 0,
+        budget: float = 0.0,
+        request_rate: Callable[[], float | None] = lambda: None,
+    ) -> None:
         super().__init__(interval)
         self.base = triton.rstrip("/")
         self.fetcher = Fetcher(timeout)
         self.set_rate = set_rate
+        self.budget = budget
+        self.request_rate = request_rate
         self.rate: float | None = None
         self.mode = ""
+
+    def budget_rate(self, requests_per_second: float) -> int:
+        """The trace rate (one in N) that traces about ``budget`` requests a second."""
+        return max(MIN_SAFE_OTEL_RATE, min(MAX_TRACE_RATE, round(requests_per_second / self.budget)))
+
+    def _hold_budget(self) -> None:
+        rps = self.request_rate()
+        if not self.budget or rps is None or not self.rate:  # tracing off, or no rate seen yet
+            return
+        want = self.budget_rate(rps)
+        if abs(want - self.rate) <= BUDGET_TOLERANCE * self.rate:
+            return
+        settings = self.fetcher.json("POST", self.describe(), {"trace_rate": str(want)})
+        log.info(
+            "trace budget %g/s at %.1f requests/s: Triton's trace rate %g -> %d",
+            self.budget,
+            rps,
+            self.rate,
+            want,
+        )
+        self.rate = float((settings or {}).get("trace_rate", want))
 
     def describe(self) -> str:
         return f"{self.base}/v2/trace/setting"
@@ -641,6 +679,7 @@ class TraceSettings(Source):
         except (TypeError, ValueError):
             raise ScrapeError("bad_json", f"{self.describe()}: trace_rate is not a number") from None
         self.rate = 0.0 if "OFF" in levels or not levels else rate
+        self._hold_budget()
 
     def on_failure(self) -> None:
         self.rate = None
@@ -653,6 +692,13 @@ class TraceSettings(Source):
         if self.rate is not None:
             g.add_metric([], self.rate)
         yield g
+        if self.budget:
+            b = GaugeMetricFamily(
+                catalog.TRACE_BUDGET,
+                "Traced requests per second the sidecar holds by moving Triton's trace rate (--trace-budget).",
+            )
+            b.add_metric([], self.budget)
+            yield b
 
 
 _ROTATED = re.compile(r"^\.(\d+)$")
@@ -785,6 +831,17 @@ class _View:
         return self.source.collect()
 
 
+def total_request_rate(metrics: TritonMetrics) -> float | None:
+    """Successful requests/s over the sidecar's window, every model together; None while unknown."""
+    sig = catalog.signal(catalog.REQUEST_RATE)
+    with metrics.lock:
+        if not metrics.fresh:
+            return None
+        rates = metrics.window.evaluate_many(sig, sorted(metrics.window.models))
+    known = [r for r in rates if r is not None]
+    return sum(known) if known else None
+
+
 def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[Part, Source | None]]:
     """The latency part always (Triton's summaries as fallback); receiver, settings, file reader by flag."""
     buckets = cfg.latency_bucket_bounds or catalog.DEFAULT_BUCKETS
@@ -820,7 +877,15 @@ def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[Part, Source |
         steps = StepPart(cfg.quantile_window, max_keys=max_keys)
         latency.listeners.append(steps.record)
         out.append((steps, None))
-    if cfg.otlp_listen or cfg.trace_file or cfg.set_trace_rate:
-        settings = TraceSettings(cfg.triton, max(cfg.interval, 5.0), cfg.scrape_timeout, cfg.set_trace_rate)
+    if cfg.otlp_listen or cfg.trace_file or cfg.set_trace_rate or cfg.trace_budget:
+        settings = TraceSettings(
+            cfg.triton,
+            # With a budget the rate follows the load: settings are read (and moved) every interval.
+            cfg.interval if cfg.trace_budget else max(cfg.interval, 5.0),
+            cfg.scrape_timeout,
+            cfg.set_trace_rate,
+            cfg.trace_budget,
+            lambda: total_request_rate(sidecar.metrics),
+        )
         out.append((_View(settings), settings))
     return out

@@ -20,6 +20,7 @@ from tritonwatch import catalog, uncounted
 from tritonwatch.expfmt import Parser, Samples, per_layout
 from tritonwatch.exporters import memory
 from tritonwatch.exporters.http import MAX_LINE_BYTES, Fetcher, ScrapeError
+from tritonwatch.exporters.placement import Placement, placement
 from tritonwatch.exporters.source import Partial, Source
 from tritonwatch.exporters.window import CounterWindow, ModelKey, model_key
 
@@ -151,6 +152,7 @@ class ModelConfig:
     max_batch_size: int
     steps: tuple[str, ...] | None = None  # an ensemble's step models in order; None: not an ensemble
     shape: uncounted.ModelShape | None = None  # what decides whether Triton counts its errors
+    placement: Placement | None = None  # its instance groups (GPU attribution without gpu_uuid)
 
 
 @dataclass
@@ -162,6 +164,7 @@ class ApiState:
     # by model name: why Triton may not count its errors (tritonwatch/uncounted.py), from the configs
     uncounted: dict[str, tuple[str, ...]] = field(default_factory=dict)
     ensembles: dict[str, tuple[str, ...]] = field(default_factory=dict)  # ensemble -> its step models
+    placement: dict[str, Placement] = field(default_factory=dict)  # by model name, like max_batch_size
 
 
 @dataclass(frozen=True)
@@ -249,14 +252,15 @@ class TritonApi(Source):
         assert isinstance(cfg, dict)
         try:
             shape = uncounted.shape(cfg)
+            place = placement(cfg)
         except ValueError as exc:
             raise ScrapeError("bad_json", f"{url}: {exc}") from None
         if cfg.get("platform") != "ensemble":
-            return ModelConfig(mbs, shape=shape)
+            return ModelConfig(mbs, shape=shape, placement=place)
         steps = _ensemble_steps(cfg.get("ensemble_scheduling"))
         if steps is None:
             raise ScrapeError("bad_json", f"{url}: ensemble_scheduling.step is not a list of model_name")
-        return ModelConfig(mbs, steps, shape)
+        return ModelConfig(mbs, steps, shape, place)
 
     def _batch_stats(self, errors: list[tuple[str, str]]) -> dict[ModelKey, dict[int, BatchStat]]:
         url = f"{self.base}/v2/models/stats"
@@ -336,13 +340,19 @@ class TritonApi(Source):
         mbs = {m: c.max_batch_size for m, c in configs.items()}
         ensembles = {m: c.steps for m, c in configs.items() if c.steps is not None}
         blind = uncounted.reasons({m: c.shape for m, c in configs.items() if c.shape is not None})
+        place = {m: c.placement for m, c in configs.items() if c.placement is not None}
         if ready:  # the index's cap and unloaded models apply to the statistics too
             batch = {k: v for k, v in batch.items() if k in ready}
         elif len(batch) > self.max_models:
             batch = dict(sorted(batch.items())[: self.max_models])
         # one atomic swap
         self.state = ApiState(
-            ready=ready, max_batch_size=mbs, batch_stats=batch, uncounted=blind, ensembles=ensembles
+            ready=ready,
+            max_batch_size=mbs,
+            batch_stats=batch,
+            uncounted=blind,
+            ensembles=ensembles,
+            placement=place,
         )
         return Partial(tuple(errors), up=not self._failed)
 

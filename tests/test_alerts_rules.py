@@ -252,7 +252,8 @@ def test_operational_alerts_per_model_only_for_configured_objectives() -> None:
     assert per_model == [
         (rules.QUEUE_TIME_HIGH, 'model:tritonwatch_queue_time_ratio:rate5m{model="a"} > 0.4')
     ]
-    assert "at most 40%" in ops[3]["annotations"]["description"]
+    queue = next(r for r in ops if r["alert"] == rules.QUEUE_TIME_HIGH)
+    assert "at most 40%" in queue["annotations"]["description"]
     # No availability or latency objective for a: no SLO group for it; b has availability only.
     assert [g["name"] for g in rules.slo_groups(spec)] == ["tritonwatch-slo-b-availability"]
     assert rules.nodata_alerts(spec, spec.objectives()[0]) == []

@@ -127,9 +127,21 @@ MODEL_ENERGY_PER_INFERENCE = "tritonwatch_model_energy_per_inference_joules"
 # Why a model has no GPU attribution (busy ratio / energy per inference): 1 per (model, version, reason)
 MODEL_GPU_ATTRIBUTION = "tritonwatch_model_gpu_attribution_info"
 REASON = "reason"
+# How a model's GPU time was attributed: from gpu_uuid on its own counters, or from its config's
+# instance groups where the counters have none (python-backend models on KIND_GPU; docs/gpu.md).
+ATTRIBUTION = "attribution"
+ATTRIBUTION_COUNTERS = "counters"
+ATTRIBUTION_CONFIG = "config"
 GPU_ATTRIBUTION_REASONS: dict[str, str] = {
-    "no_gpu_uuid": "the model's execution counters carry no gpu_uuid (CPU instances, or a Triton "
-    "that does not label them): its GPU time cannot be told apart, so no busy ratio or energy",
+    "no_gpu_uuid": "the model's execution counters carry no gpu_uuid and its config's instance groups "
+    "are not known (not read yet, or unreadable): its GPU time cannot be told apart, so no busy ratio or energy",
+    "cpu_instances": "no gpu_uuid on its counters and every instance group is KIND_CPU: it runs on the CPU",
+    "kind_model": "no gpu_uuid on its counters and an instance group is KIND_MODEL: the model places "
+    "itself, its GPUs cannot be known from the config",
+    "mixed_kinds": "no gpu_uuid on its counters and instance groups on both CPU and GPU: the share of "
+    "executions on the GPU cannot be known",
+    "gpu_index_unknown": "no gpu_uuid on its counters and its config names GPU indices that cannot be "
+    "mapped to a gpu_uuid (several GPUs and no DCGM gpu index)",
     "no_gpu_energy": "the model has GPU busy time, but none of its GPUs has an energy counter "
     "(DCGM and Triton both without one, or a MIG instance): no energy per inference",
 }
@@ -140,7 +152,11 @@ MODEL_GPU_ATTRIBUTION_HELP = (
 )
 PROBE_SUCCESS = "tritonwatch_probe_success"
 PROBE_DURATION = "tritonwatch_probe_duration_seconds"
+PROBE_REQUESTS = "tritonwatch_probe_requests_total"
+PROBE_RESULT = "result"
+PROBE_RESULTS = ("success", "error", "timeout")
 TRACE_RATE = "tritonwatch_trace_rate"
+TRACE_BUDGET = "tritonwatch_trace_budget_requests_per_second"
 SPANS_RECEIVED = "tritonwatch_spans_received_total"
 SPANS_DROPPED = "tritonwatch_spans_dropped_total"
 MODELS_DROPPED = "tritonwatch_models_dropped_total"  # models over --max-models, summed over scrapes
@@ -588,6 +604,8 @@ GPU_XID_ALERT = "TritonGPUXidError"
 SIDECAR_DOWN_ALERT = "TritonwatchSidecarDown"
 SIDECAR_STALE_ALERT = "TritonwatchSidecarStale"
 WATCHDOG_ALERT = "Watchdog"
+MODEL_STALLED_ALERT = "TritonModelStalled"
+SERVER_STALLED_ALERT = "TritonServerStalled"
 TARGET_UP = "up"  # Prometheus's own series of a scrape target's health (Triton's, by the SLO file's job)
 
 
@@ -681,6 +699,38 @@ OPERATIONAL_OBJECTIVES: tuple[OperationalObjective, ...] = (
     ),
 )
 
+# --- stalls: requests pending, none completing (a wedged Triton answers /metrics with frozen counters) ---
+# A model stalls when it has had requests pending at every scrape of a window and completed none
+# (successes or failures) in it. The window is sized from the model's own latency: the first of
+# STALL_WINDOWS at least STALL_LATENCY_FACTOR times the worst 5m mean request latency it showed over
+# STALL_LATENCY_LOOKBACK (the record STALL_WINDOW_RECORD), so slow batches do not look like a stall;
+# a model with no latency in that lookback (never served, or idle for longer) gets STALL_DEFAULT_WINDOW.
+STALL_WINDOWS = ("2m", "10m", "1h")
+STALL_DEFAULT_WINDOW = "10m"
+STALL_LATENCY_FACTOR = 10
+STALL_LATENCY_LOOKBACK = "6h"
+STALL_WINDOW_RECORD = "model:tritonwatch_stall_window_seconds:max6h"
+STALL_COMPLETIONS = (TRITON_SUCCESS, TRITON_FAILURE)  # every way a request ends, CANCELED included
+MODEL_STALLED = Alert(
+    MODEL_STALLED_ALERT,
+    watches=TRITON_PENDING,
+    hold="",
+    summary="{model} version {version} on {instance} has {value} requests pending and none completing",
+    description="Triton on {instance} has held at least {value} requests of {model} version {version} pending "
+    "and completed none (no success, no failure) over the model's stall window: the first of {windows} at "
+    "least {factor}x its worst 5m mean latency over {lookback} ({default} when it has none). Clients are "
+    "waiting on a wedged model or server, even though /metrics answers.",
+)
+SERVER_STALLED = Alert(
+    SERVER_STALLED_ALERT,
+    watches=TRITON_PENDING,
+    hold="",
+    summary="Triton on {instance} is stalled: {value} models have requests pending and none completing",
+    description="{value} models on {instance} have requests pending and none completing, and no model on it "
+    "completed a request over {window}: the server is wedged (a crash that did not exit, a stuck backend) "
+    "while its endpoints still answer.",
+)
+
 # The operational alerts on the servers, GPUs and sidecars (the per-model objectives' alerts above
 # come with them). TritonServerDown has two rules, a target down and no target at all, with texts of
 # their own: SERVER_ABSENT is the second.
@@ -702,6 +752,8 @@ SERVER_ABSENT = Alert(
 )
 OPERATIONAL_ALERTS: tuple[Alert, ...] = (
     SERVER_DOWN,
+    SERVER_STALLED,
+    MODEL_STALLED,
     Alert(
         MODEL_NOT_READY_ALERT,
         watches=MODEL_READY,

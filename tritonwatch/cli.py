@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "alerts": "tritonwatch.alerts.amclient",
     "dashboards": "tritonwatch.dashboards.generate",
     "report": "tritonwatch.reports.report",
+    "advise": "tritonwatch.reports.advise.command",
 }
 
 

@@ -7,6 +7,19 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+def serve(handler: type[BaseHTTPRequestHandler], port: int = 0) -> ThreadingHTTPServer:
+    """``handler`` served on 127.0.0.1:``port`` (0: a free port) from a daemon thread."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
+def shutdown(httpd: ThreadingHTTPServer) -> None:
+    httpd.shutdown()
+    httpd.server_close()
+
+
 class StaticEndpoint:
     def __init__(self, payload: bytes) -> None:
         self.payload = payload
@@ -33,14 +46,11 @@ class StaticEndpoint:
                 self.end_headers()
                 self.wfile.write(endpoint.payload)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = serve(Handler, self.port)
         self.port = int(self.httpd.server_address[1])
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         return self
 
     def stop(self) -> None:
         if self.httpd is not None:
-            self.httpd.shutdown()
-            self.httpd.server_close()
+            shutdown(self.httpd)
             self.httpd = None

@@ -1,0 +1,85 @@
+"""``tritonwatch advise``: recommended dynamic batching settings per model, from the server's own traffic.
+
+Reads a live Triton (``--triton``): the statistics twice ``--interval`` seconds apart (arrival rate) and
+each model's config; fits compute time against batch size on ``batch_stats``; simulates the dynamic
+batcher (docs/advise.md) for the current configuration and for candidates; prints per model the
+recommendation with its predicted p99 at today's load and SLO-bound capacity, or why it refuses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from urllib.parse import urlsplit
+
+from tritonwatch.errors import UsageError
+
+HELP = (
+    "Recommend dynamic batching settings (max_queue_delay_microseconds, preferred_batch_size, instance "
+    "count) per model from the traffic Triton sees, with predicted p99 and SLO-bound capacity."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--triton", metavar="URL", help="Triton's HTTP API base, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--slo", metavar="FILE", help="the SLO file: each model's latency objective")
+    parser.add_argument(
+        "--model", metavar="M", help="advise on this model only (default: every loaded model)"
+    )
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="output (default text)")
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds between the two statistics reads that give the arrival rate (default 30)",
+    )
+    parser.add_argument(
+        "--max-instances",
+        type=int,
+        default=0,
+        metavar="N",
+        help="let the recommendation use up to N model instances (default: keep the current count; the "
+        "statistics cannot show how instances sharing a GPU slow each other)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=10.0, metavar="S", help="per HTTP request (default 10)"
+    )
+
+
+def _url(flag: str, value: str) -> str:
+    url = urlsplit(value)
+    if url.scheme not in ("http", "https") or not url.hostname or url.query or url.fragment:
+        raise UsageError(f"--{flag}: {value!r} is not an http(s) base URL (e.g. http://127.0.0.1:8000)")
+    return value.rstrip("/")
+
+
+def run(args: argparse.Namespace) -> int:
+    # Checked here, not by argparse's required=: the flags may come from TRITONWATCH_* variables.
+    if not args.triton:
+        raise UsageError("--triton: required (or TRITONWATCH_TRITON)")
+    if not args.slo:
+        raise UsageError("--slo: required (or TRITONWATCH_SLO)")
+    if not (0 < args.interval <= 3600):
+        raise UsageError(f"--interval: must be more than 0 and at most 3600 seconds (got {args.interval})")
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):
+        raise UsageError(f"--timeout: must be a positive number of seconds (got {args.timeout})")
+    if not 0 <= args.max_instances <= 64:
+        raise UsageError(f"--max-instances: must be 0 (keep) to 64 (got {args.max_instances})")
+    base = _url("triton", args.triton)
+
+    from tritonwatch import slo
+    from tritonwatch.reports.advise import advice, render
+    from tritonwatch.reports.advise.triton import TritonReader
+
+    slos = slo.load(args.slo)
+    readings = TritonReader(base, args.timeout).read(args.model, args.interval)
+    entries = [advice.advise(r, slos, args.slo, args.max_instances) for r in readings]
+    if args.format == "json":
+        json.dump({"models": entries}, sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render.text(entries))
+    return 0
