@@ -39,6 +39,7 @@ Parts (each a ``Part`` for the collector; the receiver, settings and file reader
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -521,22 +522,26 @@ class OtlpReceiver(Source):
                     self._error(503, f"over {MAX_CONCURRENT_BODIES} bodies at once: retry later", ctype)
                     return
                 try:
-                    self._read_and_ingest(ctype)
+                    answer = self._read_and_ingest(ctype)
                 finally:
                     receiver._reading.release()
+                # Answered once the slot is free: an exporter that sends its next batch as soon as it
+                # has the answer (Triton's does) must not find its own last body still holding it.
+                answer()
 
-            def _read_and_ingest(self, ctype: str) -> None:
+            def _read_and_ingest(self, ctype: str) -> Callable[[], None]:
+                """Read and take one body; the answer to send, as a call made after the slot is freed."""
                 try:
                     raw, body, encoding = _read_body(self, receiver.max_body)
                 except ValueError as exc:
                     receiver.counters.drop("malformed")
                     self.close_connection = True
-                    self._error(int(exc.args[1]), str(exc.args[0]), ctype)
-                    return
+                    return functools.partial(self._error, int(exc.args[1]), str(exc.args[0]), ctype)
                 if ctype not in CONTENT_TYPES:
                     receiver.counters.drop("malformed")
-                    self._error(415, f"Content-Type {ctype}: expected {JSON} or {PROTOBUF}", JSON)
-                    return
+                    return functools.partial(
+                        self._error, 415, f"Content-Type {ctype}: expected {JSON} or {PROTOBUF}", JSON
+                    )
                 # Forwarded as received: the same bytes, type and encoding.
                 headers = {"Content-Type": ctype}
                 if encoding != "identity":
@@ -544,10 +549,9 @@ class OtlpReceiver(Source):
                 try:
                     receiver.ingest(body, headers, time.time(), raw=raw)
                 except OtlpError as exc:
-                    self._error(400, str(exc), ctype)
-                    return
+                    return functools.partial(self._error, 400, str(exc), ctype)
                 # An empty ExportTraceServiceResponse: "{}" in JSON, no bytes in protobuf.
-                self._answer(200, b"" if ctype == PROTOBUF else b"{}", ctype)
+                return functools.partial(self._answer, 200, b"" if ctype == PROTOBUF else b"{}", ctype)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
