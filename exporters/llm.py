@@ -10,6 +10,7 @@ Emits, labels ``model``, ``version`` (each family only for models that have its 
     tritonwatch_llm_generation_tokens_per_second    vllm:generation_tokens_total | nv_llm_output_token_len_sum
                                                     | request rate x mean responses per traced request
     tritonwatch_llm_requests_running, _requests_waiting, _kv_cache_utilization_ratio, _preemptions_per_second
+    (a gauge takes the first input a model has: vLLM 0.9-0.10 serves the KV cache under two names)
 
 Formulas live in ``tritonwatch.catalog`` (``LLM_SIGNALS``, ``LLM_HISTOGRAMS``). Counter inputs go
 through the same reset-aware increase as every other signal. Traces (OpenTelemetry root spans or
@@ -165,15 +166,19 @@ class LlmWindow:
         rows: list[tuple[object, tuple[str, ModelKey], float]] = []
         gauges: dict[tuple[str, ModelKey], list[float]] = {}
         for sig in catalog.LLM_SIGNALS:
+            filled: set[ModelKey] = set()  # gauges: the first input a model has wins, as PromQL's ``or``
             for inp in sig.inputs:
+                mine: set[ModelKey] = set()
                 for labels, value in samples.get(inp.sample, {}).items():
                     key = model_key(labels)
-                    if key is None or not inp.accepts(dict(labels)):
+                    if key is None or key in filled or not inp.accepts(dict(labels)):
                         continue
                     if sig.kind == "rate":
                         rows.append(((inp.sample, labels), (sig.name, key), value * inp.scale))
                     elif not math.isnan(value):
                         gauges.setdefault((sig.name, key), []).append(value * inp.scale)
+                        mine.add(key)
+                filled |= mine
         self.rates.ingest(now, rows)
         self._times.append(now)
         while len(self._times) > 1 and self._times[1] <= now - self.rates.window:
