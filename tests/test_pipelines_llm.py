@@ -18,17 +18,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import requests
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.utils import floatToGoString
 from support.fake_triton import FakeTriton, fake_triton
 from support.llm_payloads import trt_llm_scrapes
-from support.static_endpoint import StaticEndpoint
+from support.llm_served import Series, served
 
 from tritonwatch import catalog
 from tritonwatch.cli import main
-from tritonwatch.exporters.sidecar import Sidecar
 
 REAL = Path(__file__).resolve().parent / "data" / "real"
 CONFIGS = json.loads((REAL / "tensorrtllm_backend_configs.json").read_text())
@@ -42,8 +39,6 @@ SUM_MS = 10 * 50 + 6 * 200 + 3 * 400 + 1 * 800  # 3700
 # histogram_quantile by hand: 0.5 -> rank 10, the whole first bucket: 0.1 s; 0.9 -> rank 18 in
 # (0.25, 0.5]: 0.25 + 0.25 * 2/3; 0.99 -> rank 19.8 in (0.5, 1]: 0.5 + 0.5 * 0.8.
 QUANTILES = {"0.5": 0.1, "0.9": 0.25 + 0.25 * 2 / 3, "0.99": 0.9}
-
-Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 def first_response(model: str, counts: tuple[int, ...], total_ms: float) -> str:
@@ -70,44 +65,12 @@ def payloads(also: str = "") -> list[str]:
     return out
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture()
 def fake() -> Iterator[FakeTriton]:
     with fake_triton() as server:
         server.index = [{"name": m, "state": "READY", "version": "1"} for m in CONFIGS]
         server.configs = dict(CONFIGS)
         yield server
-
-
-def served(fake: FakeTriton, scrapes: list[str]) -> Series:
-    """The sidecar's /metrics after one API scrape and each /metrics payload 10 s apart."""
-    endpoint = StaticEndpoint(b"").start()
-    clock = FakeClock()
-    sidecar = Sidecar.local(fake.base_url, endpoint.url, window=60.0, timeout=5.0)
-    sidecar.metrics.clock = clock
-    try:
-        assert sidecar.api.step()
-        for payload in scrapes:
-            endpoint.payload = payload.encode()
-            assert sidecar.metrics.step()
-            clock.now += 10.0
-        sidecar.server.start()
-        text = requests.get(f"http://127.0.0.1:{sidecar.port}/metrics", timeout=10).text
-    finally:
-        sidecar.stop()
-        endpoint.stop()
-    out: Series = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, frozenset(s.labels.items()))] = s.value
-    return out
 
 
 def of(series: Series, name: str, key: tuple[str, str]) -> dict[frozenset[tuple[str, str]], float]:
@@ -117,7 +80,7 @@ def of(series: Series, name: str, key: tuple[str, str]) -> dict[frozenset[tuple[
 
 
 def test_the_real_configs_give_the_tensorrt_llm_topology(fake: FakeTriton) -> None:
-    series = served(fake, payloads())
+    series = served(list(payloads()), fake.base_url)
     roles = {dict(ls)["model"]: dict(ls)[catalog.ROLE] for (n, ls) in series if n == catalog.MODEL_ROLE_INFO}
     assert roles == {
         "ensemble": "ensemble",
@@ -135,7 +98,7 @@ def test_the_real_configs_give_the_tensorrt_llm_topology(fake: FakeTriton) -> No
 
 
 def test_the_ensemble_serves_its_llm_steps_first_token_histogram_and_quantiles(fake: FakeTriton) -> None:
-    series = served(fake, payloads())
+    series = served(list(payloads()), fake.base_url)
     bucket = f"{catalog.LLM_TTFT}_bucket"
     want = {
         frozenset({("le", floatToGoString(b / 1000))}): float(c)
@@ -158,7 +121,7 @@ def test_the_ensemble_serves_its_llm_steps_first_token_histogram_and_quantiles(f
 
 
 def test_two_llm_steps_give_the_ensemble_none_rather_than_a_guess(fake: FakeTriton) -> None:
-    series = served(fake, payloads(also="postprocessing"))
+    series = served(list(payloads(also="postprocessing")), fake.base_url)
     assert of(series, f"{catalog.LLM_TTFT}_bucket", ("postprocessing", "1"))
     assert of(series, f"{catalog.LLM_TTFT}_bucket", ENSEMBLE) == {}
     assert of(series, catalog.LLM_TTFT_QUANTILE, ENSEMBLE) == {}
@@ -166,7 +129,7 @@ def test_two_llm_steps_give_the_ensemble_none_rather_than_a_guess(fake: FakeTrit
 
 @needs_promtool
 def test_an_ensemble_ttft_slo_reads_what_the_sidecar_served_for_it(fake: FakeTriton, tmp_path: Path) -> None:
-    series = served(fake, payloads())
+    series = served(list(payloads()), fake.base_url)
     doc = {
         "apiVersion": "tritonwatch/v1",
         "kind": "ServiceLevelObjectives",
