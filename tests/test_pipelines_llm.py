@@ -26,6 +26,7 @@ from support.llm_served import Series, served
 
 from tritonwatch import catalog
 from tritonwatch.cli import main
+from tritonwatch.exporters.llm import llm_entries
 
 REAL = Path(__file__).resolve().parent / "data" / "real"
 CONFIGS = json.loads((REAL / "tensorrtllm_backend_configs.json").read_text())
@@ -207,3 +208,14 @@ def test_an_ensemble_ttft_slo_reads_what_the_sidecar_served_for_it(fake: FakeTri
         ["promtool", "test", "rules", str(path)], capture_output=True, text=True, timeout=120
     )
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_only_a_ready_ensemble_without_its_own_gets_its_one_llm_step() -> None:
+    ensembles = {"ensemble": ("preprocessing", "tensorrt_llm", "postprocessing"), "other": ("tensorrt_llm",)}
+    ready = {ENSEMBLE: True, ("other", "1"): False, ("ensemble", "2"): True}
+    assert llm_entries((ensembles, ready), [LLM_STEP]) == {ENSEMBLE: LLM_STEP, ("ensemble", "2"): LLM_STEP}
+    # two versions of the step: which one the ensemble runs is not known here
+    assert llm_entries((ensembles, ready), [LLM_STEP, ("tensorrt_llm", "2")]) == {}
+    # the ensemble's own (traced) value wins; a model that is no ensemble gets nothing
+    assert llm_entries((ensembles, ready), [LLM_STEP, ENSEMBLE]) == {("ensemble", "2"): LLM_STEP}
+    assert llm_entries(({}, {("tensorrt_llm_bls", "1"): True}), [LLM_STEP]) == {}
