@@ -10,6 +10,7 @@ Emits, labels ``model``, ``version`` (each family only for models that have its 
     tritonwatch_llm_generation_tokens_per_second    vllm:generation_tokens_total | nv_llm_output_token_len_sum
                                                     | request rate x mean responses per traced request
     tritonwatch_llm_requests_running, _requests_waiting, _kv_cache_utilization_ratio, _preemptions_per_second
+    (a gauge takes the first input a model has: vLLM 0.9-0.10 serves the KV cache under two names)
 
 Formulas live in ``tritonwatch.catalog`` (``LLM_SIGNALS``, ``LLM_HISTOGRAMS``). Counter inputs go
 through the same reset-aware increase as every other signal. Traces (OpenTelemetry root spans or
@@ -17,6 +18,13 @@ Triton trace files: one INFER_RESPONSE_COMPLETE per response) give each request'
 token (first response - REQUEST_START) and its gaps between responses, for models seen streaming (a
 traced request with two responses or more). A backend that sends an empty final response counts one
 response more than its tokens; vLLM and TensorRT-LLM send the last token with the final flag.
+
+An ensemble clients call (TensorRT-LLM's ``ensemble``: preprocessing -> tensorrt_llm -> postprocessing)
+has no LLM families of its own: where exactly one of its steps (model and version) has a latency
+histogram, the ensemble serves that step's histogram and quantiles under its own model and version
+(``llm_entries``), so TTFT and inter-token SLOs can be set on the entry model; the Prometheus rules
+read these exported histograms, so both engines see the same buckets. Token rates, queue and KV cache
+stay on the step (the rules compute them from the backend's own families, which only the step has).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -45,6 +53,27 @@ if TYPE_CHECKING:
     from tritonwatch.exporters.sidecar import Sidecar
 
 HistKey = tuple[str, ModelKey]  # (exported histogram name, model)
+Topology = tuple[Mapping[str, tuple[str, ...]], Mapping[ModelKey, bool]]  # ensembles' steps, readiness
+
+
+def llm_entries(topology: Topology, have: Iterable[ModelKey]) -> dict[ModelKey, ModelKey]:
+    """READY ensemble -> the one step (model, version) in ``have``, for ensembles without a value of
+    their own; none where two steps (or two versions of one) have it: which would be ambiguous."""
+    ensembles, ready = topology
+    present = set(have)
+    out = {}
+    for key, ok in sorted(ready.items()):
+        steps = ensembles.get(key[0])
+        if not ok or steps is None or key in present:
+            continue
+        found = [k for k in present if k[0] in steps]
+        if len(found) == 1:
+            out[key] = found[0]
+    return out
+
+
+def _no_topology() -> Topology:
+    return {}, {}
 
 
 def bucket_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
@@ -137,15 +166,19 @@ class LlmWindow:
         rows: list[tuple[object, tuple[str, ModelKey], float]] = []
         gauges: dict[tuple[str, ModelKey], list[float]] = {}
         for sig in catalog.LLM_SIGNALS:
+            filled: set[ModelKey] = set()  # gauges: the first input a model has wins, as PromQL's ``or``
             for inp in sig.inputs:
+                mine: set[ModelKey] = set()
                 for labels, value in samples.get(inp.sample, {}).items():
                     key = model_key(labels)
-                    if key is None or not inp.accepts(dict(labels)):
+                    if key is None or key in filled or not inp.accepts(dict(labels)):
                         continue
                     if sig.kind == "rate":
                         rows.append(((inp.sample, labels), (sig.name, key), value * inp.scale))
                     elif not math.isnan(value):
                         gauges.setdefault((sig.name, key), []).append(value * inp.scale)
+                        mine.add(key)
+                filled |= mine
         self.rates.ingest(now, rows)
         self._times.append(now)
         while len(self._times) > 1 and self._times[1] <= now - self.rates.window:
@@ -222,11 +255,13 @@ class LlmPart:
         window: LlmWindow,
         traces: LlmTraces,
         clock: Callable[[], float] = time.time,
+        topology: Callable[[], Topology] = _no_topology,
     ) -> None:
         self.metrics = metrics
         self.window = window
         self.traces = traces
         self.clock = clock
+        self.topology = topology
 
     def collect(self) -> Iterator[Metric]:
         now = self.clock()
@@ -270,22 +305,29 @@ class LlmPart:
         self, cumulative: dict[HistKey, tuple[list[tuple[float, float]], float, float]]
     ) -> Iterator[Metric]:
         traced = {(m, v, measure): (b, s) for (m, v, measure), b, s, _n in self.traces.histograms.snapshot()}
+        topology = self.topology()
         for hist in catalog.LLM_HISTOGRAMS:
             fam = HistogramMetricFamily(hist.name, hist.help, labels=list(catalog.MODEL_KEY))
-            done: set[ModelKey] = set()
-            for (name, key), (pairs, total, _count) in sorted(cumulative.items()):
+            per: dict[ModelKey, tuple[list[tuple[str, float]], float]] = {}
+            for (name, key), (pairs, total, _count) in cumulative.items():
                 if name == hist.name:
-                    buckets = [("+Inf" if math.isinf(b) else floatToGoString(b), c) for b, c in pairs]
-                    fam.add_metric(list(key), buckets, total)
-                    done.add(key)
-            for (m, v, measure), (buckets_t, total_t) in sorted(traced.items()):
-                if measure == hist.trace_measure and (m, v) not in done:
-                    fam.add_metric([m, v], buckets_t, total_t)
+                    per[key] = (
+                        [("+Inf" if math.isinf(b) else floatToGoString(b), c) for b, c in pairs],
+                        total,
+                    )
+            for (m, v, measure), (buckets_t, total_t) in traced.items():
+                if measure == hist.trace_measure and (m, v) not in per:
+                    per[(m, v)] = (buckets_t, total_t)
+            for entry, step in llm_entries(topology, per).items():
+                per[entry] = per[step]
+            for key, (buckets, total) in sorted(per.items()):
+                fam.add_metric(list(key), buckets, total)
             yield fam
 
     def _quantiles(
         self, now: float, backend_q: dict[HistKey, tuple[dict[str, float], float]]
     ) -> Iterator[Metric]:
+        topology = self.topology()
         for hist in catalog.LLM_HISTOGRAMS:
             fam = GaugeMetricFamily(
                 hist.quantile_name,
@@ -293,21 +335,21 @@ class LlmPart:
                 "else interpolated in the backend histogram's buckets (source=histogram).",
                 labels=[*catalog.MODEL_KEY, catalog.QUANTILE, catalog.SOURCE],
             )
-            done: set[ModelKey] = set()
+            per: dict[ModelKey, tuple[dict[str, float], str]] = {}
             for m, v, measure in self.traces.store.keys(now):
                 if measure != hist.trace_measure:
                     continue
                 q = self.traces.store.quantiles((m, v, measure), now, catalog.LLM_QUANTILES)
-                if q is None:
-                    continue
-                done.add((m, v))
-                for label, value in q.values.items():
-                    fam.add_metric([m, v, label, catalog.LLM_SOURCE_TRACE], value)
-            for (name, key), (values, _n) in sorted(backend_q.items()):
-                if name != hist.name or key in done:
-                    continue
+                if q is not None:
+                    per[(m, v)] = (q.values, catalog.LLM_SOURCE_TRACE)
+            for (name, key), (values, _n) in backend_q.items():
+                if name == hist.name and key not in per:
+                    per[key] = (values, catalog.LLM_SOURCE_HISTOGRAM)
+            for entry, step in llm_entries(topology, per).items():
+                per[entry] = per[step]
+            for key, (values, source) in sorted(per.items()):
                 for label, value in values.items():
-                    fam.add_metric([*key, label, catalog.LLM_SOURCE_HISTOGRAM], value)
+                    fam.add_metric([*key, label, source], value)
             yield fam
 
 
@@ -321,4 +363,10 @@ def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[LlmPart, Sourc
         listeners = getattr(part, "listeners", None)
         if isinstance(listeners, list):  # the latency part (exporters/traces.py): per-request timings
             listeners.append(traces.record)
-    return [(LlmPart(sidecar.metrics, window, traces), None)]
+    api = sidecar.api
+
+    def topology() -> Topology:
+        state = api.state  # replaced whole by each API scrape: one read sees one scrape
+        return state.ensembles, state.ready
+
+    return [(LlmPart(sidecar.metrics, window, traces, topology=topology), None)]

@@ -11,58 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-import requests
-from prometheus_client.parser import text_string_to_metric_families
 from support.llm_payloads import TRT_LLM_KEY, VLLM_KEY, trt_llm_scrapes, vllm_scrapes
-from support.static_endpoint import StaticEndpoint
+from support.llm_served import SECONDS, Series, served, served_twice
 
 from tritonwatch import catalog
-from tritonwatch.exporters.sidecar import Sidecar
-
-SECONDS = 10.0
-
-Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def served_twice(first: str, second: str) -> Series:
-    """The sidecar's /metrics after scraping ``first`` then ``second`` 10 s later (fake clock)."""
-    return served([first, second])
-
-
-def served(payloads: list[str | None]) -> Series:
-    """The sidecar's /metrics after scraping each payload 10 s apart (None: the endpoint is gone)."""
-    endpoint = StaticEndpoint(b"").start()
-    clock = FakeClock()
-    # Nothing listens on the API port: the triton_api target is down, which costs only its own families.
-    sidecar = Sidecar.local("http://127.0.0.1:9", endpoint.url, window=60.0, timeout=2.0)
-    sidecar.metrics.clock = clock
-    try:
-        for payload in payloads:
-            if payload is None:
-                endpoint.stop()
-                assert not sidecar.metrics.step()
-            else:
-                endpoint.payload = payload.encode()
-                assert sidecar.metrics.step()
-            clock.now += SECONDS
-        sidecar.server.start()
-        text = requests.get(f"http://127.0.0.1:{sidecar.port}/metrics", timeout=10).text
-    finally:
-        sidecar.stop()
-        endpoint.stop()
-    out: Series = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out[(s.name, frozenset(s.labels.items()))] = s.value
-    return out
 
 
 def get(series: Series, name: str, key: tuple[str, str], **labels: str) -> float:
@@ -162,3 +114,29 @@ def test_while_triton_is_down_the_llm_families_are_absent_not_stale() -> None:
     down = served([first, second, None])
     assert not names(down, VLLM_KEY)
     assert down[("tritonwatch_up", frozenset({("target", "triton")}))] == 0
+
+
+def current_vllm(text: str, old_kv: float | None = None) -> str:
+    """The sample under today's vLLM names (vllm-project/vllm ``vllm/v1/metrics/loggers.py``, README-llm.md):
+    ``kv_cache_usage_perc`` for ``gpu_cache_usage_perc`` (renamed in 0.9) and ``inter_token_latency_seconds``
+    for ``time_per_output_token_seconds``; ``old_kv``: the old KV name served beside it, as 0.9-0.10 do."""
+    out = text.replace(catalog.VLLM_GPU_CACHE, catalog.VLLM_KV_CACHE).replace(
+        catalog.VLLM_TPOT, catalog.VLLM_ITL
+    )
+    assert catalog.VLLM_KV_CACHE in out and f"{catalog.VLLM_ITL}_bucket" in out
+    if old_kv is not None:
+        out += f'{catalog.VLLM_GPU_CACHE}{{model="vllm_model",version="1"}} {old_kv}\n'
+    return out
+
+
+def test_current_vllm_names_give_the_same_values() -> None:
+    # the old KV name with another value: the new name, listed first, wins (as the rule's ``or`` does)
+    now = served_twice(*(current_vllm(t, old_kv=0.75) for t in vllm_scrapes()))
+    assert get(now, catalog.LLM_KV_CACHE_UTILIZATION, VLLM_KEY) == 0.25
+    itl = catalog.LLM_ITL
+    assert get(now, f"{itl}_count", VLLM_KEY) == 60
+    assert get(now, f"{itl}_bucket", VLLM_KEY, le="0.01") == 54
+    assert get(now, f"{itl}_bucket", VLLM_KEY, le="0.025") == 60
+    q = get(now, catalog.LLM_ITL_QUANTILE, VLLM_KEY, quantile="0.9", source="histogram")
+    assert q == pytest.approx(0.01 + 0.015 * (40.5 - 40) / 5)
+    assert get(now, catalog.LLM_GENERATION_TOKENS_RATE, VLLM_KEY) == 48 / SECONDS

@@ -902,9 +902,11 @@ VLLM_GENERATION_TOKENS = "vllm:generation_tokens_total"  # counter
 VLLM_PREEMPTIONS = "vllm:num_preemptions_total"  # counter
 VLLM_RUNNING = "vllm:num_requests_running"  # gauge
 VLLM_WAITING = "vllm:num_requests_waiting"  # gauge
-VLLM_KV_CACHE = "vllm:gpu_cache_usage_perc"  # gauge, a ratio despite the name (1 = 100 %)
+VLLM_KV_CACHE = "vllm:kv_cache_usage_perc"  # gauge, a ratio despite the name (1 = 100 %); vLLM >= 0.9
+VLLM_GPU_CACHE = "vllm:gpu_cache_usage_perc"  # its name before vLLM 0.9 (served beside it in 0.9-0.10)
 VLLM_TTFT = "vllm:time_to_first_token_seconds"  # histogram, seconds
-VLLM_TPOT = "vllm:time_per_output_token_seconds"  # histogram, seconds (gap between output tokens)
+VLLM_ITL = "vllm:inter_token_latency_seconds"  # histogram, seconds: gap between output tokens (newer vLLM)
+VLLM_TPOT = "vllm:time_per_output_token_seconds"  # the same, older vLLM and the Triton vllm_backend
 TRT_LLM_REQUESTS = "nv_trt_llm_request_metrics"  # gauge by request_type: active, waiting, scheduled, ...
 TRT_LLM_KV_CACHE = "nv_trt_llm_kv_cache_block_metrics"  # gauge by kv_cache_block_type: fraction, used, max
 TRT_LLM_INFLIGHT = "nv_trt_llm_inflight_batcher_metrics"  # gauge by inflight_batcher_specific_metric
@@ -1011,10 +1013,15 @@ LLM_SIGNALS: tuple[LlmSignal, ...] = (
     ),
     LlmSignal(
         LLM_KV_CACHE_UTILIZATION,
-        "Share of the KV cache in use (vLLM gpu_cache_usage_perc; TensorRT-LLM fraction of blocks used).",
+        "Share of the KV cache in use (vLLM kv_cache_usage_perc, before 0.9 gpu_cache_usage_perc; "
+        "TensorRT-LLM fraction of blocks used).",
         "percentunit",
         "mean",
-        (LlmInput(VLLM_KV_CACHE), LlmInput(TRT_LLM_KV_CACHE, (("kv_cache_block_type", "fraction"),))),
+        (
+            LlmInput(VLLM_KV_CACHE),
+            LlmInput(VLLM_GPU_CACHE),
+            LlmInput(TRT_LLM_KV_CACHE, (("kv_cache_block_type", "fraction"),)),
+        ),
         "model:tritonwatch_llm_kv_cache_utilization_ratio:avg",
     ),
     LlmSignal(
@@ -1054,8 +1061,8 @@ LLM_HISTOGRAMS: tuple[LlmHistogram, ...] = (
         LLM_ITL,
         LLM_ITL_QUANTILE,
         "Inter-token latency (gap between successive responses of a streaming request), cumulative: "
-        "vLLM's time-per-output-token histogram passed through, else sampled traces.",
-        ((VLLM_TPOT, 1.0),),
+        "vLLM's inter-token (older: time-per-output-token) histogram passed through, else sampled traces.",
+        ((VLLM_ITL, 1.0), (VLLM_TPOT, 1.0)),
         "inter_token",
         "model:tritonwatch_llm_inter_token_latency_seconds:quantile5m",
     ),
