@@ -850,6 +850,8 @@ def gpu_busy_seconds_promql(window: str = "5m", grouping: Sequence[str] = (), se
     Per scraped series (all labels match one-to-one, whatever a scraper adds): compute duration
     rate / mean batch size (inference rate / execution rate), since Triton adds a batch's compute
     time once per request in it; then summed by model, version and gpu_uuid. Idle series drop out.
+    Models placed by their config (no gpu_uuid on their counters) come from the sidecar's attributed
+    busy-seconds counter instead (docs/gpu.md).
     """
     sel = ",".join(m for m in ('gpu_uuid!=""', selector) if m)
 
