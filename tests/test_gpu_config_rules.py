@@ -34,6 +34,7 @@ pytestmark = [pytest.mark.prometheus, pytest.mark.needs("promtool", "prometheus"
 
 SPAN = 600  # s from Triton's start to the capture
 STEP = 15  # s between scrapes
+RESTART = 300  # s: the sidecar restarts here (Triton does not)
 WINDOW = "2m"  # the rules' window; the sidecar's is 120 s too
 BASE = int(datetime.now(UTC).timestamp()) // 3600 * 3600 - 2 * 3600  # inside retention, whole hours
 # resnet50 at the capture: batch 8 (80,000 inferences in 10,000 executions), 400 s of compute counted
@@ -97,15 +98,21 @@ class Replayed:
         now = [0.0]
         endpoint = StaticEndpoint(at(real, 0.0).encode()).start()
         lines: dict[str, list[str]] = {}
-        try:
+
+        def sidecar() -> tuple[TritonMetrics, GpuPart]:
             metrics = TritonMetrics(
                 endpoint.url, CounterWindow(120.0), 1.0, 5.0, 1 << 26, clock=lambda: now[0]
             )
             gpu = TritonGpuWindow(120.0, lambda: state)
             metrics.window.observers.append(gpu.observe)
-            part = GpuPart(metrics, gpu, None)
+            return metrics, GpuPart(metrics, gpu, None)
+
+        try:
+            metrics, part = sidecar()
             for t in range(0, SPAN + 1, STEP):
                 now[0] = float(t)
+                if t == RESTART:
+                    metrics, part = sidecar()  # the sidecar restarts: its counters begin again at 0
                 payload = at(real, t / SPAN)
                 endpoint.payload = payload.encode()
                 assert metrics.step()
@@ -141,8 +148,8 @@ def prom(replayed: Replayed, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         server.stop()
 
 
-def instant(prom: Prometheus, expr: str, *labels: str) -> dict[tuple[str, ...], float]:
-    resp = requests.get(f"{prom.url}/api/v1/query", params={"query": expr, "time": BASE + SPAN}, timeout=10)
+def instant(prom: Prometheus, expr: str, *labels: str, when: int = SPAN) -> dict[tuple[str, ...], float]:
+    resp = requests.get(f"{prom.url}/api/v1/query", params={"query": expr, "time": BASE + when}, timeout=10)
     resp.raise_for_status()
     return {
         tuple(r["metric"].get(k, "") for k in labels): float(r["value"][1])
@@ -169,11 +176,23 @@ def test_sidecar_counts_config_placed_busy_seconds_and_inferences_from_its_start
     hand = busy_by_hand(replayed.real)
     counts = values(replayed.real, catalog.TRITON_INFERENCE_COUNT)
     # Only the config-placed models: resnet50's gpu_uuid counters are the rules' own input.
-    want = {(m, "1", H200_GPU, "config"): hand[m] for m in ("mlp_gpu", "mlp_heavy")}
+    # Counted from the restarted sidecar's first scrape: the second half of the span.
+    seen = (SPAN - RESTART) / SPAN
+    want = {(m, "1", H200_GPU, "config"): hand[m] * seen for m in ("mlp_gpu", "mlp_heavy")}
     assert busy == pytest.approx(want, rel=1e-9)
-    assert busy[("mlp_gpu", "1", H200_GPU, "config")] == pytest.approx(12.528254 * 4120 / 8029, rel=1e-6)
-    assert inferences == pytest.approx({k: counts[k[0]] for k in want}, rel=1e-9)
-    assert inferences[("mlp_gpu", "1", H200_GPU, "config")] == pytest.approx(8029.0)
+    assert busy[("mlp_gpu", "1", H200_GPU, "config")] == pytest.approx(12.528254 * 4120 / 8029 / 2, rel=1e-6)
+    assert inferences == pytest.approx({k: counts[k[0]] * seen for k in want}, rel=1e-9)
+    assert inferences[("mlp_gpu", "1", H200_GPU, "config")] == pytest.approx(8029.0 / 2)
+
+
+def test_a_sidecar_restart_is_a_counter_reset_to_prometheus(prom: Prometheus) -> None:
+    counter = f'{catalog.MODEL_GPU_BUSY_SECONDS}{{model="mlp_gpu"}}'
+    assert instant(prom, f"resets({counter}[{SPAN}s])", "model") == {("mlp_gpu",): 1.0}
+    # A window across the restart (samples at 240..285 and 315..360 s) loses only the interval in
+    # which the new sidecar took its starting point: 105 of 120 s, never a negative or absurd rate.
+    per_second = 12.528254 * 4120 / 8029 / SPAN
+    across = instant(prom, f"rate({counter}[{WINDOW}])", "model", when=RESTART + 60)
+    assert across == pytest.approx({("mlp_gpu",): per_second * 105 / 120}, rel=1e-6)
 
 
 def test_busy_share_rule_covers_config_placed_models_on_a_shared_gpu(
