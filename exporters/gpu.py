@@ -17,6 +17,8 @@ and per model, labels ``model``, ``version``::
     tritonwatch_model_energy_per_inference_joules   GPU energy split by busy share / inferences
     tritonwatch_model_gpu_attribution_info{reason}  1 where the two above are absent for a reason:
         no_gpu_uuid (execution counters without gpu_uuid), no_gpu_energy (no energy counter)
+    tritonwatch_model_gpu_busy_seconds_total{gpu_uuid, attribution}  models placed by their config:
+    tritonwatch_model_gpu_inferences_total{gpu_uuid, attribution}    counters for the rules (gpucounters)
 
 DCGM (``--dcgm``, target ``dcgm``) is preferred, GPU by GPU: a GPU whose ``UUID`` DCGM does not
 serve (DCGM not given, down, or covering only some GPUs) takes its families from Triton's own
@@ -39,6 +41,7 @@ from tritonwatch import catalog
 from tritonwatch.expfmt import Samples, parse, per_layout
 from tritonwatch.exporters.config import SidecarConfig
 from tritonwatch.exporters.exposition import TextFamily
+from tritonwatch.exporters.gpucounters import ConfigCounters
 from tritonwatch.exporters.gpuquery import (
     ExecIncrease,
     GpuReading,
@@ -158,6 +161,8 @@ class TritonGpuWindow:
         self.readings: dict[str, GpuReading] = {}
         self.used: frozenset[str] = frozenset()
         self.gpu_models: frozenset[ModelKey] = frozenset()  # models with gpu_uuid execution counters
+        # Config-placed models' busy seconds and inferences as counters, for the recording rules
+        self.config_counters = ConfigCounters()
 
     def observe(self, now: float, samples: Samples) -> None:
         # Every execution counter of a GPU instance carries a gpu_uuid that ``used`` holds: a Triton
@@ -187,6 +192,8 @@ class TritonGpuWindow:
                 busy = sum(b.compute_seconds for b in per_size.values())
                 rows.append((("batch_stats", model, version), ((model, version, ""), "busy"), busy))
         self.exec.ingest(now, rows)
+        if config_models:
+            self.config_counters.add(self.exec.last)
         self.gpu_models = frozenset(gpu_models)
         self.readings = triton_readings(samples)
         self.energy.ingest(
@@ -372,11 +379,15 @@ class GpuPart:
                 span = self.triton.exec.span()
                 models = self.metrics.window.models
                 gpu_models = self.triton.gpu_models
+                counters = self.triton.config_counters
+                counters.settle(counters.take(), fractions.by_model)  # once per scrape (generation)
+                counter_families = list(counters.families())
                 cached = None
         if cached is None:
             built = list(
                 self._build_model_families(watts, increases, span, models, gpu_models, fractions.by_model)
             )
+            built += counter_families
             cached = self._model_cache = (key, built)
         yield from cached[1]
 

@@ -476,6 +476,7 @@ class IncreaseWindow(Generic[K]):
         self._prev: dict[Hashable, float] = {}
         self._prev_time: float | None = None
         self._entries: deque[_KeyedEntry[K]] = deque()
+        self.last: dict[K, float] = {}  # the increases of the latest ingest alone
 
     def ingest(self, now: float, rows: Iterable[tuple[Hashable, K, float]]) -> None:
         deltas: dict[K, float] = {}
@@ -493,6 +494,7 @@ class IncreaseWindow(Generic[K]):
             deltas[key] = deltas.get(key, 0.0) + counter_increase(before, value)
         if self._prev_time is not None:
             self._entries.append(_KeyedEntry(self._prev_time, now, deltas))
+        self.last = deltas
         self._prev = current
         self._prev_time = now
         while self._entries and self._entries[0].end <= now - self.window:
@@ -502,6 +504,7 @@ class IncreaseWindow(Generic[K]):
         self._prev = {}
         self._prev_time = None
         self._entries.clear()
+        self.last = {}
 
     def span(self) -> float:
         if not self._entries:

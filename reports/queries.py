@@ -76,8 +76,13 @@ def latency_quantile(q: float, window: str, phase: str = "request") -> str:
 
 
 def model_gpus(window: str) -> str:
-    """Which GPUs run each model: Triton's execution-side counters carry ``gpu_uuid`` for GPU instances."""
-    return f"count by ({BY}, {GPU_BY}) (last_over_time({catalog.TRITON_EXEC_COUNT}[{window}]))"
+    """Which GPUs run each model: Triton's execution-side counters carry ``gpu_uuid`` for GPU instances;
+    for models placed by their config, the sidecar's attributed busy-seconds counters do."""
+    config = f'{catalog.MODEL_GPU_BUSY_SECONDS}{{{catalog.ATTRIBUTION}="{catalog.ATTRIBUTION_CONFIG}"}}'
+    return (
+        f'count by ({BY}, {GPU_BY}) (last_over_time({catalog.TRITON_EXEC_COUNT}{{{GPU_BY}!=""}}[{window}]) '
+        f"or last_over_time({config}[{window}]))"
+    )
 
 
 def request_rate(recorded: bool, window: str = PEAK_WINDOW) -> str:

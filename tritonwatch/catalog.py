@@ -124,6 +124,19 @@ GPU_XID = "tritonwatch_gpu_last_xid_error"
 GPU_INFO = "tritonwatch_gpu_info"
 MODEL_GPU_BUSY = "tritonwatch_model_gpu_busy_ratio"
 MODEL_ENERGY_PER_INFERENCE = "tritonwatch_model_energy_per_inference_joules"
+# Counters (since the sidecar started) of the GPU time and inferences the sidecar attributes to models
+# placed by their config (attribution="config"): what the GPU rules need for them, since Prometheus
+# never sees model configs. Labels model, version, gpu_uuid, attribution.
+MODEL_GPU_BUSY_SECONDS = "tritonwatch_model_gpu_busy_seconds_total"
+MODEL_GPU_BUSY_SECONDS_HELP = (
+    "GPU busy seconds attributed to the model on the GPU since the sidecar started (models placed by "
+    "their config: batch_stats compute time x the GPU's share of its instances)."
+)
+MODEL_GPU_INFERENCES = "tritonwatch_model_gpu_inferences_total"
+MODEL_GPU_INFERENCES_HELP = (
+    "Inferences attributed to the model on the GPU since the sidecar started (models placed by their "
+    "config: nv_inference_count x the GPU's share of its instances)."
+)
 # Why a model has no GPU attribution (busy ratio / energy per inference): 1 per (model, version, reason)
 MODEL_GPU_ATTRIBUTION = "tritonwatch_model_gpu_attribution_info"
 REASON = "reason"
@@ -837,6 +850,8 @@ def gpu_busy_seconds_promql(window: str = "5m", grouping: Sequence[str] = (), se
     Per scraped series (all labels match one-to-one, whatever a scraper adds): compute duration
     rate / mean batch size (inference rate / execution rate), since Triton adds a batch's compute
     time once per request in it; then summed by model, version and gpu_uuid. Idle series drop out.
+    Models placed by their config (no gpu_uuid on their counters) come from the sidecar's attributed
+    busy-seconds counter instead (docs/gpu.md).
     """
     sel = ",".join(m for m in ('gpu_uuid!=""', selector) if m)
 
@@ -845,7 +860,18 @@ def gpu_busy_seconds_promql(window: str = "5m", grouping: Sequence[str] = (), se
 
     compute = " + ".join(r(triton_duration(p)) for p in COMPUTE_PHASES)
     per_series = f"({compute}) * 1e-06 * {r(TRITON_EXEC_COUNT)} / ({r(TRITON_INFERENCE_COUNT)} > 0)"
-    return f"sum by ({_extra_by(grouping, MODEL, VERSION, GPU_UUID)}) ({per_series})"
+    config = _config_rate(MODEL_GPU_BUSY_SECONDS, window, selector)
+    return f"sum by ({_extra_by(grouping, MODEL, VERSION, GPU_UUID)}) ({per_series} or {config})"
+
+
+def _config_rate(family: str, window: str, selector: str = "") -> str:
+    """The rate of a sidecar counter for models placed by their config (``attribution="config"``).
+
+    Its series carry ``attribution`` and Triton's never do, so ``or`` adds them to Triton's own
+    series instead of shadowing any: a GPU shared by both kinds of model sums them all.
+    """
+    sel = ",".join(m for m in (f'{ATTRIBUTION}="{ATTRIBUTION_CONFIG}"', selector) if m)
+    return f"rate({family}{{{sel}}}[{window}])"
 
 
 def gpu_busy_ratio_promql(window: str = "5m", grouping: Sequence[str] = ()) -> str:
@@ -887,8 +913,8 @@ def energy_per_inference_promql(window: str = "5m", grouping: Sequence[str] = ()
         f"sum by ({by}) (({gpu_busy_ratio_promql(window, grouping)}) * on ({on}) group_left () {watts})"
     )
     inferences = (
-        f'sum by ({by}) (sum by ({model_gpu}) (rate({TRITON_INFERENCE_COUNT}{{gpu_uuid!=""}}[{window}])) '
-        f"and on ({on}) {watts})"
+        f'sum by ({by}) (sum by ({model_gpu}) (rate({TRITON_INFERENCE_COUNT}{{gpu_uuid!=""}}[{window}]) '
+        f"or {_config_rate(MODEL_GPU_INFERENCES, window)}) and on ({on}) {watts})"
     )
     return f"{attributed} / ({inferences} > 0)"
 
