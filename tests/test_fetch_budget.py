@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -17,10 +17,8 @@ from tritonwatch.exporters.http import Fetcher, ScrapeError
 LINE = b'nv_inference_count{model="m",version="1"} 1\n'  # 44 bytes
 
 
-@pytest.fixture()
-def stalling() -> Iterator[tuple[str, threading.Event]]:
-    """Sends 100,000 lines (4.4 MB), then holds the response open until the test ends."""
-    done = threading.Event()
+def _serving(send: Callable[[BaseHTTPRequestHandler], None]) -> ThreadingHTTPServer:
+    """A loopback server answering every GET 200, then ``send(handler)`` (headers end, body)."""
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.0"
@@ -30,16 +28,26 @@ def stalling() -> Iterator[tuple[str, threading.Event]]:
 
         def do_GET(self) -> None:
             self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.end_headers()
-            try:
-                self.wfile.write(LINE * 100_000)
-                self.wfile.flush()
-            except OSError:
-                return
-            done.wait(30)
+            send(self)
 
-    httpd: ThreadingHTTPServer = serve(Handler)
+    return serve(Handler)
+
+
+@pytest.fixture()
+def stalling() -> Iterator[tuple[str, threading.Event]]:
+    """Sends 100,000 lines (4.4 MB), then holds the response open until the test ends."""
+    done = threading.Event()
+
+    def send(handler: BaseHTTPRequestHandler) -> None:
+        handler.end_headers()
+        try:
+            handler.wfile.write(LINE * 100_000)
+            handler.wfile.flush()
+        except OSError:
+            return
+        done.wait(30)
+
+    httpd = _serving(send)
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}/metrics", done
     finally:
@@ -68,19 +76,12 @@ def test_a_payload_within_budget_is_held_once() -> None:
     size = 30 * 2**20
     payload = LINE * (size // len(LINE))
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.0"
+    def send(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_header("Content-Length", str(len(payload)))
+        handler.end_headers()
+        handler.wfile.write(payload)
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-    httpd = serve(Handler)
+    httpd = _serving(send)
     fetcher = Fetcher(timeout=30.0, max_bytes=64 * 2**20, max_lines=1_000_000)
     tracemalloc.start()
     try:
