@@ -26,6 +26,7 @@ class SidecarConfig:
     listen: str = ":9450"
     otlp_listen: str = ""
     otlp_forward: str = ""
+    otlp_max_body_bytes: int = 4 * 1024 * 1024
     interval: float = 5.0
     stats_interval: float = 0.0  # statistics API; default: --interval
     index_interval: float = 0.0  # repository index (readiness); default: --interval
@@ -184,7 +185,7 @@ def validate(cfg: SidecarConfig) -> SidecarConfig:
         )
     if cfg.timeout < 0:
         raise UsageError(f"--timeout: must be >= 0 (got {cfg.timeout})")
-    for name in ("max_payload_bytes", "max_models"):
+    for name in ("max_payload_bytes", "max_models", "otlp_max_body_bytes"):
         if getattr(cfg, name) <= 0:
             raise UsageError(f"{FLAG_NAMES[name]}: must be > 0 (got {getattr(cfg, name)})")
     if cfg.set_trace_rate < 0:

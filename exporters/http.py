@@ -3,7 +3,8 @@
 Reasons (the ``reason`` label of ``tritonwatch_scrape_errors_total``): ``timeout`` (no answer, or the
 whole answer not in time), ``connection`` (refused, reset, gone), ``http_status`` (not 200),
 ``too_large`` (over ``--max-payload-bytes``, counted after decompression), ``line_too_long`` (a
-text payload with a line over ``MAX_LINE_BYTES``, stopped as it arrives), ``bad_json``,
+text payload with a line over ``MAX_LINE_BYTES``, stopped as it arrives), ``too_many_lines`` (more
+lines than the source's budget, stopped as they arrive), ``bad_json``,
 ``bad_number`` (JSON with Infinity, NaN or a number out of range), ``too_deep`` (JSON nested past the
 recursion limit), ``http``.
 The Triton API source prefixes them with the endpoint that failed (``index_``, ``stats_``, ``config_``).
@@ -112,7 +113,7 @@ def _refuse(text: str) -> Any:
     raise JsonLimitError(f"number {text[:40]} out of range")
 
 
-def bounded_json(raw: bytes | str, out_of_range: Callable[[str], Any] = _refuse) -> Any:
+def bounded_json(raw: bytes | bytearray | str, out_of_range: Callable[[str], Any] = _refuse) -> Any:
     """``json.loads`` where every number is finite and every integer at most ``MAX_INT_DIGITS`` digits.
 
     Any other number (Infinity, NaN, 1e400, a 401-digit integer) is ``out_of_range(text)``: by default
@@ -138,33 +139,44 @@ class Fetcher:
     payload a byte at a time must not hold the scrape loop past its deadline.
     """
 
-    def __init__(self, timeout: float, max_bytes: int = DEFAULT_MAX_BYTES, max_line: int = 0) -> None:
+    def __init__(
+        self, timeout: float, max_bytes: int = DEFAULT_MAX_BYTES, max_line: int = 0, max_lines: int = 0
+    ) -> None:
         self.timeout = timeout
         self.max_bytes = max_bytes
         # Text formats: a line longer than this stops the read (0: no limit). Checked per chunk as it
         # arrives, so a 50 MB label value costs a few chunks of memory, not copies of the payload.
         self.max_line = max_line
+        # Text formats: more lines than this stop the read as they arrive (0: no limit).
+        self.max_lines = max_lines
         self.session = requests.Session()
 
-    def _read(self, resp: requests.Response, url: str, deadline: float) -> bytes:
+    def _read(self, resp: requests.Response, url: str, deadline: float) -> bytearray:
         if resp.status_code != 200:
             raise ScrapeError("http_status", f"{url}: HTTP {resp.status_code}")
         declared = resp.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > self.max_bytes and "Content-Encoding" not in resp.headers:
             raise ScrapeError("too_large", f"{url}: payload of {declared} bytes over {self.max_bytes}")
-        chunks = []
-        size = 0
+        # One buffer that grows in place (realloc): the payload is held once, never as chunks and
+        # their join, so a payload at the cap costs the cap and a chunk.
+        payload = bytearray()
         run = 0  # bytes since the last newline
+        lines = 0
         for chunk in resp.iter_content(chunk_size=1 << 20):
-            size += len(chunk)
-            if size > self.max_bytes:
+            if len(payload) + len(chunk) > self.max_bytes:
                 raise ScrapeError("too_large", f"{url}: payload over {self.max_bytes} bytes")
             if self.max_line:
                 run = self._line_run(url, chunk, run)
-            chunks.append(chunk)
+            if self.max_lines:
+                lines += chunk.count(b"\n")
+                if lines > self.max_lines:
+                    raise ScrapeError(
+                        "too_many_lines", f"{url}: over {self.max_lines} lines, refused as read"
+                    )
+            payload += chunk
             if time.monotonic() > deadline:
                 raise ScrapeError("timeout", f"{url}: payload not complete within {self.timeout:g}s")
-        return b"".join(chunks)
+        return payload
 
     def _line_run(self, url: str, chunk: bytes, run: int) -> int:
         """Bytes since the last newline after ``chunk``; a line over ``max_line`` stops the read.
@@ -176,7 +188,8 @@ class Fetcher:
             raise ScrapeError("line_too_long", f"{url}: a line over {self.max_line} bytes")
         return run + len(chunk) if first < 0 else len(chunk) - 1 - chunk.rfind(b"\n")
 
-    def request(self, method: str, url: str, body: Any = None) -> bytes:
+    def request(self, method: str, url: str, body: Any = None) -> bytearray:
+        """The payload, in the one buffer it was read into (bytes-like: decode, count, regex, JSON)."""
         deadline = time.monotonic() + self.timeout
         try:
             with self.session.request(
@@ -206,7 +219,7 @@ class Fetcher:
                 ) from None
             raise ScrapeError("http", f"{url}: {type(exc).__name__}") from None
 
-    def get(self, url: str) -> bytes:
+    def get(self, url: str) -> bytearray:
         return self.request("GET", url)
 
     def json(

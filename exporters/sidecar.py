@@ -89,6 +89,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--timeout", type=float, metavar="S", help="scrape timeout (default 80%% of the interval, max 10)"
     )
     p.add_argument("--max-payload-bytes", type=int, metavar="N", help="largest /metrics payload accepted")
+    p.add_argument(
+        "--otlp-max-body-bytes",
+        type=int,
+        metavar="N",
+        help="largest OTLP body taken, once inflated (default 4 MiB; larger ones: 413)",
+    )
     p.add_argument("--max-models", type=int, metavar="N", help="most models tracked (label cardinality cap)")
     p.add_argument("--probe", metavar="MODEL[,MODEL]", help="canary-probe these models (off unless given)")
     p.add_argument("--probe-interval", type=float, metavar="S", help="seconds between probes (default 10)")

@@ -13,7 +13,10 @@ Parts (each a ``Part`` for the collector; the receiver, settings and file reader
                                                 forward_queue_full, forward_error, busy (a body over
                                                 MAX_CONCURRENT_BODIES at once: 503), unknown_model
                                                 (a model Triton does not report: not made a label),
-                                                unauthorized (--web-config's basic auth: 401)
+                                                unauthorized (--web-config's basic auth: 401),
+                                                too_large (a body over --otlp-max-body-bytes, at
+                                                most 4 MiB by default, once inflated: 413, never
+                                                decoded)
 
   It binds 127.0.0.1 unless ``--otlp-listen`` names a host, and takes ``--web-config``'s TLS and basic
   auth as /metrics does.
@@ -78,7 +81,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TRACES_PATH = "/v1/traces"
-MAX_BODY_BYTES = 32 * 1024 * 1024
+# Triton's batch exporter sends at most 512 spans a body (OpenTelemetry's default), about 0.6-1.3 KB
+# each in JSON (tests/data/triton_otlp_traces.json): under 1 MB. A JSON body decodes to about ten times
+# its size in objects, so the cap (--otlp-max-body-bytes) bounds the receiver's memory.
+MAX_BODY_BYTES = SidecarConfig.otlp_max_body_bytes  # 4 MiB
 # Triton's exporter sends one batch at a time; more at once is a flood, answered 503 (OTLP: retry later).
 MAX_CONCURRENT_BODIES = 1
 # A body sent without valid credentials is read (and dropped) up to this size; a larger one is cut.
@@ -534,7 +540,7 @@ class OtlpReceiver(Source):
                 try:
                     raw, body, encoding = _read_body(self, receiver.max_body)
                 except ValueError as exc:
-                    receiver.counters.drop("malformed")
+                    receiver.counters.drop("too_large" if exc.args[1] == 413 else "malformed")
                     self.close_connection = True
                     return functools.partial(self._error, int(exc.args[1]), str(exc.args[0]), ctype)
                 if ctype not in CONTENT_TYPES:
@@ -869,6 +875,7 @@ def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[Part, Source |
             latency,
             cfg.otlp_forward,
             interval=cfg.interval,
+            max_body=cfg.otlp_max_body_bytes,
             known_models=known_models,
             authorize=authorize,
             wrap=wrap,

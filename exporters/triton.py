@@ -50,7 +50,7 @@ class TritonMetrics(Source):
         self._check_models_over = 0  # line count above which the models are counted before parsing
         self.tracked: frozenset[ModelKey] = frozenset()
         self.dropped_models = 0.0  # models left out over --max-models, summed over scrapes
-        self.fetcher = Fetcher(timeout, max_bytes, max_line=MAX_LINE_BYTES)
+        self.fetcher = Fetcher(timeout, max_bytes, max_line=MAX_LINE_BYTES, max_lines=self.max_lines)
         self.lock = threading.Lock()
         self.fresh = False  # False after a failed scrape: derived values are dropped, not served stale
         self.samples: Samples = {}
@@ -59,21 +59,23 @@ class TritonMetrics(Source):
         return self.url
 
     def scrape(self) -> None:
-        payload = self.fetcher.get(self.url)
-        lines = payload.count(b"\n")  # in C: the budget holds before any line is parsed
-        if lines > self.max_lines:
+        try:
+            payload = self.fetcher.get(self.url)
+        except ScrapeError as exc:  # the line budget holds as lines arrive: the flood is never held
+            if exc.reason != "too_many_lines":
+                raise
             raise ScrapeError(
-                "too_many_lines",
-                f"{self.url}: {lines} lines, over {self.max_lines} (--max-models {self.max_models} "
-                f"x {LINES_PER_MODEL} + {LINES_FIXED}): refused before parsing",
-            )
+                exc.reason,
+                f"{self.url}: over {self.max_lines} lines (--max-models {self.max_models} "
+                f"x {LINES_PER_MODEL} + {LINES_FIXED}): refused as they arrived",
+            ) from None
+        lines = payload.count(b"\n")  # in C
         if lines > self._check_models_over:  # far more lines than last time: count the models first
-            named = len(set(_MODEL_LABEL.findall(payload)))
             limit = max(MODELS_REFUSED_OVER * self.max_models, MODELS_REFUSED_FLOOR)
-            if named > limit:
+            if _models_over(payload, limit):
                 raise ScrapeError(
                     "too_many_models",
-                    f"{self.url}: {named} models, over {limit} (2 x --max-models, at least "
+                    f"{self.url}: over {limit} models (2 x --max-models, at least "
                     f"{MODELS_REFUSED_FLOOR}): refused before parsing",
                 )
         now = self.clock()
@@ -131,6 +133,19 @@ LINES_FIXED = 10_000
 MODELS_REFUSED_OVER = 2
 MODELS_REFUSED_FLOOR = 10_000
 _MODEL_LABEL = re.compile(rb'[{,]model="([^"\\]*(?:\\.[^"\\]*)*)"')
+
+
+def _models_over(payload: bytes | bytearray, limit: int) -> bool:
+    """Whether ``payload`` names more than ``limit`` models; stops at the first past it, so a million
+    names cost a set of ``limit``, not a list and a set of a million."""
+    seen: set[bytes] = set()
+    for match in _MODEL_LABEL.finditer(payload):
+        seen.add(match.group(1))
+        if len(seen) > limit:
+            return True
+    return False
+
+
 MAX_INT32 = 2**31 - 1
 # Distinct batch sizes one model may report: each becomes a series of
 # tritonwatch_model_batch_executions_total. Triton's own limit on max_batch_size is far above what

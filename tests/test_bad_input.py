@@ -63,6 +63,7 @@ SEMANTIC: list[tuple[str, list[str], str, dict[str, str]]] = [
     ("sidecar", ["--listen", "127.0.0.1:99999"], "--listen", {}),
     ("sidecar", ["--max-models", "0"], "--max-models", {}),
     ("sidecar", ["--max-payload-bytes", "-1"], "--max-payload-bytes", {}),
+    ("sidecar", ["--otlp-max-body-bytes", "0"], "--otlp-max-body-bytes", {}),
     ("sidecar", ["--timeout", "-1"], "--timeout", {}),
     ("sidecar", ["--probe-interval", "0"], "--probe-interval", {}),
     ("sidecar", ["--quantile-window", "0"], "--quantile-window", {}),

@@ -8,6 +8,7 @@ Bodies are the real Triton 2.51 export recorded in ``tests/data/otlp_sleeper.jso
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 import time
@@ -22,6 +23,7 @@ from test_webconfig import bcrypt_hash, certs, write_config  # noqa: F401 (certs
 
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
+from tritonwatch.exporters.config import SidecarConfig
 from tritonwatch.exporters.sidecar import Sidecar
 from tritonwatch.exporters.spans import RequestTiming
 from tritonwatch.exporters.traces import MAX_CONCURRENT_BODIES, LatencyPart, OtlpReceiver
@@ -67,7 +69,7 @@ def test_spans_of_models_triton_does_not_report_become_no_labels(fake: FakeTrito
         wait_until(lambda: bool(sidecar.api.state.ready), 10, "the repository index read")
         receiver = next(s for s in sidecar.sources if isinstance(s, OtlpReceiver))
         assert _post(receiver.url, BODY.encode()) == 200
-        huge = "m" * 2**20  # 22 times in the body (span names, attributes): under the 32 MiB body cap
+        huge = "m" * 150_000  # 22 times in the body (span names, attributes): under the 4 MiB body cap
         assert _post(receiver.url, _renamed(huge)) == 200
         with urllib.request.urlopen(f"http://127.0.0.1:{sidecar.port}/metrics", timeout=5) as r:
             text = r.read()
@@ -80,6 +82,44 @@ def test_spans_of_models_triton_does_not_report_become_no_labels(fake: FakeTrito
     assert counts[(("model", "fraud_detector"), ("version", "1"), *REQUEST)] == 12  # 6 in each body
     assert got[catalog.SPANS_DROPPED][(("reason", "unknown_model"),)] == 22  # 11 sleeper + 11 huge
     assert got[catalog.SPANS_RECEIVED][()] == 96
+
+
+def _post_gzip(url: str, body: bytes) -> int:
+    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    return requests.post(url, data=gzip.compress(body), headers=headers, timeout=10).status_code
+
+
+def test_a_body_over_the_cap_is_refused_with_413_before_it_is_decoded(fake: FakeTriton) -> None:
+    """Before: the cap was 32 MiB, and one 31 MB JSON body decoded to ~300 MB of objects. Triton's
+    batches (512 spans at most) are under 1 MB; ``--otlp-max-body-bytes`` bounds the rest."""
+    assert SidecarConfig().otlp_max_body_bytes == 4 * 2**20
+    cap = 3 * len(BODY)  # the recorded body fits; one with a padded model name does not
+    sidecar = Sidecar.local(
+        fake.base_url,
+        f"http://127.0.0.1:{free_port()}/metrics",
+        otlp_listen="127.0.0.1:0",
+        otlp_max_body_bytes=cap,
+        interval=0.5,
+    ).start()
+    try:
+        wait_until(lambda: bool(sidecar.api.state.ready), 10, "the repository index read")
+        receiver = next(s for s in sidecar.sources if isinstance(s, OtlpReceiver))
+        over = _renamed("m" * (cap // 10))  # 22 names of cap/10: over the cap, plain or inflated
+        assert len(over) > cap and len(gzip.compress(over)) < cap
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            _post(receiver.url, over)
+        assert refused.value.code == 413
+        assert _post_gzip(receiver.url, over) == 413  # a small gzip body, over the cap once inflated
+        assert _post(receiver.url, BODY.encode()) == 200
+        assert _post_gzip(receiver.url, BODY.encode()) == 200  # under the cap once inflated: taken
+        with urllib.request.urlopen(f"http://127.0.0.1:{sidecar.port}/metrics", timeout=5) as r:
+            got = parse(r.read())
+    finally:
+        sidecar.stop()
+    dropped = {dict(ls)["reason"]: v for ls, v in got[catalog.SPANS_DROPPED].items()}
+    assert dropped["too_large"] == 2
+    assert "malformed" not in dropped
+    assert got[catalog.SPANS_RECEIVED][()] == 96  # the two bodies taken, none of the refused
 
 
 def test_trace_histograms_expire_with_the_quantile_window() -> None:

@@ -106,7 +106,7 @@ def family_of(sample_name: str, types: dict[str, str]) -> str:
     return sample_name
 
 
-def _decode(payload: bytes | str) -> str:
+def _decode(payload: bytes | bytearray | str) -> str:
     if isinstance(payload, str):
         return payload
     try:
@@ -296,7 +296,7 @@ class Parser:
             raise ExpositionError(f"line {lineno}: bad value {m.group(3)[:40]!r}")
         return (m.group(1), labels), m.group(3), m.group(4) is None
 
-    def parse(self, payload: bytes | str) -> Parsed:
+    def parse(self, payload: bytes | bytearray | str) -> Parsed:
         text = _decode(payload)
         pieces = _TAIL.split(text)
         heads = pieces[0::2]
@@ -444,6 +444,6 @@ class Parser:
             self._layout = Layout(new)
 
 
-def parse(payload: bytes | str, keep: Iterable[str] | None = None) -> Parsed:
+def parse(payload: bytes | bytearray | str, keep: Iterable[str] | None = None) -> Parsed:
     """Parse exposition text; decode only families in ``keep`` (all when None)."""
     return Parser(keep).parse(payload)
