@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from support.static_endpoint import serve, shutdown
 
 from tritonwatch import cli, slo
 from tritonwatch.errors import TritonwatchError
@@ -447,13 +447,11 @@ class Replay:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = serve(Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        shutdown(self.httpd)
 
 
 @pytest.fixture

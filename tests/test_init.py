@@ -5,14 +5,14 @@ objective is known in advance; the file it writes passes ``tritonwatch rules``. 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from support.static_endpoint import serve, shutdown
 
 from tritonwatch import slo
 from tritonwatch.cli import main
@@ -106,13 +106,11 @@ class Api:
                 else:
                     self._json({"error": "unknown model"}, 400)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = serve(Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        shutdown(self.httpd)
 
 
 @pytest.fixture
