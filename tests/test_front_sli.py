@@ -80,7 +80,12 @@ HOSTILE = [
     ('x{code="5xx"', "errors: not a counter selector", "expected ',' or '}' at column 13, got the end"),
     ('x{code="5xx"}}', "errors: not a counter selector", "got '}'"),
     ('x{code=~"(5"}', "errors: label code: not a valid regular expression", ""),
-    ('x{code=~"(?!2)..."}', "errors: label code: lookarounds and backreferences are not RE2", ""),
+    (
+        'x{code=~"(?!2)..."}',
+        "errors: label code: lookaround (?=, (?!, (?<=, (?<! is not Prometheus (RE2)",
+        "",
+    ),
+    ('x{code=~"(?>5)xx"}', "errors: label code: atomic group (?> is not Prometheus (RE2)", ""),
     ('x{code="5xx",code="4xx"}', "errors: label 'code' matched twice with =", ""),
     ("x\ty", "errors: control character '\\t'", ""),
     ("", "errors: not a counter selector", "expected a metric name at column 1"),

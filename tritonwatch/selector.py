@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tritonwatch.errors import UsageError
+from tritonwatch.validators import re2_regex
 
 MAX_LENGTH = 1024
 OPS = ("=", "!=", "=~", "!~")
@@ -25,8 +26,6 @@ _METRIC = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _OP = re.compile(r"=~|!~|!=|=")
 _SPACE = re.compile(r"[ \t]*")
-# Python's re accepts these, RE2 (Prometheus) does not: lookarounds and backreferences.
-_NOT_RE2 = re.compile(r"\(\?[=!<]|\\[1-9]")
 
 
 @dataclass(frozen=True)
@@ -164,14 +163,8 @@ class _Reader:
         raise self.fail('a closing "')
 
     def check_regex(self, label: str, value: str) -> None:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise UsageError(f"{self.where}: label {label}: not a valid regular expression ({exc})") from None
-        if _NOT_RE2.search(value):
-            raise UsageError(
-                f"{self.where}: label {label}: lookarounds and backreferences are not RE2, which Prometheus uses"
-            )
+        # The SLO file's own regex check: one list of what Python takes and RE2 (Prometheus) does not.
+        re2_regex(value, f"{self.where}: label {label}")
 
 
 # Values tried for a label a regex or negative matcher constrains, after the literals the selectors
