@@ -24,6 +24,12 @@ SUBPACKAGES = ("exporters", "alerts", "dashboards", "reports")
 CORE = {
     "tritonwatch",
     "tritonwatch.catalog",
+    "tritonwatch.catalog.alerts",
+    "tritonwatch.catalog.gpu",
+    "tritonwatch.catalog.llm",
+    "tritonwatch.catalog.names",
+    "tritonwatch.catalog.render",
+    "tritonwatch.catalog.signals",
     "tritonwatch.errors",
     "tritonwatch.expfmt",
     "tritonwatch.flags",

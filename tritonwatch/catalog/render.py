@@ -1,0 +1,155 @@
+"""PromQL rendering of the catalog's entries, aggregated across replicas.
+
+``sum by (model, version, <grouping>)`` of rates, then divided; never ``sum without``: scrapers add
+labels of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tritonwatch.catalog.names import (
+    BATCH_SIZE_MEAN,
+    ENSEMBLE_STEP_SECONDS,
+    ENSEMBLE_TRACED_REQUESTS,
+    MAX_BATCH_SIZE,
+    MODEL_KEY,
+    MODEL_ROLE_INFO,
+    PHASE,
+    REQUEST_DURATION,
+    ROLE,
+    ROLE_ENSEMBLE,
+    ROLE_STEP,
+    STEP,
+)
+from tritonwatch.catalog.signals import Signal, Term, ensemble_variant, signal
+
+
+# --- PromQL rendering ---------------------------------------------------------------------------
+def by_clause(grouping: Sequence[str] = ()) -> str:
+    labels = list(MODEL_KEY) + [g for g in grouping if g not in MODEL_KEY]
+    return ", ".join(labels)
+
+
+def _sum_rate(terms: Sequence[Term], window: str, by: str, selector: str) -> str:
+    parts = []
+    for t in terms:
+        m = t.matcher()
+        if selector:
+            m = m[:-1] + "," + selector + "}" if m.endswith("}") else f"{m}{{{selector}}}"
+        rate = f"sum by ({by}) (rate({m}[{window}]))"
+        if t.scale != 1.0:
+            rate = f"{rate} * {t.scale:g}"
+        parts.append(rate)
+    return " + ".join(parts) if len(parts) == 1 else "(" + " + ".join(parts) + ")"
+
+
+def promql(sig: Signal, window: str = "5m", grouping: Sequence[str] = (), selector: str = "") -> str:
+    """The signal as a PromQL expression aggregated across replicas.
+
+    ``selector`` adds label matchers to every input (e.g. ``model="$model"`` in a dashboard).
+    Missing cache families (models without a cache) make compute-phase means use successes alone.
+    A signal computed otherwise for an ensemble (``ENSEMBLE_VARIANTS``) takes its ensemble formula
+    where the sidecar's ``tritonwatch_model_role_info`` says ``role="ensemble"`` (none at all where
+    the variant is None); without that series every model gets the plain formula.
+    """
+    plain = _formula(sig, window, grouping, selector)
+    variant = ensemble_variant(sig)
+    if variant is sig:
+        return plain
+    return ensemble_aware(plain, None if variant is None else _formula(variant, window, grouping, selector))
+
+
+def ensemble_aware(plain: str, ensemble: str | None, on: Sequence[str] = MODEL_KEY) -> str:
+    """``plain`` per model and version (``on``), but ``ensemble`` (None: nothing) for the ensembles."""
+    ensembles = f'on ({", ".join(on)}) {MODEL_ROLE_INFO}{{{ROLE}="{ROLE_ENSEMBLE}"}}'
+    expr = f"({plain} unless {ensembles})"
+    return expr if ensemble is None else f"{expr} or ({ensemble} and {ensembles})"
+
+
+def entries_only(expr: str) -> str:
+    """``expr`` (per model and version) without ensemble steps: a fleet total of it counts each client
+    request once, at the model the client called (the ensemble), not again at every step."""
+    return f'({expr}) unless on ({", ".join(MODEL_KEY)}) {MODEL_ROLE_INFO}{{{ROLE}="{ROLE_STEP}"}}'
+
+
+def _formula(sig: Signal, window: str, grouping: Sequence[str], selector: str) -> str:
+    by = by_clause(grouping)
+    num = _sum_rate(sig.numerator, window, by, selector)
+    if sig.minus:
+        num = f"({num} - {_sum_rate(sig.minus, window, by, selector)})"
+    if sig.kind == "rate":
+        return num
+    if sig.kind == "gauge":
+        m = sig.numerator[0].family + (f"{{{selector}}}" if selector else "")
+        return f"sum by ({by}) ({m})"
+    den = _sum_rate(sig.denominator, window, by, selector)
+    if sig.subtract:
+        sub = _sum_rate(sig.subtract, window, by, selector)
+        den = f"({den} - ({sub} or {den} * 0))"
+    return f"{num} / {den}"
+
+
+def batch_efficiency_promql(window: str = "5m", grouping: Sequence[str] = (), selector: str = "") -> str:
+    by = by_clause(grouping)
+    sel = f"{{{selector}}}" if selector else ""
+    mean = promql(signal(BATCH_SIZE_MEAN), window, grouping, selector)
+    return f"({mean}) / on ({by}) group_left max by ({by}) ({MAX_BATCH_SIZE}{sel} > 0)"
+
+
+def recorded(record: str, grouping: Sequence[str] = (), selector: str = "", phase: str = "") -> str:
+    """A selector for a recording rule's output series (used by dashboards and the report)."""
+    matchers = [m for m in (selector, f'phase="{phase}"' if phase else "") if m]
+    return record + (f"{{{','.join(matchers)}}}" if matchers else "")
+
+
+# --- latency histogram buckets ------------------------------------------------------------------
+# Log-spaced from 100 us to 60 s (about 3 per decade, 1-2.5-5 steps) so that every usual SLO
+# threshold (5, 10, 25, 50, 100, 250, 500 ms, 1, 2.5, 5 s) is a bucket boundary: a latency SLI
+# "share of requests under T" is then exact, and PromQL percentiles are right to within one bucket.
+DEFAULT_BUCKETS: tuple[float, ...] = (
+    0.0001, 0.00025, 0.0005,
+    0.001, 0.0025, 0.005,
+    0.01, 0.025, 0.05,
+    0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0,
+    10.0, 30.0, 60.0,
+)  # fmt: skip
+
+
+def le_matcher(threshold: float) -> str:
+    """Bucket ``le`` values as the Python (``0.05``, ``1.0``) and Go (``1``) clients print them.
+
+    One matcher for the SLO's rules and the report's query of the share of requests under a threshold.
+    """
+    forms = dict.fromkeys([repr(float(threshold)), f"{threshold:g}"])
+    return 'le=~"' + "|".join(f.replace(".", "\\\\.") for f in forms) + '"'
+
+
+# --- latency distribution across replicas (from the sidecar's trace histogram) --------------------
+def bucket_rate_promql(phase: str = "request", window: str = "5m", by: str = "le", selector: str = "") -> str:
+    """Per-bucket rate of the trace histogram, summed ``by`` the given labels (``le`` must be among them)."""
+    matchers = ",".join(m for m in (f'{PHASE}="{phase}"', selector) if m)
+    return f"sum by ({by}) (rate({REQUEST_DURATION}_bucket{{{matchers}}}[{window}]))"
+
+
+def histogram_quantile_promql(
+    quantile: str,
+    phase: str = "request",
+    window: str = "5m",
+    grouping: Sequence[str] = (),
+    selector: str = "",
+) -> str:
+    """The ``quantile`` (e.g. "0.99") of a phase's latency across replicas, per model and version."""
+    by = "le, " + by_clause(grouping)
+    return f"histogram_quantile({quantile}, {bucket_rate_promql(phase, window, by, selector)})"
+
+
+def ensemble_step_promql(window: str = "5m", selector: str = "") -> str:
+    """Mean time per traced request of each ensemble in each step and phase, across replicas: summed
+    step time over summed traced requests (never an average of the sidecars' means)."""
+    by = by_clause()
+    sel = f"{{{selector}}}" if selector else ""
+    steps = f"sum by ({by}, {STEP}, {PHASE}) (rate({ENSEMBLE_STEP_SECONDS}{sel}[{window}]))"
+    traced = f"sum by ({by}) (rate({ENSEMBLE_TRACED_REQUESTS}{sel}[{window}]))"
+    return f"{steps} / on ({by}) group_left () ({traced} > 0)"
