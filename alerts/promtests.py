@@ -11,7 +11,7 @@ always, by design.)
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -318,34 +318,30 @@ def _between(limit: float, upper: bool) -> Decimal:
     return ((d + 1) / 2) if upper else (d / 2)
 
 
-def _queue_inputs(c: Case, spec: SLOFile, model: str, ratio: Decimal) -> None:
-    request_us = Decimal(1_000_000)
-    labels = triton_labels(spec, model)
-    c.add(catalog.triton_duration("request"), labels, counter(request_us, 40))
-    c.add(catalog.triton_duration("queue"), labels, counter(request_us * ratio, 40))
-
-
-def _batch_inputs(c: Case, spec: SLOFile, model: str, eff: Decimal) -> None:
-    executions = Decimal(10)
-    c.add(catalog.TRITON_EXEC_COUNT, triton_labels(spec, model), counter(executions, 50))
-    c.add(
-        catalog.TRITON_INFERENCE_COUNT, triton_labels(spec, model), counter(executions * MAX_BATCH * eff, 50)
-    )
+def _objective_inputs(c: Case, spec: SLOFile, model: str, objective: str, value: Decimal) -> None:
+    """Triton series that make the objective's signal read ``value``, from its catalog entry's inverse
+    (and, for a signal over a config value, the sidecar's gauge of that value at ``MAX_BATCH``)."""
+    per_minute, samples, _what, _at = OPERATIONAL_INPUTS[objective]
+    sig = catalog.entry(objective)
+    config: dict[str, Decimal] = {}
+    if isinstance(sig, catalog.ConfigRatio):
+        config[sig.by] = Decimal(MAX_BATCH)
+        value = sig.inverse(value, config[sig.by])
+        sig = catalog.signal(sig.of)
+    for family, increase in sig.inverse(value, per_minute).items():
+        c.add(family, triton_labels(spec, model), counter(increase, samples))
     sidecar = sidecar_labels(spec, **{catalog.MODEL: model, catalog.VERSION: VERSION})
-    c.add(catalog.MAX_BATCH_SIZE, sidecar, gauge(MAX_BATCH, 50))
+    for family, v in config.items():
+        c.add(family, sidecar, gauge(v, samples))
 
 
-def _cache_inputs(c: Case, spec: SLOFile, model: str, ratio: Decimal) -> None:
-    c.add(catalog.TRITON_CACHE_HITS, triton_labels(spec, model), counter(RPM * ratio, 50))
-    c.add(catalog.TRITON_CACHE_MISSES, triton_labels(spec, model), counter(RPM * (1 - ratio), 50))
-
-
-# Per operational objective (catalog.OPERATIONAL_OBJECTIVES, by the signal it bounds): the Triton series
-# that give the signal a value, how a case names that value, and when to check (after the alert's `for`).
-OPERATIONAL_INPUTS: dict[str, tuple[Callable[[Case, SLOFile, str, Decimal], None], str, str]] = {
-    catalog.QUEUE_TIME_RATIO: (_queue_inputs, "queue time {pct} of request time", "30m"),
-    catalog.BATCH_EFFICIENCY: (_batch_inputs, "batch efficiency {pct}", "45m"),
-    catalog.CACHE_HIT_RATIO: (_cache_inputs, "cache hit ratio {pct}", "45m"),
+# Per operational objective (catalog.OPERATIONAL_OBJECTIVES, by the signal it bounds): the denominator's
+# increase per minute and the samples of its inputs, how a case names the value, and when to check
+# (after the alert's `for`).
+OPERATIONAL_INPUTS: dict[str, tuple[Decimal, int, str, str]] = {
+    catalog.QUEUE_TIME_RATIO: (Decimal(1_000_000), 40, "queue time {pct} of request time", "30m"),
+    catalog.BATCH_EFFICIENCY: (Decimal(10), 50, "batch efficiency {pct}", "45m"),
+    catalog.CACHE_HIT_RATIO: (RPM, 50, "cache hit ratio {pct}", "45m"),
 }
 
 
@@ -354,12 +350,12 @@ def operational_cases(spec: SLOFile, slo: SLO, objective: catalog.OperationalObj
     limit = slo.limit(objective)
     if limit is None:
         return []
-    inputs, what, at = OPERATIONAL_INPUTS[objective.signal]
+    _per_minute, _samples, what, at = OPERATIONAL_INPUTS[objective.signal]
     upper = objective.bound == "max"
     out = []
     for fire, value in ((True, _between(limit, upper)), (False, _between(limit, not upper))):
         c = Case(f"{slo.model}: {what.format(pct=pct(value))} {'fires' if fire else 'is quiet'}")
-        inputs(c, spec, slo.model, value)
+        _objective_inputs(c, spec, slo.model, objective.signal, value)
         alert = objective.alert.name
         values = {**rules.operational_texts(spec, alert, slo), "value_pct": pct(value)}
         labels = _model_alert_labels(spec, slo.model)

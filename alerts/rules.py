@@ -22,118 +22,52 @@ they expect, so the tests prove the rendered text too.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
 from tritonwatch import catalog
 from tritonwatch.alerts import stall, windows
+from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is how the rest reads them)
+    ALERTS,
+    BATCH_EFFICIENCY_LOW,
+    BUDGET_REMAINING_RECORD,
+    BURN,
+    CACHE_HIT_RATIO_LOW,
+    CAUSE,
+    FOR,
+    GO_VALUES,
+    GPU_MEMORY_NEAR_FULL,
+    GPU_XID,
+    MODEL_NOT_READY,
+    MODEL_STALLED,
+    NO_DATA,
+    NO_DATA_ABSENT,
+    NO_DATA_TRAFFIC_WINDOW,
+    OBJECTIVE_RECORD,
+    OPERATIONAL,
+    QUEUE_TIME_HIGH,
+    SERVER_ABSENT_TEXTS,
+    SERVER_DOWN,
+    SERVER_STALLED,
+    SEVERITY,
+    SIDECAR_DOWN,
+    SIDECAR_STALE,
+    SLO_ALERTS,
+    SLO_LABEL,
+    STALE_WINDOW,
+    TEXTS,
+    WATCHDOG,
+    XID_WINDOW,
+    _go_vars,
+    render,
+)
 from tritonwatch.catalog import le_matcher
 from tritonwatch.slo import SLO, FrontCounters, Objective, SLOFile, format_duration
 from tritonwatch.validators import promql_string
 
 Rule = dict[str, Any]
 Group = dict[str, Any]
-
-# --- names: all from the catalog ---------------------------------------------------------------
-SLO_LABEL = catalog.SLO
-SEVERITY = "severity"
-OBJECTIVE_RECORD = catalog.SLO_OBJECTIVE_RECORD
-BUDGET_REMAINING_RECORD = catalog.SLO_ERROR_BUDGET_REMAINING_RECORD
-
-BURN = catalog.SLO_BURN_ALERT
-NO_DATA = catalog.SLO_NO_DATA_ALERT
-SERVER_DOWN = catalog.SERVER_DOWN_ALERT
-SERVER_STALLED = catalog.SERVER_STALLED_ALERT
-MODEL_STALLED = catalog.MODEL_STALLED_ALERT
-MODEL_NOT_READY = catalog.MODEL_NOT_READY_ALERT
-QUEUE_TIME_HIGH = catalog.QUEUE_TIME_HIGH_ALERT
-BATCH_EFFICIENCY_LOW = catalog.BATCH_EFFICIENCY_LOW_ALERT
-CACHE_HIT_RATIO_LOW = catalog.CACHE_HIT_RATIO_LOW_ALERT
-GPU_MEMORY_NEAR_FULL = catalog.GPU_MEMORY_NEAR_FULL_ALERT
-GPU_XID = catalog.GPU_XID_ALERT
-SIDECAR_DOWN = catalog.SIDECAR_DOWN_ALERT
-SIDECAR_STALE = catalog.SIDECAR_STALE_ALERT
-WATCHDOG = catalog.WATCHDOG_ALERT
-# The per-model operational objectives (queue time, batch efficiency, cache hit ratio), by alert name.
-OPERATIONAL = {o.alert.name: o for o in catalog.OPERATIONAL_OBJECTIVES}
-# TritonServerDown has two rules (a target down, no target at all) with texts of their own.
-SERVER_ABSENT_TEXTS = "TritonServerDown/absent"
-CAUSE = "cause"  # tells those two rules (and their alerts) apart
-
-ALERTS = (
-    BURN,
-    NO_DATA,
-    SERVER_DOWN,
-    SERVER_STALLED,
-    MODEL_STALLED,
-    MODEL_NOT_READY,
-    QUEUE_TIME_HIGH,
-    BATCH_EFFICIENCY_LOW,
-    CACHE_HIT_RATIO_LOW,
-    GPU_MEMORY_NEAR_FULL,
-    GPU_XID,
-    SIDECAR_DOWN,
-    SIDECAR_STALE,
-    WATCHDOG,
-)
-
-# Windows of the operational alerts (the SLO alerts take theirs from alerts/windows.py).
-NO_DATA_ABSENT = "15m"
-NO_DATA_TRAFFIC_WINDOW = "1h"
-STALE_WINDOW = "5m"
-XID_WINDOW = "1h"
-
-# Go template snippets for the value placeholders; label placeholders become {{ $labels.<name> }}.
-GO_VALUES = {
-    "value": "{{ $value }}",
-    "value_pct": "{{ $value | humanizePercentage }}",
-    "value_x": '{{ $value | printf "%.1f" }}',
-}
-
-
-# --- alert texts: the SLO alerts' here, the operational ones from the catalog --------------------
-SLO_ALERTS = (
-    catalog.Alert(
-        BURN,
-        watches="",  # the SLO's own SLI records, not a catalog signal
-        hold="",
-        summary="{model} is burning its {slo} error budget {value_x}x too fast",
-        description="{model} is spending the error budget of SLO {slo} ({objective}% of requests {good} over "
-        "{window}) {value_x} times as fast as the objective allows; {budget_left} of the budget is left.",
-    ),
-    catalog.Alert(
-        NO_DATA,
-        watches=catalog.REQUEST_DURATION,
-        hold="10m",
-        summary="No latency samples for {model}: the {slo} SLI is blind",
-        description="The latency SLI {slo} has no sampled requests for {model}: no {histogram} series for "
-        "{absent}, or none added over {traffic_window} while Triton served requests. Check that "
-        "Triton's traces reach the sidecar (--otlp-listen, --trace-rate).",
-    ),
-)
-TEXTS: dict[str, catalog.Alert] = {
-    **{a.name: a for a in (*SLO_ALERTS, *catalog.OPERATIONAL_ALERTS)},
-    SERVER_ABSENT_TEXTS: catalog.SERVER_ABSENT,
-}
-FOR = {name: a.hold for name, a in TEXTS.items() if a.hold and name in ALERTS}
-
-
-class _GoVars(dict[str, str]):
-    """Placeholder values for rules: unknown names are label references."""
-
-    def __missing__(self, key: str) -> str:
-        return "{{ $labels.%s }}" % key  # noqa: UP031 -- braces would need escaping in an f-string
-
-
-def render(text: str, values: Mapping[str, str]) -> str:
-    return text.format_map(values)
-
-
-def _go_vars(fixed: Mapping[str, str]) -> _GoVars:
-    out = _GoVars(GO_VALUES)
-    out.update(fixed)
-    return out
 
 
 # --- PromQL helpers -----------------------------------------------------------------------------
@@ -149,15 +83,6 @@ def _select(metric: str, *matchers: str) -> str:
     if metric.endswith("}"):
         return metric[:-1] + "," + ",".join(ms) + "}"
     return f"{metric}{{{','.join(ms)}}}"
-
-
-def _sum_rate(terms: Sequence[catalog.Term], window: str, by: str, selector: str) -> str:
-    parts = [
-        f"sum by ({by}) (rate({_select(t.matcher(), selector)}[{window}]))"
-        + (f" * {t.scale:g}" if t.scale != 1 else "")
-        for t in terms
-    ]
-    return parts[0] if len(parts) == 1 else "(" + " + ".join(parts) + ")"
 
 
 def _model(model: str) -> str:
@@ -239,8 +164,8 @@ def availability_error_ratio(spec: SLOFile, model: str, window: str) -> str:
     by = _by(spec, catalog.MODEL)
 
     def ratio(sig: catalog.Signal) -> str:
-        num = _sum_rate(sig.numerator, window, by, _model(model))
-        den = _sum_rate(sig.denominator, window, by, _model(model))
+        num = catalog.sum_rate(sig.numerator, window, by, _model(model))
+        den = catalog.sum_rate(sig.denominator, window, by, _model(model))
         return f"{num}\n/\n{den}"
 
     plain = catalog.signal(catalog.ERROR_RATIO)

@@ -297,7 +297,7 @@ class SidecarCollector(Collector):
         eff = TextFamily(catalog.BATCH_EFFICIENCY, catalog.BATCH_EFFICIENCY_HELP, list(catalog.MODEL_KEY))
         mbs = self.api.state.max_batch_size if self.api else {}
         for (model, version), size in sorted(sizes.items()):
-            limit = mbs.get(model)
-            if limit:
-                eff.add_metric([model, version], size / limit)
+            value = catalog.BATCH_EFFICIENCY_SIGNAL.value(size, mbs.get(model))
+            if value is not None:
+                eff.add_metric([model, version], value)
         return eff

@@ -7,7 +7,8 @@ them recorded payloads.
   0-1, watts, joules, hertz) whatever the source's unit (%, MiB, mJ, MHz, bytes).
 * ``select_used``: keep the devices this Triton uses, resolving a MIG GPU to the one GPU instance
   this Triton holds.
-* ``busy_seconds`` / ``busy_shares`` / ``energy_per_inference``: the model-to-GPU join (docs/gpu.md).
+* ``busy_seconds`` / ``busy_shares`` / ``energy_per_inference``: the model-to-GPU join (docs/gpu.md),
+  defined in ``tritonwatch.catalog.gpu`` beside the PromQL of the same formulas, re-exported here.
 """
 
 from __future__ import annotations
@@ -17,11 +18,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from tritonwatch import catalog
+from tritonwatch.catalog.gpu import (  # noqa: F401 (re-exported: the sidecar's GPU part uses them here)
+    ExecIncrease,
+    ModelGpuKey,
+    busy_seconds,
+    busy_shares,
+    energy_per_inference,
+)
 from tritonwatch.expfmt import LabelSet, Samples
-from tritonwatch.exporters.window import ModelKey
 
 MIB = 1024.0 * 1024.0
-ModelGpuKey = tuple[str, str, str]  # (model, version, gpu_uuid)
 
 
 @dataclass(frozen=True)
@@ -202,63 +208,6 @@ def select_used(
         elif len(instances) == 1:
             out[uuid] = _merge(whole, instances[0])
     return out
-
-
-@dataclass(frozen=True)
-class ExecIncrease:
-    """A model's execution counters on one GPU, increased over a window."""
-
-    compute_seconds: float  # compute_input + compute_infer + compute_output duration counters
-    inferences: float  # nv_inference_count
-    executions: float  # nv_inference_exec_count
-    # Busy seconds measured batch by batch (the statistics API's batch_stats), where known: exact
-    # where compute time per batch varies with its size, which the mean-batch formula assumes not.
-    busy: float | None = None
-
-
-def busy_seconds(inc: ExecIncrease) -> float | None:
-    """Time the GPU spent executing the model: compute duration / mean batch size.
-
-    Triton adds a batch's compute time once per request in it, so the duration counters hold
-    batch time x batch size; dividing by inferences / executions leaves time x executions.
-    """
-    if inc.busy is not None:
-        return inc.busy if inc.busy > 0 and inc.inferences > 0 else None
-    if inc.inferences <= 0 or inc.executions <= 0 or inc.compute_seconds <= 0:
-        return None
-    return inc.compute_seconds * inc.executions / inc.inferences
-
-
-def busy_shares(increases: Mapping[ModelGpuKey, ExecIncrease]) -> dict[ModelGpuKey, float]:
-    """Each model's share of the busy time of each GPU (shares on one GPU sum to 1)."""
-    busy = {k: b for k, inc in increases.items() if (b := busy_seconds(inc)) is not None}
-    per_gpu: dict[str, float] = {}
-    for (_m, _v, gpu), b in busy.items():
-        per_gpu[gpu] = per_gpu.get(gpu, 0.0) + b
-    return {k: b / per_gpu[k[2]] for k, b in busy.items() if per_gpu[k[2]] > 0}
-
-
-def energy_per_inference(
-    shares: Mapping[ModelGpuKey, float],
-    increases: Mapping[ModelGpuKey, ExecIncrease],
-    energy_joules: Mapping[str, float],
-) -> dict[ModelKey, float]:
-    """Joules per inference per model: each GPU's energy split by busy share, over the inferences.
-
-    Only GPUs with a known energy increase count, on both sides of the division, so a GPU without
-    an energy source neither dilutes nor inflates the model's value.
-    """
-    joules: dict[ModelKey, float] = {}
-    inferences: dict[ModelKey, float] = {}
-    for key, share in shares.items():
-        model, version, gpu = key
-        energy = energy_joules.get(gpu)
-        if energy is None or energy < 0:
-            continue
-        mk = (model, version)
-        joules[mk] = joules.get(mk, 0.0) + share * energy
-        inferences[mk] = inferences.get(mk, 0.0) + increases[key].inferences
-    return {mk: j / inferences[mk] for mk, j in joules.items() if inferences[mk] > 0}
 
 
 def model_gpu_key(labels: LabelSet) -> ModelGpuKey | None:

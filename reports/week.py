@@ -170,8 +170,7 @@ def collect(
     fill("mean_latency_seconds", q.mean_latency(window), "mean latency")
     fill("p99_latency_seconds", q.latency_quantile(0.99, window), "p99 latency")
     for m in models.values():
-        if m.mean_batch_size is not None and m.max_batch_size:
-            m.batch_efficiency = m.mean_batch_size / m.max_batch_size
+        m.batch_efficiency = catalog.BATCH_EFFICIENCY_SIGNAL.value(m.mean_batch_size, m.max_batch_size)
     gpus_of: dict[ModelKey, set[str]] = {}
     for labels in client.instant(q.model_gpus(window), end, "models' GPUs"):
         uuid = label(labels, catalog.GPU_UUID)

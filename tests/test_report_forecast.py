@@ -1,6 +1,6 @@
 """Forecasts and SLO-bound capacity against a real Prometheus holding two backfilled weeks per model.
 
-``tritonwatch.reports.synthetic.forecast_weeks()`` gives five models, each alone on its GPU, over the same 14 days
+``support.synthetic.forecast_weeks()`` gives five models, each alone on its GPU, over the same 14 days
 with quiet weekends: linear growth, 5 %/day compounding growth, flat, falling, and a flat one whose
 latency rises sharply past a known request rate. They are backfilled with ``promtool tsdb
 create-blocks-from openmetrics`` into one Prometheus and the report runs once through ``main(argv)``.
@@ -21,12 +21,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import backfill, chromium
+from support import backfill, chromium, synthetic
 
 from tritonwatch import catalog
 from tritonwatch.cli import main
 from tritonwatch.local.promstack import Prometheus
-from tritonwatch.reports import synthetic
 from tritonwatch.reports.promapi import PromClient
 from tritonwatch.reports.week import history_days
 

@@ -1,6 +1,6 @@
 """The capacity report against a real Prometheus holding a backfilled synthetic week with known figures.
 
-The week (``tritonwatch.reports.synthetic.default_week``) is written as OpenMetrics, turned into TSDB blocks by
+The week (``support.synthetic.default_week``) is written as OpenMetrics, turned into TSDB blocks by
 ``promtool tsdb create-blocks-from openmetrics``, and served by a real Prometheus; ``tritonwatch report``
 runs through the CLI's ``main(argv)`` and its CSV files are compared with the truth recomputed from the
 very counters written. The HTML is then opened in headless Chromium.
@@ -19,13 +19,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import backfill, chromium
+from support import backfill, chromium, synthetic
 
 from tritonwatch import catalog
 from tritonwatch.cli import main
 from tritonwatch.local.procs import free_port
 from tritonwatch.local.promstack import Prometheus
-from tritonwatch.reports import synthetic
 
 pytestmark = pytest.mark.prometheus
 

@@ -125,7 +125,7 @@ def sidecar_values(replicas: Sequence[Replica]) -> dict[Key, float | None]:
             size = None if ensemble else _pooled(windows, batch, key)
             limit = max((replicas[i].max_batch_size.get(key[0], 0) for i in idx), default=0)
             if limit > 0:  # the collector's formula: mean batch / max_batch_size from the config
-                eff = None if size is None else size / limit
+                eff = catalog.BATCH_EFFICIENCY_SIGNAL.value(size, limit)
                 out[(k, catalog.BATCH_EFFICIENCY_RECORD, _record_labels(batch, key))] = eff
     return out
 

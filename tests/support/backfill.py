@@ -1,4 +1,4 @@
-"""Synthetic weeks (``tritonwatch.reports.synthetic``) as TSDB blocks served by a real Prometheus.
+"""Synthetic weeks (``support.synthetic``) as TSDB blocks served by a real Prometheus.
 
 ``blocks()`` writes the weeks as OpenMetrics and converts them with ``promtool tsdb
 create-blocks-from openmetrics``; ``serve()`` copies blocks into a fresh data directory and starts a
@@ -12,8 +12,8 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from support import synthetic
 from tritonwatch.local.promstack import Prometheus, prometheus_config
-from tritonwatch.reports import synthetic
 
 
 def blocks(weeks: synthetic.Week | Sequence[synthetic.Week], work: Path) -> Path:

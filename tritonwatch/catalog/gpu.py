@@ -1,8 +1,18 @@
-"""GPU joined to models: the recording rules' PromQL (the sidecar computes the same per Triton process)."""
+"""GPU joined to models, both engines of each formula side by side (docs/gpu.md).
+
+A model's busy time on a GPU is its compute duration over its mean batch size (Triton adds a batch's
+compute time once per request in it); its share of the GPU is its busy time over every model's on
+that GPU; its energy per inference is each GPU's energy split by those shares, over its inferences.
+``busy_seconds`` / ``busy_shares`` / ``energy_per_inference`` compute them per Triton process from
+increases (the sidecar); the ``*_promql`` functions render the same formulas across processes (the
+recording rules, where processes sharing a GPU split it). ``GPU_COMPUTE`` is the compute input both
+read.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from tritonwatch.catalog.names import (
     ATTRIBUTION,
@@ -22,6 +32,7 @@ from tritonwatch.catalog.names import (
     triton_duration,
 )
 from tritonwatch.catalog.render import by_clause
+from tritonwatch.catalog.signals import Term
 
 # --- GPU joined to models (recording rules; the sidecar computes the same per Triton process) ------
 # Record names (level:metric:operations); the ``level`` lists the labels kept besides grouping ones.
@@ -29,6 +40,69 @@ GPU_BUSY_SECONDS_RECORD = "model_gpu:tritonwatch_gpu_busy_seconds:rate5m"
 MODEL_GPU_BUSY_RECORD = "model_gpu:tritonwatch_gpu_busy_ratio:rate5m"
 GPU_ENERGY_WATTS_RECORD = "gpu:tritonwatch_energy_watts:rate5m"
 MODEL_ENERGY_PER_INFERENCE_RECORD = "model:tritonwatch_energy_per_inference_joules:rate5m"
+
+
+ModelGpuKey = tuple[str, str, str]  # (model, version, gpu_uuid)
+# The compute time a model's executions spend on its GPU: the three compute phases' duration counters
+# (microseconds), in seconds.
+GPU_COMPUTE: tuple[Term, ...] = tuple(Term(triton_duration(p), scale=1e-6) for p in COMPUTE_PHASES)
+
+
+@dataclass(frozen=True)
+class ExecIncrease:
+    """A model's execution counters on one GPU, increased over a window."""
+
+    compute_seconds: float  # compute_input + compute_infer + compute_output duration counters
+    inferences: float  # nv_inference_count
+    executions: float  # nv_inference_exec_count
+    # Busy seconds measured batch by batch (the statistics API's batch_stats), where known: exact
+    # where compute time per batch varies with its size, which the mean-batch formula assumes not.
+    busy: float | None = None
+
+
+def busy_seconds(inc: ExecIncrease) -> float | None:
+    """Time the GPU spent executing the model: compute duration / mean batch size.
+
+    Triton adds a batch's compute time once per request in it, so the duration counters hold
+    batch time x batch size; dividing by inferences / executions leaves time x executions.
+    """
+    if inc.busy is not None:
+        return inc.busy if inc.busy > 0 and inc.inferences > 0 else None
+    if inc.inferences <= 0 or inc.executions <= 0 or inc.compute_seconds <= 0:
+        return None
+    return inc.compute_seconds * inc.executions / inc.inferences
+
+
+def busy_shares(increases: Mapping[ModelGpuKey, ExecIncrease]) -> dict[ModelGpuKey, float]:
+    """Each model's share of the busy time of each GPU (shares on one GPU sum to 1)."""
+    busy = {k: b for k, inc in increases.items() if (b := busy_seconds(inc)) is not None}
+    per_gpu: dict[str, float] = {}
+    for (_m, _v, gpu), b in busy.items():
+        per_gpu[gpu] = per_gpu.get(gpu, 0.0) + b
+    return {k: b / per_gpu[k[2]] for k, b in busy.items() if per_gpu[k[2]] > 0}
+
+
+def energy_per_inference(
+    shares: Mapping[ModelGpuKey, float],
+    increases: Mapping[ModelGpuKey, ExecIncrease],
+    energy_joules: Mapping[str, float],
+) -> dict[tuple[str, str], float]:
+    """Joules per inference per model: each GPU's energy split by busy share, over the inferences.
+
+    Only GPUs with a known energy increase count, on both sides of the division, so a GPU without
+    an energy source neither dilutes nor inflates the model's value.
+    """
+    joules: dict[tuple[str, str], float] = {}
+    inferences: dict[tuple[str, str], float] = {}
+    for key, share in shares.items():
+        model, version, gpu = key
+        energy = energy_joules.get(gpu)
+        if energy is None or energy < 0:
+            continue
+        mk = (model, version)
+        joules[mk] = joules.get(mk, 0.0) + share * energy
+        inferences[mk] = inferences.get(mk, 0.0) + increases[key].inferences
+    return {mk: j / inferences[mk] for mk, j in joules.items() if inferences[mk] > 0}
 
 
 def _extra_by(grouping: Sequence[str], *first: str) -> str:
@@ -49,8 +123,9 @@ def gpu_busy_seconds_promql(window: str = "5m", grouping: Sequence[str] = (), se
     def r(family: str) -> str:
         return f"rate({family}{{{sel}}}[{window}])"
 
-    compute = " + ".join(r(triton_duration(p)) for p in COMPUTE_PHASES)
-    per_series = f"({compute}) * 1e-06 * {r(TRITON_EXEC_COUNT)} / ({r(TRITON_INFERENCE_COUNT)} > 0)"
+    compute = " + ".join(r(t.family) for t in GPU_COMPUTE)
+    scale = GPU_COMPUTE[0].scale  # one unit for the three phases
+    per_series = f"({compute}) * {scale:g} * {r(TRITON_EXEC_COUNT)} / ({r(TRITON_INFERENCE_COUNT)} > 0)"
     config = _config_rate(MODEL_GPU_BUSY_SECONDS, window, selector)
     return f"sum by ({_extra_by(grouping, MODEL, VERSION, GPU_UUID)}) ({per_series} or {config})"
 

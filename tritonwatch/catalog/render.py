@@ -9,10 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tritonwatch.catalog.names import (
-    BATCH_SIZE_MEAN,
     ENSEMBLE_STEP_SECONDS,
     ENSEMBLE_TRACED_REQUESTS,
-    MAX_BATCH_SIZE,
     MODEL_KEY,
     MODEL_ROLE_INFO,
     PHASE,
@@ -22,7 +20,14 @@ from tritonwatch.catalog.names import (
     ROLE_STEP,
     STEP,
 )
-from tritonwatch.catalog.signals import Signal, Term, ensemble_variant, signal
+from tritonwatch.catalog.signals import (
+    BATCH_EFFICIENCY_SIGNAL,
+    ConfigRatio,
+    Signal,
+    Term,
+    ensemble_variant,
+    signal,
+)
 
 
 # --- PromQL rendering ---------------------------------------------------------------------------
@@ -31,7 +36,8 @@ def by_clause(grouping: Sequence[str] = ()) -> str:
     return ", ".join(labels)
 
 
-def _sum_rate(terms: Sequence[Term], window: str, by: str, selector: str) -> str:
+def sum_rate(terms: Sequence[Term], window: str, by: str, selector: str) -> str:
+    """``sum by (by) (rate(term[window]))`` per term (``selector`` added to its matchers), scaled, summed."""
     parts = []
     for t in terms:
         m = t.matcher()
@@ -75,26 +81,33 @@ def entries_only(expr: str) -> str:
 
 def _formula(sig: Signal, window: str, grouping: Sequence[str], selector: str) -> str:
     by = by_clause(grouping)
-    num = _sum_rate(sig.numerator, window, by, selector)
+    num = sum_rate(sig.numerator, window, by, selector)
     if sig.minus:
-        num = f"({num} - {_sum_rate(sig.minus, window, by, selector)})"
+        num = f"({num} - {sum_rate(sig.minus, window, by, selector)})"
     if sig.kind == "rate":
         return num
     if sig.kind == "gauge":
         m = sig.numerator[0].family + (f"{{{selector}}}" if selector else "")
         return f"sum by ({by}) ({m})"
-    den = _sum_rate(sig.denominator, window, by, selector)
+    den = sum_rate(sig.denominator, window, by, selector)
     if sig.subtract:
-        sub = _sum_rate(sig.subtract, window, by, selector)
+        sub = sum_rate(sig.subtract, window, by, selector)
         den = f"({den} - ({sub} or {den} * 0))"
     return f"{num} / {den}"
 
 
-def batch_efficiency_promql(window: str = "5m", grouping: Sequence[str] = (), selector: str = "") -> str:
+def config_ratio_promql(
+    entry: ConfigRatio, window: str = "5m", grouping: Sequence[str] = (), selector: str = ""
+) -> str:
+    """``entry.of`` over the config gauge ``entry.by`` where that is above 0 (``ConfigRatio.value``)."""
     by = by_clause(grouping)
     sel = f"{{{selector}}}" if selector else ""
-    mean = promql(signal(BATCH_SIZE_MEAN), window, grouping, selector)
-    return f"({mean}) / on ({by}) group_left max by ({by}) ({MAX_BATCH_SIZE}{sel} > 0)"
+    of = promql(signal(entry.of), window, grouping, selector)
+    return f"({of}) / on ({by}) group_left max by ({by}) ({entry.by}{sel} > 0)"
+
+
+def batch_efficiency_promql(window: str = "5m", grouping: Sequence[str] = (), selector: str = "") -> str:
+    return config_ratio_promql(BATCH_EFFICIENCY_SIGNAL, window, grouping, selector)
 
 
 def recorded(record: str, grouping: Sequence[str] = (), selector: str = "", phase: str = "") -> str:

@@ -8,6 +8,8 @@ increases that make it read a value (the promtool cases and the synthetic weeks 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from decimal import Decimal
+from typing import TypeVar
 
 from tritonwatch.catalog.names import (
     BATCH_EFFICIENCY,
@@ -18,6 +20,7 @@ from tritonwatch.catalog.names import (
     ENSEMBLE_FAILURES_PER_REQUEST,
     ERROR_RATIO,
     LATENCY,
+    MAX_BATCH_SIZE,
     PENDING_REQUESTS,
     PHASE,
     PHASES,
@@ -32,6 +35,10 @@ from tritonwatch.catalog.names import (
     TRITON_SUCCESS,
     triton_duration,
 )
+
+# A value the inverses work in: Decimal for the promtool cases (exact text), float for the synthetic
+# weeks (numpy arrays of floats pass as float).
+_N = TypeVar("_N", float, Decimal)
 
 
 # --- formulas -----------------------------------------------------------------------------------
@@ -92,6 +99,26 @@ class Signal:
 
     def all_families(self) -> tuple[str, ...]:
         return tuple(t.family for t in self.terms())
+
+    def inverse(self, value: _N, total: _N) -> dict[str, _N]:
+        """Increases of the ratio's inputs over a window that make it read ``value``, the denominator's
+        increase being ``total``: what the promtool cases and the synthetic weeks write.
+
+        In the denominator's order, then the numerator where it is not among them: the numerator is
+        value x total; a denominator term that is not the numerator is the rest of total where the
+        numerator is one of its terms (cache hits of hits + misses), else total.
+        """
+        num = self.numerator[0] if len(self.numerator) == 1 else None
+        den = self.denominator
+        plain = num is not None and num.scale == 1.0 and all(t.scale == 1.0 for t in den)
+        if self.kind != "ratio" or self.subtract or self.minus or num is None or not plain:
+            raise ValueError(f"{self.name} has no inverse")
+        part = value * total
+        if num in den and len(den) == 2:
+            return {t.family: part if t == num else total - part for t in den}
+        if num not in den and len(den) == 1:
+            return {den[0].family: total, num.family: part}
+        raise ValueError(f"{self.name} has no inverse")
 
 
 _SUCCESS = Term(TRITON_SUCCESS)
@@ -201,16 +228,51 @@ SIGNALS: tuple[Signal, ...] = (
     ),
 )
 
+
+@dataclass(frozen=True)
+class ConfigRatio:
+    """A signal over a value only the model config knows: ``of`` (a signal's value over the window)
+    divided by ``by`` (the sidecar's gauge of the config value), defined where ``by`` is above 0.
+
+    ``value`` is the sidecar's formula, ``render.config_ratio_promql`` the rules' and panels' (the
+    same division, ``> 0`` on the config gauge), ``inverse`` the ``of`` value that makes it read a
+    given value (the promtool cases write inputs for that).
+    """
+
+    name: str
+    help: str
+    unit: str
+    of: str  # the exported signal divided
+    by: str  # the config gauge it is divided by
+    record: str
+    view: View
+
+    def value(self, of: float | None, by: float | None) -> float | None:
+        return of / by if of is not None and by is not None and by > 0 else None
+
+    def inverse(self, value: _N, by: _N) -> _N:
+        return value * by
+
+
 # Batch efficiency needs the model config (max_batch_size), not only /metrics: defined apart.
-BATCH_EFFICIENCY_RECORD = "model:tritonwatch_batch_efficiency_ratio:mean5m"
-BATCH_EFFICIENCY_HELP = "Mean executed batch size over the model's max_batch_size, over the window."
-BATCH_EFFICIENCY_UNIT = "percentunit"
-BATCH_EFFICIENCY_VIEW = View(
-    "Batch efficiency",
-    "Mean executed batch size over the model's max_batch_size: how full the batches Triton runs are "
-    "(models that batch).",
-    column="batch efficiency",
+BATCH_EFFICIENCY_SIGNAL = ConfigRatio(
+    name=BATCH_EFFICIENCY,
+    help="Mean executed batch size over the model's max_batch_size, over the window.",
+    unit="percentunit",
+    of=BATCH_SIZE_MEAN,
+    by=MAX_BATCH_SIZE,
+    record="model:tritonwatch_batch_efficiency_ratio:mean5m",
+    view=View(
+        "Batch efficiency",
+        "Mean executed batch size over the model's max_batch_size: how full the batches Triton runs are "
+        "(models that batch).",
+        column="batch efficiency",
+    ),
 )
+BATCH_EFFICIENCY_RECORD = BATCH_EFFICIENCY_SIGNAL.record
+BATCH_EFFICIENCY_HELP = BATCH_EFFICIENCY_SIGNAL.help
+BATCH_EFFICIENCY_UNIT = BATCH_EFFICIENCY_SIGNAL.unit
+BATCH_EFFICIENCY_VIEW = BATCH_EFFICIENCY_SIGNAL.view
 
 
 def signal(name: str, **labels: str) -> Signal:
@@ -222,11 +284,14 @@ def signal(name: str, **labels: str) -> Signal:
     raise KeyError(f"no signal {name} {labels}")
 
 
+def entry(name: str) -> Signal | ConfigRatio:
+    """A signal without constant labels by exported name, batch efficiency (defined apart) included."""
+    return BATCH_EFFICIENCY_SIGNAL if name == BATCH_EFFICIENCY_SIGNAL.name else signal(name)
+
+
 def view(name: str) -> tuple[View, str]:
     """A signal's view and unit, by exported name (batch efficiency, defined apart, included)."""
-    if name == BATCH_EFFICIENCY:
-        return BATCH_EFFICIENCY_VIEW, BATCH_EFFICIENCY_UNIT
-    sig = signal(name)
+    sig = entry(name)
     if sig.view is None:
         raise KeyError(f"signal {name} has no panel of its own")
     return sig.view, sig.unit

@@ -1,7 +1,8 @@
 """A synthetic week of Triton, sidecar and GPU series with known figures, in OpenMetrics text.
 
 Used by the report's tests (backfilled into a real Prometheus with ``promtool tsdb
-create-blocks-from openmetrics``) and handy for trying the report without a fleet. Every series is
+create-blocks-from openmetrics``) and handy for trying the report without a fleet; a test fixture, so
+it lives with the tests and the wheel does not ship it (run it from a checkout). Every series is
 sampled every ``step_s`` seconds; traffic follows a daily cycle (peak at 14:00 UTC, trough at a fifth of
 it), optionally lower at weekends (``weekend``), and grows by ``growth_per_day`` each day: linearly (of the
 first day's level) or compounding (``compound``), so the weekday peaks lie on a known curve. A model
@@ -273,8 +274,12 @@ def _counters(
     ok = model.peak_rate * week.shape(t) * week.step_s * _noise(rng, t.size, week.noise)
     failed = ok * model.error_ratio / (1.0 - model.error_ratio)
     canceled = ok * model.canceled_ratio
-    hits = ok * model.cache_hit_ratio if model.cache_hit_ratio is not None else None
-    executed = ok - hits if hits is not None else ok
+    # Every successful request is a cache lookup; the misses execute (the catalog entry's inverse).
+    lookups = None
+    if model.cache_hit_ratio is not None:
+        lookups = catalog.signal(catalog.CACHE_HIT_RATIO).inverse(model.cache_hit_ratio, ok)
+    hits = lookups[catalog.TRITON_CACHE_HITS] if lookups is not None else None
+    executed = lookups[catalog.TRITON_CACHE_MISSES] if lookups is not None else ok
     return _Counters(
         success=_cumulative(ok, restart),
         failure=_cumulative(failed, restart),
@@ -308,9 +313,10 @@ def _model_series(week: Week, model: Model, rng: np.random.Generator) -> Iterato
         yield _Series(catalog.TRITON_INFERENCE_COUNT, gpu, c.inferences)
         yield _Series(catalog.TRITON_EXEC_COUNT, gpu, c.executions)
         request_us = c.success * model.request_latency_s * 1e6
+        queued = catalog.signal(catalog.QUEUE_TIME_RATIO).inverse(model.queue_share, request_us)
         durations = {
-            "request": request_us,
-            "queue": request_us * model.queue_share,
+            "request": queued[catalog.triton_duration("request")],
+            "queue": queued[catalog.triton_duration("queue")],
             "compute_input": c.inferences * 100.0,
             "compute_infer": request_us * (1 - model.queue_share) * 0.8,
             "compute_output": c.inferences * 50.0,
@@ -502,7 +508,7 @@ def slo_capacity(model: Model, threshold: float, objective: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m tritonwatch.reports.synthetic [--forecast] FILE``: write the default week, or with
+    """``python tests/support/synthetic.py [--forecast] FILE``: write the default week, or with
     ``--forecast`` the forecast weeks (both end 2026-11-09T00:00:00Z), to FILE."""
     import sys
 
@@ -510,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     forecast = "--forecast" in args
     files = [a for a in args if a != "--forecast"]
     if len(files) != 1 or any(a.startswith("-") for a in files):
-        print("usage: python -m tritonwatch.reports.synthetic [--forecast] FILE.om", file=sys.stderr)
+        print("usage: python tests/support/synthetic.py [--forecast] FILE.om", file=sys.stderr)
         return 2
     weeks = forecast_weeks() if forecast else [default_week()]
     n = write_openmetrics(weeks, Path(files[0]))
