@@ -20,7 +20,7 @@ from tritonwatch import catalog
 from tritonwatch.alerts import rules, windows
 from tritonwatch.errors import UsageError
 from tritonwatch.selector import satisfying_labels
-from tritonwatch.slo import SLO, Objective, SLOFile
+from tritonwatch.slo import Objective, SLOFile
 
 INTERVAL = "1m"
 SLO_RULES = ("slo.rules.yml",)
@@ -308,61 +308,10 @@ def nodata_cases(spec: SLOFile, obj: Objective) -> list[Case]:
 
 
 # --- operational cases --------------------------------------------------------------------------
-def _model_alert_labels(spec: SLOFile, model: str) -> dict[str, str]:
-    return {rules.SEVERITY: "ticket", catalog.MODEL: model, catalog.VERSION: VERSION, **_group(spec)}
-
-
 def _between(limit: float, upper: bool) -> Decimal:
     """A ratio clearly past ``limit``: halfway to 1 (upper) or to 0."""
     d = Decimal(str(limit))
     return ((d + 1) / 2) if upper else (d / 2)
-
-
-def _objective_inputs(c: Case, spec: SLOFile, model: str, objective: str, value: Decimal) -> None:
-    """Triton series that make the objective's signal read ``value``, from its catalog entry's inverse
-    (and, for a signal over a config value, the sidecar's gauge of that value at ``MAX_BATCH``)."""
-    per_minute, samples, _what, _at = OPERATIONAL_INPUTS[objective]
-    sig = catalog.entry(objective)
-    config: dict[str, Decimal] = {}
-    if isinstance(sig, catalog.ConfigRatio):
-        config[sig.by] = Decimal(MAX_BATCH)
-        value = sig.inverse(value, config[sig.by])
-        sig = catalog.signal(sig.of)
-    for family, increase in sig.inverse(value, per_minute).items():
-        c.add(family, triton_labels(spec, model), counter(increase, samples))
-    sidecar = sidecar_labels(spec, **{catalog.MODEL: model, catalog.VERSION: VERSION})
-    for family, v in config.items():
-        c.add(family, sidecar, gauge(v, samples))
-
-
-# Per operational objective (catalog.OPERATIONAL_OBJECTIVES, by the signal it bounds): the denominator's
-# increase per minute and the samples of its inputs, how a case names the value, and when to check
-# (after the alert's `for`).
-OPERATIONAL_INPUTS: dict[str, tuple[Decimal, int, str, str]] = {
-    catalog.QUEUE_TIME_RATIO: (Decimal(1_000_000), 40, "queue time {pct} of request time", "30m"),
-    catalog.BATCH_EFFICIENCY: (Decimal(10), 50, "batch efficiency {pct}", "45m"),
-    catalog.CACHE_HIT_RATIO: (RPM, 50, "cache hit ratio {pct}", "45m"),
-}
-
-
-def operational_cases(spec: SLOFile, slo: SLO, objective: catalog.OperationalObjective) -> list[Case]:
-    """The objective's alert fires past the SLO file's limit and is quiet inside it."""
-    limit = slo.limit(objective)
-    if limit is None:
-        return []
-    _per_minute, _samples, what, at = OPERATIONAL_INPUTS[objective.signal]
-    upper = objective.bound == "max"
-    out = []
-    for fire, value in ((True, _between(limit, upper)), (False, _between(limit, not upper))):
-        c = Case(f"{slo.model}: {what.format(pct=pct(value))} {'fires' if fire else 'is quiet'}")
-        _objective_inputs(c, spec, slo.model, objective.signal, value)
-        alert = objective.alert.name
-        values = {**rules.operational_texts(spec, alert, slo), "value_pct": pct(value)}
-        labels = _model_alert_labels(spec, slo.model)
-        alerts = (expected(spec, alert, labels, values),) if fire else ()
-        c.checks.append(Check(at, alert, alerts))
-        out.append(c)
-    return out
 
 
 def server_cases(spec: SLOFile) -> list[Case]:
@@ -492,7 +441,8 @@ def test_files(spec: SLOFile) -> dict[str, dict[str, Any]]:
     slo_cases: list[Case] = []
     for obj in sorted(spec.objectives(), key=lambda o: o.name):
         slo_cases += burn_cases(spec, obj) + nodata_cases(spec, obj)
-    from tritonwatch.alerts.stallcases import stall_cases  # it builds on this module's cases
+    from tritonwatch.alerts.objectivecases import operational_cases  # they build on this module's cases
+    from tritonwatch.alerts.stallcases import stall_cases
 
     ops: list[Case] = server_cases(spec) + stall_cases(spec) + ready_cases(spec)
     for slo in sorted(spec.slos, key=lambda s: s.model):

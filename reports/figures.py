@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
+from tritonwatch import catalog
 from tritonwatch.reports.capacity import COMPOUND, LINEAR, Forecast, forecast
 from tritonwatch.reports.knee import Knee, slo_capacity
 from tritonwatch.reports.week import PEAK_STEP, ModelWeek, Week, model_name
@@ -163,6 +164,8 @@ def saturation_date(f: Forecast | None, end: datetime) -> str | None:
 
 
 # --- CSV rows -----------------------------------------------------------------------------------
+# The catalog's reported figures (batch efficiency, cache hit ratio, queue share, ...), by field.
+REPORTED_FIELDS = tuple(catalog.view(e.name)[0].field for e in catalog.REPORTED)
 MODEL_COLUMNS = (
     "model",
     "version",
@@ -174,9 +177,7 @@ MODEL_COLUMNS = (
     "availability_vs_objective",
     "mean_batch_size",
     "max_batch_size",
-    "batch_efficiency",
-    "cache_hit_ratio",
-    "queue_share",
+    *REPORTED_FIELDS,
     "mean_latency_seconds",
     "p99_latency_seconds",
     "latency_threshold_seconds",
@@ -245,9 +246,7 @@ def model_row(f: ModelFigures, end: datetime) -> dict[str, Cell]:
         "availability_vs_objective": f.availability_vs_objective,
         "mean_batch_size": m.mean_batch_size,
         "max_batch_size": m.max_batch_size,
-        "batch_efficiency": m.batch_efficiency,
-        "cache_hit_ratio": m.cache_hit_ratio,
-        "queue_share": m.queue_share,
+        **{name: m.figure(name) for name in REPORTED_FIELDS},
         "mean_latency_seconds": m.mean_latency_seconds,
         "p99_latency_seconds": m.p99_latency_seconds,
         "latency_threshold_seconds": f.latency_threshold,

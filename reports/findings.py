@@ -15,7 +15,8 @@ cache_ineffective        the response cache is on but rarely hits
 =======================  ==================================================================================
 
 Thresholds come from the SLO file's operational objectives (``batch_efficiency.min``,
-``queue_time_ratio.max``, ``cache_hit_ratio.min``) when it sets them, else from the defaults below.
+``queue_time_ratio.max``, ``cache_hit_ratio.min``) when it sets them, else from the catalog's
+(``OperationalObjective.report_default``, ``BATCHING_DELAY_QUEUE_MAX``).
 """
 
 from __future__ import annotations
@@ -31,14 +32,10 @@ from tritonwatch.slo import SLO
 SATURATION_WEEKS = 8.0
 URGENT_WEEKS = 4.0
 LOW_HEADROOM = 0.2
-# Thresholds when the SLO file sets none: the catalog's operational objectives carry them.
-_QUEUE = catalog.operational_objective("queue_time_ratio")
-_BATCH = catalog.operational_objective("batch_efficiency")
-_CACHE = catalog.operational_objective("cache_hit_ratio")
-BATCH_EFFICIENCY_MIN = _BATCH.report_default
-QUEUE_SHARE_LOW = 0.1  # below this, waiting a little longer to fill batches costs little
-QUEUE_SHARE_MAX = _QUEUE.report_default
-CACHE_HIT_MIN = _CACHE.report_default
+# Thresholds: the SLO file's, else the catalog's operational objectives' report defaults (their one home).
+_QUEUE = catalog.operational_objective(catalog.QUEUE_TIME_HIGH_ALERT)
+_BATCH = catalog.operational_objective(catalog.BATCH_EFFICIENCY_LOW_ALERT)
+_CACHE = catalog.operational_objective(catalog.CACHE_HIT_RATIO_LOW_ALERT)
 
 SEVERITIES = ("action", "watch")
 
@@ -162,7 +159,7 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
         m.batch_efficiency is not None
         and m.batch_efficiency < eff_min
         and q is not None
-        and q < QUEUE_SHARE_LOW
+        and q < catalog.BATCHING_DELAY_QUEUE_MAX
     ):
         out.append(
             Finding(

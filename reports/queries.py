@@ -58,11 +58,14 @@ def batch_efficiency(window: str) -> str:
 
 
 def cache_hit_ratio(window: str) -> str:
-    return catalog.promql(catalog.signal(catalog.CACHE_HIT_RATIO), window)
+    return figure(catalog.signal(catalog.CACHE_HIT_RATIO), window)
 
 
-def queue_share(window: str) -> str:
-    return catalog.promql(catalog.signal(catalog.QUEUE_TIME_RATIO), window)
+def figure(entry: catalog.Signal | catalog.ConfigRatio, window: str) -> str:
+    """A reported figure (``catalog.REPORTED``) over the window: its entry's formula across replicas."""
+    if isinstance(entry, catalog.ConfigRatio):
+        return catalog.config_ratio_promql(entry, window)
+    return catalog.promql(entry, window)
 
 
 def mean_latency(window: str, phase: str = "request") -> str:

@@ -119,6 +119,14 @@ def _column(signal: str) -> str:
     return catalog.view(signal)[0].column
 
 
+def _figure(signal: str) -> Callable[[dict[str, Cell]], str]:
+    """A reported catalog figure's cell, by its unit: a percentage for a ratio, else a number."""
+    view, unit = catalog.view(signal)
+    if unit == "percentunit":
+        return lambda r: _pct(r[view.field])
+    return lambda r: _num(r[view.field])
+
+
 MODEL_TABLE: tuple[Column, ...] = (
     ("model", lambda r: model_name(str(r["model"]), str(r["version"] or ""))),
     ("requests", lambda r: _num(r["requests_total"], "{:,.0f}")),
@@ -126,9 +134,7 @@ MODEL_TABLE: tuple[Column, ...] = (
     (_column(catalog.ERROR_RATIO), lambda r: _pct(r["error_ratio"])),
     ("availability vs objective", lambda r: _signed_pct(r["availability_vs_objective"])),
     (_column(catalog.BATCH_SIZE_MEAN), lambda r: _num(r["mean_batch_size"])),
-    (_column(catalog.BATCH_EFFICIENCY), lambda r: _pct(r["batch_efficiency"])),
-    (_column(catalog.CACHE_HIT_RATIO), lambda r: _pct(r["cache_hit_ratio"])),
-    (_column(catalog.QUEUE_TIME_RATIO), lambda r: _pct(r["queue_share"])),
+    *((_column(e.name), _figure(e.name)) for e in catalog.REPORTED),
     ("p99 ms", lambda r: _ms(r["p99_latency_seconds"])),
 )
 _GPU_COUNTS = ("gpus_now", "gpus_needed_4w", "gpus_needed_12w")

@@ -56,6 +56,15 @@ class ModelWeek:
     latency: dict[str, pd.Series] = field(default_factory=dict)  # "p50", "p99" or "mean"
     batch_efficiency_series: pd.Series | None = None
     cache_hit_series: pd.Series | None = None
+    # Reported catalog figures (``catalog.REPORTED``) without an attribute of their own, by field.
+    figures: dict[str, float] = field(default_factory=dict)
+
+    def figure(self, name: str) -> float | None:
+        """A reported figure by its field (``View.field``): its attribute, else from ``figures``."""
+        return getattr(self, name) if name in _ATTRIBUTES else self.figures.get(name)
+
+
+_ATTRIBUTES = frozenset(ModelWeek.__dataclass_fields__)
 
 
 @dataclass
@@ -152,8 +161,10 @@ def collect(
 
     def fill(attr: str, expr: str, what: str) -> None:
         for k, v in by_model(client.instant(expr, end, what)).items():
-            if k in models:
+            if k in models and attr in _ATTRIBUTES:
                 setattr(models[k], attr, v)
+            elif k in models:
+                models[k].figures[attr] = v
 
     fill("error_ratio", q.error_ratio(window), "error ratio")
     for model, front in sorted((fronts or {}).items()):
@@ -165,8 +176,9 @@ def collect(
                 m.front_error_ratio = value
     fill("mean_batch_size", q.mean_batch_size(window), "batch size")
     fill("max_batch_size", q.max_batch_size(window), "max batch size")
-    fill("cache_hit_ratio", q.cache_hit_ratio(window), "cache hit ratio")
-    fill("queue_share", q.queue_share(window), "queue share")
+    for entry in catalog.REPORTED:  # batch efficiency, over the config, is worked out below
+        if isinstance(entry, catalog.Signal) and entry.view is not None:
+            fill(entry.view.field, q.figure(entry, window), entry.view.title.lower())
     fill("mean_latency_seconds", q.mean_latency(window), "mean latency")
     fill("p99_latency_seconds", q.latency_quantile(0.99, window), "p99 latency")
     for m in models.values():

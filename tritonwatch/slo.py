@@ -135,10 +135,12 @@ class SLO:
     model: str
     availability: Availability | None = None
     latency: Latency | None = None
-    # the operational objectives, one attribute per catalog.OPERATIONAL_OBJECTIVES entry (``field``)
+    # the operational objectives, one attribute per catalog.OPERATIONAL_OBJECTIVES entry (``field``);
+    # an objective the catalog adds later without an attribute here has its limit in ``limits``
     queue_time_ratio_max: float | None = None
     batch_efficiency_min: float | None = None
     cache_hit_ratio_min: float | None = None
+    limits: tuple[tuple[str, float], ...] = ()
     capacity: Capacity | None = None
     # LLM serving (streaming models): the same shape as latency, on the LLM histograms.
     time_to_first_token: Latency | None = None
@@ -152,10 +154,13 @@ class SLO:
 
     def limit(self, objective: catalog.OperationalObjective) -> float | None:
         """This model's limit for an operational objective, None when the file sets none."""
-        value: float | None = getattr(self, objective.field)
-        return value
+        if objective.field in _SLO_ATTRIBUTES:
+            value: float | None = getattr(self, objective.field)
+            return value
+        return dict(self.limits).get(objective.field)
 
 
+_SLO_ATTRIBUTES = frozenset(SLO.__dataclass_fields__)
 # Objectives that are a share of requests under a threshold of a latency histogram.
 LATENCY_KINDS = ("latency", "time_to_first_token", "inter_token_latency")
 
@@ -335,9 +340,7 @@ _SLO_FIELDS = (
     "model",
     "availability",
     "latency",
-    "queue_time_ratio",
-    "batch_efficiency",
-    "cache_hit_ratio",
+    *(o.key for o in catalog.OPERATIONAL_OBJECTIVES),  # queue_time_ratio, batch_efficiency, cache_hit_ratio
     "time_to_first_token",
     "inter_token_latency",
     "capacity",
@@ -360,15 +363,17 @@ def _parse_slo(raw: object, where: str) -> SLO:
     capacity = None
     if f.has("capacity"):
         capacity = Capacity(_one(f.raw["capacity"], f.at("capacity"), "max_request_rate", _positive))
+    limits = {
+        o.field: _one(f.raw[o.key], f.at(o.key), o.bound, _ratio)
+        for o in catalog.OPERATIONAL_OBJECTIVES
+        if f.has(o.key)
+    }
     return SLO(
         model=model,
         availability=availability,
         latency=latency,
-        **{
-            o.field: _one(f.raw[o.key], f.at(o.key), o.bound, _ratio)
-            for o in catalog.OPERATIONAL_OBJECTIVES
-            if f.has(o.key)
-        },
+        **{k: v for k, v in limits.items() if k in _SLO_ATTRIBUTES},
+        limits=tuple((k, v) for k, v in limits.items() if k not in _SLO_ATTRIBUTES),
         capacity=capacity,
         time_to_first_token=_parse_latency(f.raw["time_to_first_token"], f.at("time_to_first_token"))
         if f.has("time_to_first_token")

@@ -137,6 +137,10 @@ OPERATIONAL_OBJECTIVES: tuple[OperationalObjective, ...] = (
     ),
 )
 
+# Below this queue share, waiting a little longer to fill batches costs little: the report advises a
+# longer max_queue_delay for a model whose batches run emptier than its batch efficiency objective.
+BATCHING_DELAY_QUEUE_MAX = 0.1
+
 # --- stalls: requests pending, none completing (a wedged Triton answers /metrics with frozen counters) ---
 # A model stalls when it has had requests pending at every scrape of a window and completed none
 # (successes or failures) in it. The window is sized from the model's own latency: the first of
@@ -250,6 +254,11 @@ def operational_objective(key: str) -> OperationalObjective:
         if key in (o.key, o.alert.name):
             return o
     raise KeyError(f"no operational objective {key}")
+
+
+def operational_objective_of(signal: str) -> OperationalObjective:
+    """The operational objective on an exported signal."""
+    return next(o for o in OPERATIONAL_OBJECTIVES if o.signal == signal)
 
 
 def slo_sli_error_record(window: str) -> str:

@@ -64,11 +64,13 @@ class Term:
 class View:
     """How people see a signal: the dashboard panels that show it alone take their title and
     description from here (their unit is the signal's), the capacity report's model table its
-    column header ("" where the report has no column for it)."""
+    column header ("" where the report has no column for it) and ``field``, the name of its figure in
+    the report (the CSV column, the ``ModelWeek`` attribute; "" where it has none)."""
 
     title: str
     description: str
     column: str = ""
+    field: str = ""
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,7 @@ SIGNALS: tuple[Signal, ...] = (
             "Error ratio",
             "Failed requests (reason other than CANCELED) over all requests, per model and version.",
             column="error ratio",
+            field="error_ratio",
         ),
     ),
     *(_latency(p) for p in PHASES),
@@ -184,6 +187,7 @@ SIGNALS: tuple[Signal, ...] = (
             "Share of request time spent waiting in Triton's queue (queue duration / request duration); "
             "above ~50% the model needs more instances or batching.",
             column="queue share",
+            field="queue_share",
         ),
     ),
     Signal(
@@ -198,6 +202,7 @@ SIGNALS: tuple[Signal, ...] = (
             "Mean batch vs max_batch_size",
             "Mean executed batch size (inferences / executions) against the configured max_batch_size.",
             column="mean batch",
+            field="mean_batch_size",
         ),
     ),
     Signal(
@@ -212,6 +217,7 @@ SIGNALS: tuple[Signal, ...] = (
             "Cache hit ratio",
             "Response cache hits over cache lookups (models with the response cache on).",
             column="cache hits",
+            field="cache_hit_ratio",
         ),
     ),
     Signal(
@@ -267,6 +273,7 @@ BATCH_EFFICIENCY_SIGNAL = ConfigRatio(
         "Mean executed batch size over the model's max_batch_size: how full the batches Triton runs are "
         "(models that batch).",
         column="batch efficiency",
+        field="batch_efficiency",
     ),
 )
 BATCH_EFFICIENCY_RECORD = BATCH_EFFICIENCY_SIGNAL.record
@@ -296,6 +303,15 @@ def view(name: str) -> tuple[View, str]:
         raise KeyError(f"signal {name} has no panel of its own")
     return sig.view, sig.unit
 
+
+# The capacity report's per-model ratio figures, in its column order: each is queried with its entry's
+# formula over the period and shown under its view's ``column`` as ``field`` (a signal added here gets
+# its report column and CSV field with nothing else to write).
+REPORTED: tuple[Signal | ConfigRatio, ...] = (
+    BATCH_EFFICIENCY_SIGNAL,
+    signal(CACHE_HIT_RATIO),
+    signal(QUEUE_TIME_RATIO),
+)
 
 REQUEST_RATE_RECORD = signal(REQUEST_RATE).record
 ERROR_RATIO_RECORD = signal(ERROR_RATIO).record
