@@ -43,6 +43,10 @@ LATENCY_MEAN_FACTOR = 4
 LATENCY_OBJECTIVE = Decimal("99")
 COUNTERS = ("success", "fail", "queue", "cache_hit", "cache_miss")
 COMPUTE = ("compute_input", "compute_infer", "compute_output")
+# The operational objectives the starter proposes, by their SLO file keys and bounds (from the catalog).
+_QUEUE = catalog.operational_objective(catalog.QUEUE_TIME_HIGH_ALERT)
+_BATCH = catalog.operational_objective(catalog.BATCH_EFFICIENCY_LOW_ALERT)
+_CACHE = catalog.operational_objective(catalog.CACHE_HIT_RATIO_LOW_ALERT)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -284,16 +288,16 @@ def propose(model: Model, seen: Seen | None, step_of: str | None) -> Entry:
             seen_as = f"queued {share:.1%} of request time"
         limit = min(0.9, max(0.25, 2 * share))
         entry.fields.append(
-            ("queue_time_ratio", {"max": Decimal(_num(limit))}, f"{seen_as}; twice that, 0.25-0.9")
+            (_QUEUE.key, {_QUEUE.bound: Decimal(_num(limit))}, f"{seen_as}; twice that, 0.25-0.9")
         )
     if model.max_batch_size and not model.ensemble and seen and seen.executions > 0:
         batch = seen.inferences / seen.executions
-        efficiency = batch / model.max_batch_size
+        efficiency = catalog.BATCH_EFFICIENCY_SIGNAL.value(batch, model.max_batch_size) or 0.0
         if efficiency / 2 > 1 / model.max_batch_size:
             entry.fields.append(
                 (
-                    "batch_efficiency",
-                    {"min": Decimal(_num(efficiency / 2))},
+                    _BATCH.key,
+                    {_BATCH.bound: Decimal(_num(efficiency / 2))},
                     f"mean batch {batch:.3g} of max_batch_size {model.max_batch_size}; half the share seen",
                 )
             )
@@ -302,7 +306,7 @@ def propose(model: Model, seen: Seen | None, step_of: str | None) -> Entry:
     if model.cache and seen and seen.cache_hits > 0:
         hit = seen.cache_hits / (seen.cache_hits + seen.cache_misses)
         entry.fields.append(
-            ("cache_hit_ratio", {"min": Decimal(_num(hit / 2))}, f"hit ratio {hit:.1%} seen; half that")
+            (_CACHE.key, {_CACHE.bound: Decimal(_num(hit / 2))}, f"hit ratio {hit:.1%} seen; half that")
         )
     return entry
 
