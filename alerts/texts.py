@@ -37,22 +37,8 @@ OPERATIONAL = {o.alert.name: o for o in catalog.OPERATIONAL_OBJECTIVES}
 SERVER_ABSENT_TEXTS = "TritonServerDown/absent"
 CAUSE = "cause"  # tells those two rules (and their alerts) apart
 
-ALERTS = (
-    BURN,
-    NO_DATA,
-    SERVER_DOWN,
-    SERVER_STALLED,
-    MODEL_STALLED,
-    MODEL_NOT_READY,
-    QUEUE_TIME_HIGH,
-    BATCH_EFFICIENCY_LOW,
-    CACHE_HIT_RATIO_LOW,
-    GPU_MEMORY_NEAR_FULL,
-    GPU_XID,
-    SIDECAR_DOWN,
-    SIDECAR_STALE,
-    WATCHDOG,
-)
+# Every alert the rules write, in generation order: the SLO alerts, then the catalog's operational ones.
+ALERTS = (BURN, NO_DATA, *(a.name for a in catalog.OPERATIONAL_ALERTS))
 
 # Windows of the operational alerts (the SLO alerts take theirs from alerts/windows.py).
 NO_DATA_ABSENT = "15m"
