@@ -67,9 +67,7 @@ DcgmKey = tuple[str, str]  # (UUID, GPU_I_ID)
 
 # Triton's execution counters read per gpu_uuid: family -> (field, scale to seconds / count)
 _EXEC_FAMILIES: tuple[tuple[str, str, float], ...] = (
-    (catalog.triton_duration("compute_input"), "compute", 1e-6),
-    (catalog.triton_duration("compute_infer"), "compute", 1e-6),
-    (catalog.triton_duration("compute_output"), "compute", 1e-6),
+    *((t.family, "compute", t.scale) for t in catalog.GPU_COMPUTE),  # the busy formula's input, as the rules'
     (catalog.TRITON_INFERENCE_COUNT, "inferences", 1.0),
     (catalog.TRITON_EXEC_COUNT, "executions", 1.0),
 )
