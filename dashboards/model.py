@@ -162,6 +162,12 @@ def build() -> core.Dashboard:
             lay.place(12, 8),
         ),
     ]
+    lay.row()
+    panels += [
+        p.shown(p.timeseries, s.name, lay.place(8, 8), **({"soft_max": 1} if s.unit == "percentunit" else {}))
+        for s in catalog.SIGNALS
+        if s.view is not None and s.view.drilldown
+    ]
     variables = [
         p.query_variable("model", "Model", q.MODEL_VALUES),
         p.query_variable("version", "Version", q.VERSION_VALUES),

@@ -65,12 +65,15 @@ class View:
     """How people see a signal: the dashboard panels that show it alone take their title and
     description from here (their unit is the signal's), the capacity report's model table its
     column header ("" where the report has no column for it) and ``field``, the name of its figure in
-    the report (the CSV column, the ``ModelWeek`` attribute; "" where it has none)."""
+    the report (the CSV column, the ``ModelWeek`` attribute; "" where it has none). ``drilldown``: the
+    model drill-down gives it a time-series panel of its own after the hand-placed ones, so a new signal
+    needs no dashboard code to be seen (the hand-placed panels leave it False)."""
 
     title: str
     description: str
     column: str = ""
     field: str = ""
+    drilldown: bool = False
 
 
 @dataclass(frozen=True)
