@@ -5,8 +5,10 @@ Topology, all real processes on loopback:
 * 6 Triton replicas, each with its own sidecar: the session's real local Triton, and 5 replays of
   recorded real payloads (``FakeTriton``: every counter advances by one recorded step per scrape);
 * 2 Prometheus shards, each keeping the replicas whose fixed name hashes to it (``hashmod``),
-  with an external ``shard`` label, remote-writing to one VictoriaMetrics store; they evaluate no rules;
-* ``vmalert`` evaluating every generated rule file (``tritonwatch rules``) against the store, writing
+  with an external ``shard`` label, remote-writing to one VictoriaMetrics store; each evaluates the
+  replica layer of the generated rules (``replica.rules.yml``: alerts on one target's own series)
+  and alerts the Alertmanager;
+* ``vmalert`` evaluating the global layer (every other generated rule file) against the store, writing
   the records back to it and alerting one Alertmanager (the generated config).
 
 Shown: the fleet request rate recorded by vmalert equals the sum of the replicas' rates read from
@@ -37,6 +39,7 @@ from support.vmstack import VictoriaMetrics, VMAlert
 from test_dashboards_live import LIVE_BUILTINS
 
 from tritonwatch import catalog
+from tritonwatch.alerts import layers
 from tritonwatch.dashboards import promcheck
 from tritonwatch.dashboards.generate import render_all
 from tritonwatch.local.procs import wait_until
@@ -82,9 +85,12 @@ def scalar(url: str, expr: str, at: float | None = None) -> float | None:
 SHARD_KEY = "__tmp_replica"
 
 
-def shard_config(targets: list[ScrapeTarget], shard: int, store: VictoriaMetrics) -> dict[str, Any]:
-    """One shard of the scrape: keep the targets whose replica name hashes to ``shard``, write to the store."""
-    cfg = prometheus_config(targets)
+def shard_config(
+    targets: list[ScrapeTarget], shard: int, store: VictoriaMetrics, rules: list[Path], alertmanager: str
+) -> dict[str, Any]:
+    """One shard of the scrape: keep the targets whose replica name hashes to ``shard``, write to the
+    store, evaluate ``rules`` (the replica layer) and alert ``alertmanager``."""
+    cfg = prometheus_config(targets, rules, alertmanager=alertmanager)
     keep = [
         {
             "source_labels": [SHARD_KEY],
@@ -135,12 +141,20 @@ def traced_durations(replica: int) -> list[float]:
     return [round(rng.lognormvariate(math.log(0.004 * 2**replica), 0.8), 6) for _ in range(40 * replica)]
 
 
-def _rules(tmp: Path) -> tuple[list[Path], Path]:
+def _rules(tmp: Path) -> tuple[dict[str, list[Path]], Path]:
+    """The generated rule files by layer, and the Alertmanager config."""
     from tritonwatch.cli import main
 
     out = tmp / "rules"
     assert main(["rules", "--slo", str(ROOT / "alerts" / "slo.yaml"), "--out", str(out)]) == 0
-    return sorted(out.glob("*.rules.yml")), out / "alertmanager.yml"
+    by_layer: dict[str, list[Path]] = {layer: [] for layer in layers.LAYERS}
+    for path in sorted(out.glob("*.rules.yml")):
+        by_layer[layers.layer_of(path.name)].append(path)
+    return by_layer, out / "alertmanager.yml"
+
+
+def _groups(path: Path) -> set[str]:
+    return {g["name"] for g in yaml.safe_load(path.read_text())["groups"]}
 
 
 @pytest.fixture
@@ -152,6 +166,7 @@ def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
     from tritonwatch.local.load import LoadDriver
 
     rule_files, am_config = _rules(tmp_path)
+    assert [p.name for p in rule_files[layers.REPLICA]] == [layers.REPLICA_FILE]
     with contextlib.ExitStack() as stack:
         store = VictoriaMetrics(vm_bin, tmp_path / "vm")
         stack.callback(store.stop)
@@ -179,7 +194,8 @@ def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
         ]
         store.wait_ready()
         am.wait_ready()
-        configs = [shard_config(targets, i, store) for i in range(SHARDS)]
+        replica_rules = rule_files[layers.REPLICA]
+        configs = [shard_config(targets, i, store, replica_rules, am.address) for i in range(SHARDS)]
         shards = []
         for i, cfg in enumerate(configs):
             prom = Prometheus(tmp_path / f"shard{i}", cfg)
@@ -189,7 +205,7 @@ def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
         load = LoadDriver(triton.http_url, model=MODEL, concurrency=1, rps=5, seed=25)
         stack.callback(load.stop)
         load.start()
-        vmalert = VMAlert(vmalert_bin, tmp_path / "vmalert", rule_files, store, am.url)
+        vmalert = VMAlert(vmalert_bin, tmp_path / "vmalert", rule_files[layers.GLOBAL], store, am.url)
         stack.callback(vmalert.stop)
         for p in shards:
             p.wait_ready()
@@ -231,6 +247,24 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
     # Everything reaches the store, with the shard that wrote it.
     wait_until(lambda: len(query(vm, "up == 1")) == len(everyone), 60, "every target's up in the store")
     assert {r["metric"]["shard"] for r in query(vm, "up")} == {"0", "1"}
+
+    # Where the rules run: each shard the replica layer, evaluated without error; vmalert the global one.
+    replica_groups = _groups(fleet.tmp / "rules" / layers.REPLICA_FILE)
+    global_groups = set().union(*(_groups(p) for p in fleet.vmalert.rule_files))
+    assert replica_groups == {layers.REPLICA_GROUP} and not replica_groups & global_groups
+
+    def shard_rules_ok() -> bool:
+        for p in fleet.shards:
+            groups = requests.get(f"{p.url}/api/v1/rules", timeout=10).json()["data"]["groups"]
+            if {g["name"] for g in groups} != replica_groups:
+                return False
+            if not all(r["health"] == "ok" for g in groups for r in g["rules"]):
+                return False
+        return True
+
+    wait_until(shard_rules_ok, 60, "both shards to evaluate the replica layer")
+    vm_groups = requests.get(f"{fleet.vmalert.url}/api/v1/rules", timeout=10).json()["data"]["groups"]
+    assert {g["name"] for g in vm_groups} == global_groups
 
     # Fleet request rate: vmalert's record equals the sum over replicas at the record's own instant.
     record = catalog.REQUEST_RATE_RECORD
