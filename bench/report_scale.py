@@ -19,11 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -125,6 +127,12 @@ class Store:
             raise RuntimeError(f"victoria-metrics exited: {self.proc.log_tail(5)}")
         return http_ok(f"{self.url}/health")
 
+    def series_count(self) -> int:
+        """Series in the store at the end of the data (every model's and GPU's)."""
+        query = urllib.parse.urlencode({"query": 'count({__name__!=""})', "time": END.timestamp()})
+        with urllib.request.urlopen(f"{self.url}/api/v1/query?{query}", timeout=600) as resp:
+            return int(float(json.load(resp)["data"]["result"][0]["value"][1]))
+
     def stop(self) -> None:
         self.proc.stop(grace=60)
 
@@ -172,7 +180,13 @@ def run_report(url: str, out: Path, models_per_query: int) -> dict[str, Any]:
         raise RuntimeError(f"report failed ({proc.returncode}): {proc.stderr.strip()[-600:]}")
     peak_kib = int(proc.stderr.strip().splitlines()[-1])
     rows = sum(1 for _ in (out / "models.csv").open()) - 1
-    return {"wall_s": round(wall, 1), "peak_rss_mib": round(peak_kib / 1024, 1), "report_rows": rows}
+    fitted = re.search(r"forecasts fitted over ([^(.]+)", (out / "report.md").read_text())
+    return {
+        "wall_s": round(wall, 1),
+        "peak_rss_mib": round(peak_kib / 1024, 1),
+        "report_rows": rows,
+        "history": fitted.group(1).strip() if fitted else "",
+    }
 
 
 def measure(n: int, models_per_query: list[int]) -> dict[str, Any]:
@@ -191,9 +205,7 @@ def measure(n: int, models_per_query: list[int]) -> dict[str, Any]:
         info = json.loads((cache / "loaded.json").read_text())
         result["samples"] = info["samples"]
         result["load_s"] = info["seconds"]
-        result["series"] = sum(
-            1 for m in week.models for _ in synthetic._model_series(week, m, np.random.default_rng(0))
-        )
+        result["series"] = store.series_count()
         result["runs"] = []
         for mpq in models_per_query:
             with tempfile.TemporaryDirectory() as out:
@@ -215,7 +227,6 @@ def main(argv: list[str] | None = None) -> int:
     out = RESULTS / "report_scale.json"
     results: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
     for n in sizes:
-        # Largest RSS first would mask the smaller ones in ru_maxrss: each size's runs go smallest first.
         results[str(n)] = measure(n, [DEFAULT_MODELS_PER_QUERY, 0])
         results["machine"] = f"{os.cpu_count()} CPUs, shared"
         out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
