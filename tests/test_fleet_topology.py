@@ -2,8 +2,9 @@
 
 Topology, all real processes on loopback:
 
-* 6 Triton replicas, each with its own sidecar: the session's real local Triton, and 5 replays of
-  recorded real payloads (``FakeTriton``: every counter advances by one recorded step per scrape);
+* 7 Triton replicas, each with its own sidecar: 2 real local Tritons (the session's, and one more
+  serving the bundled model repository), and 5 replays of recorded real payloads (``FakeTriton``: every
+  counter advances by one recorded step per scrape);
 * 2 Prometheus shards, each keeping the replicas whose fixed name hashes to it (``hashmod``),
   with an external ``shard`` label, remote-writing to one VictoriaMetrics store; each evaluates the
   replica layer of the generated rules (``replica.rules.yml``: alerts on one target's own series)
@@ -33,7 +34,7 @@ from typing import Any
 import pytest
 import requests
 import yaml
-from conftest import need_binary
+from conftest import MODEL_REPOSITORY, need_binary
 from support.fake_triton import FakeTriton
 from support.vmstack import VictoriaMetrics, VMAlert
 from test_dashboards_live import LIVE_BUILTINS
@@ -164,10 +165,15 @@ def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
     need_binary("prometheus-alertmanager")
     from tritonwatch.exporters.sidecar import Sidecar
     from tritonwatch.local.load import LoadDriver
+    from tritonwatch.local.triton import LocalTriton
 
     rule_files, am_config = _rules(tmp_path)
     assert [p.name for p in rule_files[layers.REPLICA]] == [layers.REPLICA_FILE]
     with contextlib.ExitStack() as stack:
+        # The second real replica starts first: it is ready while the rest of the fleet comes up.
+        second = LocalTriton([MODEL_REPOSITORY], workdir=tmp_path / "triton2")
+        stack.callback(second.close)
+        second.start()
         store = VictoriaMetrics(vm_bin, tmp_path / "vm")
         stack.callback(store.stop)
         am = Alertmanager(tmp_path / "am", am_config)
@@ -175,10 +181,12 @@ def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
         fakes = [FakeTriton().start() for _ in range(REPLAYS)]
         for f in fakes:
             stack.callback(f.stop)
+        second.wait_ready(120)
         servers = [(triton.http_url, triton.metrics_url)] + [(f.base_url, f.metrics_url) for f in fakes]
+        servers.append((second.http_url, second.metrics_url))
         sidecars = []
         for i, (http_url, metrics_url) in enumerate(servers):
-            traces = {"trace_file": str(trace_path(tmp_path, i))} if i else {}
+            traces = {"trace_file": str(trace_path(tmp_path, i))} if 1 <= i <= REPLAYS else {}
             side = Sidecar.local(http_url, metrics_url, interval=1, window=10, **traces).start()
             stack.callback(side.stop)
             sidecars.append(side)
@@ -201,12 +209,14 @@ def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
             prom = Prometheus(tmp_path / f"shard{i}", cfg)
             stack.callback(prom.stop)
             shards.append(prom)
-        # Live traffic on the real replica too (light: the machine runs the whole fleet).
-        load = LoadDriver(triton.http_url, model=MODEL, concurrency=1, rps=5, seed=25)
-        stack.callback(load.stop)
-        load.start()
         vmalert = VMAlert(vmalert_bin, tmp_path / "vmalert", rule_files[layers.GLOBAL], store, am.url)
         stack.callback(vmalert.stop)
+        # Live traffic on the real replicas too (light: the machine runs the whole fleet). Started after
+        # the last child process: a fork while two load threads ran once warned "release unlocked lock".
+        for seed, url in ((25, triton.http_url), (26, second.http_url)):
+            load = LoadDriver(url, model=MODEL, concurrency=1, rps=5, seed=seed)
+            stack.callback(load.stop)
+            load.start()
         for p in shards:
             p.wait_ready()
         vmalert.wait_ready()
