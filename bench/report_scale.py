@@ -7,10 +7,10 @@ histogram) over 28 days at a 15 s step, through ``/api/v1/import`` (JSON lines),
 the loader holds one model's arrays and one request body at once, whatever N. Then
 ``tritonwatch report --prometheus URL --days 7`` runs against it in a subprocess (its history is all
 28 days) and its wall time and peak RSS (``ru_maxrss`` of the child) are recorded, with the models per
-query at the default and, for comparison, unbounded (one query for the whole fleet), after one
-unrecorded-as-measured cold run (``cold_run``) that warms the page cache.
+query at the default and, for comparison, unbounded (one query for the whole fleet), after a first run
+that reads the store's files from disk into the page cache (recorded apart as ``cold_run``).
 
-Loading is the slow part on a small machine (about 1.8 M samples per model): a loaded data dir is kept
+Loading is the slow part on a small machine (about 2.2 M samples per model): a loaded data dir is kept
 under ``bench/.cache/report_scale/N<n>`` (ignored by git) and reused. Writes
 bench/results/report_scale.json. Run: ``python -m bench.report_scale [--models 50,200,500]``.
 """
@@ -79,7 +79,7 @@ def fleet(n: int) -> synthetic.Week:
     return synthetic.Week(start=start, models=tuple(models), gpus=tuple(gpus), days=DAYS, step_s=STEP_S)
 
 
-def _lines(week: synthetic.Week, series: Iterator[Any], stamps: list[str]) -> Iterator[bytes]:
+def _lines(series: Iterator[Any], stamps: list[str]) -> Iterator[bytes]:
     """JSON lines of ``/api/v1/import``: one per series and day, values as the shortest exact text."""
     for s in series:
         metric = json.dumps({"__name__": s.name, **s.labels}, sort_keys=True)
@@ -150,11 +150,11 @@ def load(week: synthetic.Week, store: Store) -> dict[str, float]:
     for m in week.models:
         batch = list(synthetic._model_series(week, m, rng))
         samples += sum(s.values.size for s in batch)
-        _post(url, b"".join(_lines(week, iter(batch), stamps)))
+        _post(url, b"".join(_lines(iter(batch), stamps)))
     for g in week.gpus:
         batch = list(synthetic._gpu_series(week, g, rng))
         samples += sum(s.values.size for s in batch)
-        _post(url, b"".join(_lines(week, iter(batch), stamps)))
+        _post(url, b"".join(_lines(iter(batch), stamps)))
     # Make the imported samples searchable before the report asks.
     with urllib.request.urlopen(f"{store.url}/internal/force_flush", timeout=600):
         pass
@@ -207,9 +207,8 @@ def measure(n: int, models_per_query: list[int]) -> dict[str, Any]:
         result["samples"] = info["samples"]
         result["load_s"] = info["seconds"]
         result["series"] = store.series_count()
-        # One run first, not recorded, so that every measured run reads the store's files from the page
-        # cache: the first run after the store starts pays for reading them from disk (N=500: 75 s
-        # cold against 61 s warm, seen once).
+        # One run first, recorded apart, so that every measured run reads the store's files from the
+        # page cache: the first run after the store starts pays for reading them from disk.
         with tempfile.TemporaryDirectory() as out:
             result["cold_run"] = run_report(store.url, Path(out), models_per_query[0])
         result["runs"] = []
