@@ -4,7 +4,13 @@ Writes into DIR, and nothing else::
 
     DIR/catalog.rules.yml          recording rules for every catalog signal
     DIR/slo.rules.yml              SLI error ratios, budgets, TritonSLOErrorBudgetBurn, TritonSLONoData
-    DIR/operational.rules.yml      TritonServerDown, TritonModelNotReady, ..., Watchdog
+    DIR/operational.rules.yml      TritonServerDown (no target), TritonModelStalled, ..., Watchdog
+    DIR/replica.rules.yml          the alerts on one target's own series (TritonServerDown on a failed
+                                   scrape, TritonModelNotReady, GPU memory and XID, sidecar stale)
+
+``replica.rules.yml`` is the replica layer (every Prometheus that scrapes, e.g. each shard); the other
+rule files are the global layer (once, where the whole fleet is visible). A single Prometheus loads
+both. Each file's header names its layer (``tritonwatch.alerts.layers`` says why each rule is where).
     DIR/alertmanager.yml           routing (page, ticket), grouping by model, inhibitions
     DIR/tests/*.test.yml           promtool unit tests (promtool test rules DIR/tests/*.test.yml)
 
@@ -86,7 +92,7 @@ def header(slo_path: str, name: str) -> str:
 def render(slo_path: str) -> dict[str, str]:
     """Every output file, relative path -> text."""
     from tritonwatch import slo
-    from tritonwatch.alerts import alertmanager, promtests, rules, windows
+    from tritonwatch.alerts import alertmanager, layers, promtests, rules, windows
 
     spec = slo.load(slo_path)
     try:
@@ -94,7 +100,8 @@ def render(slo_path: str) -> dict[str, str]:
     except UsageError as exc:
         raise UsageError(f"{slo_path}: {exc}") from None
     top = header(slo_path, spec.name)
-    files = {name: dump(doc, top) for name, doc in rules.rule_files(spec).items()}
+    split = layers.split(rules.rule_files(spec))
+    files = {name: dump(doc, top + layers.comment(name)) for name, doc in split.items()}
     files["alertmanager.yml"] = dump(alertmanager.config(spec), top)
     files.update({name: dump(doc, top) for name, doc in promtests.test_files(spec).items()})
     return dict(sorted(files.items()))

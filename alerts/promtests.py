@@ -24,7 +24,7 @@ from tritonwatch.slo import Objective, SLOFile
 
 INTERVAL = "1m"
 SLO_RULES = ("slo.rules.yml",)
-OPERATIONAL_RULES = ("catalog.rules.yml", "operational.rules.yml")
+OPERATIONAL_RULES = ("catalog.rules.yml", "operational.rules.yml", "replica.rules.yml")
 TRITON_INSTANCE = "triton:8002"
 SIDECAR_INSTANCE = "sidecar:9450"
 SIDECAR_JOB = "tritonwatch"

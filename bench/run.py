@@ -1,4 +1,5 @@
-"""``make bench``: every benchmark, one after the other (about 18 minutes on 2 cores).
+"""``make bench``: every benchmark, one after the other (about 18 minutes on 2 cores, plus the report at
+fleet scale: about 25 minutes the first time, while it loads its stores, a few minutes after).
 
 * ``bench.scrape``: the scrape path at 50, 500 and 2,000 models, side by side with a real Prometheus
   scraping the same payload and with prometheus_client's parser, while 4 clients scrape the sidecar;
@@ -7,7 +8,10 @@
 * ``bench.trace_accuracy``: trace quantile accuracy at trace rates 1, 10 and 100 and the CPU cost per
   1,000 spans (writes bench/results/traces.json);
 * ``bench.hostile``: hostile inputs against a real sidecar, about a minute: peak RSS and /metrics GET
-  medians per phase (writes bench/results/hostile.json; docs/hostile-inputs.md).
+  medians per phase (writes bench/results/hostile.json; docs/hostile-inputs.md);
+* ``bench.report_scale``: the weekly report against VictoriaMetrics holding 50, 200 and 500 models x 4
+  weeks at 15 s: wall time and peak RSS of the report process (writes bench/results/report_scale.json;
+  the loaded stores are kept under bench/.cache, ignored by git; docs/scaling.md).
 
 Benchmarks are not tests: they measure and report ratios, they do not pass or fail.
 """
@@ -17,14 +21,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import hostile, scrape, trace_accuracy
+from bench import hostile, report_scale, scrape, trace_accuracy
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=600.0, help="measured seconds at 2,000 models")
     args = ap.parse_args(argv)
-    return scrape.main(["--seconds", f"{args.seconds:g}"]) or trace_accuracy.main([]) or hostile.main([])
+    return (
+        scrape.main(["--seconds", f"{args.seconds:g}"])
+        or trace_accuracy.main([])
+        or hostile.main([])
+        or report_scale.main([])
+    )
 
 
 if __name__ == "__main__":

@@ -164,7 +164,7 @@ def build() -> core.Dashboard:
     ]
     lay.row()
     panels += [
-        p.shown(p.timeseries, s.name, lay.place(8, 8), **({"soft_max": 1} if s.unit == "percentunit" else {}))
+        p.shown(p.timeseries, s.name, lay.place(8, 8), soft_max=1 if s.unit == "percentunit" else None)
         for s in catalog.SIGNALS
         if s.view is not None and s.view.drilldown
     ]

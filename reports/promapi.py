@@ -4,7 +4,9 @@
 the report is a count, a rate or a ratio of them); ``range(expr, start, end, step)`` gives
 ``{labels: pd.Series}`` indexed by UTC timestamps. Labels are a sorted tuple of (name, value) pairs
 (``__name__`` dropped). A long range is fetched one day at a time so that progress can be shown and no
-query exceeds Prometheus's 11,000 points per series.
+query exceeds Prometheus's 11,000 points per series. A query asked ``per_model`` is split by model too,
+``models_per_query`` models at a time (``tritonwatch.reports.batching``), once ``discover_models()`` has
+listed the fleet: no query's work or answer grows with the fleet past that bound.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from typing import IO, Any
 import pandas as pd
 import requests
 
+from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError
+from tritonwatch.reports.batching import DEFAULT_MODELS_PER_QUERY, batches, restrict
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -69,11 +73,40 @@ class Progress:
 class PromClient:
     """A small client for ``/api/v1/query``, ``/api/v1/query_range`` and ``/api/v1/series``."""
 
-    def __init__(self, url: str, timeout: float = 120.0, progress: Progress | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        timeout: float = 120.0,
+        progress: Progress | None = None,
+        models_per_query: int = DEFAULT_MODELS_PER_QUERY,
+    ) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.progress = progress
         self.session = requests.Session()
+        self.models_per_query = models_per_query
+        self.fleet: list[str] = []  # the models per-model queries are split over (none: not split)
+
+    def discover_models(self, start: datetime, end: datetime) -> list[str]:
+        """The models with Triton request series between ``start`` and ``end`` (the label values API);
+        per-model queries are split over them from now on. A store without that API (or with match[]
+        unsupported) answers each query whole."""
+        try:
+            data = self._get(
+                f"/api/v1/label/{catalog.MODEL}/values",
+                {"match[]": catalog.TRITON_SUCCESS, "start": start.timestamp(), "end": end.timestamp()},
+            )
+        except TritonwatchError:
+            data = None
+        names = data if isinstance(data, list) and all(isinstance(x, str) for x in data) else []
+        self.fleet = sorted(set(names))
+        return self.fleet
+
+    def _split(self, expr: str, per_model: bool) -> list[str]:
+        size = self.models_per_query
+        if not per_model or size <= 0 or len(self.fleet) <= size:
+            return [expr]
+        return [restrict(expr, b) for b in batches(self.fleet, size)]
 
     def _get(self, path: str, params: Mapping[str, Any]) -> Any:
         try:
@@ -103,29 +136,42 @@ class PromClient:
             raise TritonwatchError(f"{self.url}{path} answered success without data")
         return body["data"]
 
-    def instant(self, expr: str, at: datetime, what: str = "") -> dict[Labels, float]:
-        if self.progress and what:
-            self.progress.step(what)
-        data = self._get("/api/v1/query", {"query": expr, "time": at.timestamp()})
-        with _shape("/api/v1/query", self.url):
-            if data["resultType"] == "scalar":
-                out: dict[Labels, float] = {(): float(data["result"][1])}
-            else:
-                out = {labels_of(r["metric"]): float(r["value"][1]) for r in data["result"]}
+    def instant(
+        self, expr: str, at: datetime, what: str = "", per_model: bool = False
+    ) -> dict[Labels, float]:
+        """``per_model``: every result depends on its own model's series only, so the query may be split
+        by model (``--models-per-query``)."""
+        out: dict[Labels, float] = {}
+        parts = self._split(expr, per_model)
+        for i, part in enumerate(parts, 1):
+            if self.progress and what:
+                self.progress.step(what, i, len(parts))
+            data = self._get("/api/v1/query", {"query": part, "time": at.timestamp()})
+            with _shape("/api/v1/query", self.url):
+                if data["resultType"] == "scalar":
+                    out[()] = float(data["result"][1])
+                else:
+                    out.update((labels_of(r["metric"]), float(r["value"][1])) for r in data["result"])
         if any(v < 0 for v in out.values()):
             raise _negative(self.url, "/api/v1/query", expr)
         return out
 
     def range(
-        self, expr: str, start: datetime, end: datetime, step: timedelta, what: str = ""
+        self,
+        expr: str,
+        start: datetime,
+        end: datetime,
+        step: timedelta,
+        what: str = "",
+        per_model: bool = False,
     ) -> dict[Labels, pd.Series]:
-        chunks = list(_chunks(start, end, step))
+        chunks = [(e, a, b) for e in self._split(expr, per_model) for a, b in _chunks(start, end, step)]
         parts: dict[Labels, list[pd.Series]] = {}
-        for i, (a, b) in enumerate(chunks, 1):
+        for i, (part, a, b) in enumerate(chunks, 1):
             if self.progress and what:
                 self.progress.step(what, i, len(chunks))
             params = {
-                "query": expr,
+                "query": part,
                 "start": a.timestamp(),
                 "end": b.timestamp(),
                 "step": step.total_seconds(),

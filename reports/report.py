@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from tritonwatch.errors import TritonwatchError, UsageError
+from tritonwatch.reports.batching import DEFAULT_MODELS_PER_QUERY
 
 HELP = (
     "Weekly capacity report from Prometheus: headroom, SLO-bound capacity, growth forecasts, "
@@ -44,6 +45,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", metavar="DIR", help="directory to write the report into")
     parser.add_argument(
+        "--models-per-query",
+        type=int,
+        default=DEFAULT_MODELS_PER_QUERY,
+        metavar="N",
+        help="split each per-model query into batches of N models, so that no query's work or answer "
+        f"grows with the fleet (default {DEFAULT_MODELS_PER_QUERY}; 0: the whole fleet in one query)",
+    )
+    parser.add_argument(
         "--timeout", type=float, default=120.0, metavar="S", help="per-query timeout in seconds"
     )
 
@@ -68,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     history = args.history_days
     if history is not None and history < 1:
         raise UsageError(f"--history-days: must be at least 1 (got {history})")
+    if args.models_per_query < 0:
+        raise UsageError(f"--models-per-query: must be 0 or more (got {args.models_per_query})")
     if not (args.timeout > 0 and math.isfinite(args.timeout)):
         raise UsageError(f"--timeout: must be a positive number of seconds (got {args.timeout})")
     url = urlsplit(args.prometheus)
@@ -88,7 +99,9 @@ def run(args: argparse.Namespace) -> int:
 
     thresholds = {s.model: s.latency.threshold for s in slos.slos if s.latency} if slos else {}
     progress = Progress()
-    client = PromClient(args.prometheus, timeout=args.timeout, progress=progress)
+    client = PromClient(
+        args.prometheus, timeout=args.timeout, progress=progress, models_per_query=args.models_per_query
+    )
     try:
         days, note = history_days(client, end, args.days, history)
         fronts = (

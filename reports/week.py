@@ -148,19 +148,21 @@ def collect(
     start = end - timedelta(days=days)
     history = max(days, history or days)
     window = f"{days}d"
-    ok = by_model(client.instant(q.successes(window), end, "requests over the period"))
+    hist_start = end - timedelta(days=history)
+    client.discover_models(hist_start, end)  # per-model queries go --models-per-query models at a time
+    ok = by_model(client.instant(q.successes(window), end, "requests over the period", per_model=True))
     if not ok:
         raise TritonwatchError(
             f"no Triton request series ({catalog.TRITON_SUCCESS}) in Prometheus at {client.url} "
             f"between {start:%Y-%m-%dT%H:%MZ} and {end:%Y-%m-%dT%H:%MZ} (--end, --days)"
         )
-    failed = by_model(client.instant(q.server_failures(window), end, "failures"))
+    failed = by_model(client.instant(q.server_failures(window), end, "failures", per_model=True))
     models = {k: ModelWeek(model=k[0], version=k[1]) for k in sorted(ok)}
     for k, m in models.items():
         m.requests_total = ok[k] + failed.get(k, 0.0)
 
     def fill(attr: str, expr: str, what: str) -> None:
-        for k, v in by_model(client.instant(expr, end, what)).items():
+        for k, v in by_model(client.instant(expr, end, what, per_model=True)).items():
             if k in models and attr in _ATTRIBUTES:
                 setattr(models[k], attr, v)
             elif k in models:
@@ -184,7 +186,7 @@ def collect(
     for m in models.values():
         m.batch_efficiency = catalog.BATCH_EFFICIENCY_SIGNAL.value(m.mean_batch_size, m.max_batch_size)
     gpus_of: dict[ModelKey, set[str]] = {}
-    for labels in client.instant(q.model_gpus(window), end, "models' GPUs"):
+    for labels in client.instant(q.model_gpus(window), end, "models' GPUs", per_model=True):
         uuid = label(labels, catalog.GPU_UUID)
         if uuid:
             gpus_of.setdefault(model_key(labels), set()).add(uuid)
@@ -192,11 +194,13 @@ def collect(
         m.gpus = tuple(sorted(gpus_of.get(k, ())))
     # The cost of a request: busy GPU-seconds and attributed energy over the period, per success.
     seconds = days * 86400.0
-    for attr, expr, what in (
-        ("gpu_seconds_per_request", q.gpu_busy_seconds(window), "GPU busy time"),
-        ("joules_per_request", q.attributed_watts(window), "GPU energy"),
+    # Not the energy split by model: each GPU's power is shared by its total busy time over every model
+    # on it, which a batch of models does not see.
+    for attr, expr, what, split in (
+        ("gpu_seconds_per_request", q.gpu_busy_seconds(window), "GPU busy time", True),
+        ("joules_per_request", q.attributed_watts(window), "GPU energy", False),
     ):
-        for k, v in by_model(client.instant(expr, end, what)).items():
+        for k, v in by_model(client.instant(expr, end, what, per_model=split)).items():
             if k in models and ok.get(k):
                 setattr(models[k], attr, v * seconds / ok[k])
 
@@ -215,7 +219,7 @@ def collect(
     else:
         recorded_hist = recorded
     rates = series_by_model(
-        client.range(q.request_rate(recorded_hist), hist_first, end, PEAK_STEP, "request rate")
+        client.range(q.request_rate(recorded_hist), hist_first, end, PEAK_STEP, "request rate", True)
     )
     for k, s in rates.items():
         if k in models:
@@ -226,7 +230,12 @@ def collect(
         names = {m for m, t in (thresholds or {}).items() if t == threshold}
         within = series_by_model(
             client.range(
-                q.latency_within(threshold), first, end, PEAK_STEP, f"requests within {threshold * 1000:g} ms"
+                q.latency_within(threshold),
+                first,
+                end,
+                PEAK_STEP,
+                f"requests within {threshold * 1000:g} ms",
+                per_model=True,
             )
         )
         for k, s in within.items():
@@ -234,7 +243,7 @@ def collect(
                 models[k].latency_within = s
     if thresholds:
         sampled = series_by_model(
-            client.range(q.latency_sampled(), first, end, PEAK_STEP, "sampled requests")
+            client.range(q.latency_sampled(), first, end, PEAK_STEP, "sampled requests", per_model=True)
         )
         for k, s in sampled.items():
             if k in models and k[0] in thresholds:
@@ -246,21 +255,21 @@ def collect(
     if has_hist:
         for p in PERCENTILES:
             name = f"p{p * 100:g}"
-            got = client.range(q.latency_quantile(p, w), hour, end, CHART_STEP, f"{name} latency")
+            got = client.range(q.latency_quantile(p, w), hour, end, CHART_STEP, f"{name} latency", True)
             for k, s in series_by_model(got).items():
                 if k in models and models[k].p99_latency_seconds is not None:
                     models[k].latency[name] = s
-    means = series_by_model(client.range(q.mean_latency(w), hour, end, CHART_STEP, "mean latency"))
+    means = series_by_model(client.range(q.mean_latency(w), hour, end, CHART_STEP, "mean latency", True))
     for k, s in means.items():
         if k in models and not models[k].latency:
             models[k].latency["mean"] = s
     for k, s in series_by_model(
-        client.range(q.batch_efficiency(w), hour, end, CHART_STEP, "batch efficiency")
+        client.range(q.batch_efficiency(w), hour, end, CHART_STEP, "batch efficiency", True)
     ).items():
         if k in models:
             models[k].batch_efficiency_series = s
     for k, s in series_by_model(
-        client.range(q.cache_hit_ratio(w), hour, end, CHART_STEP, "cache hits")
+        client.range(q.cache_hit_ratio(w), hour, end, CHART_STEP, "cache hits", True)
     ).items():
         if k in models:
             models[k].cache_hit_series = s

@@ -50,6 +50,7 @@ def test_generated_files_match_the_committed_ones(tmp_path: Path) -> None:
             "alertmanager.yml",
             "catalog.rules.yml",
             "operational.rules.yml",
+            "replica.rules.yml",
             "slo.rules.yml",
             "tests/operational.test.yml",
             "tests/slo.test.yml",
@@ -208,7 +209,7 @@ def test_promtool_checks_and_runs_the_committed_rules_and_tests() -> None:
     rule_files = sorted(str(p) for p in GOLDEN.glob("*.rules.yml"))
     check = promtool("check", "rules", *rule_files)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert check.stdout.count("SUCCESS") == 3
+    assert check.stdout.count("SUCCESS") == len(rule_files) == 4
     tests = sorted(str(p) for p in GOLDEN.glob("tests/*.test.yml"))
     run = promtool("test", "rules", *tests)
     assert run.returncode == 0, run.stdout + run.stderr

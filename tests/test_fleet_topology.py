@@ -2,11 +2,14 @@
 
 Topology, all real processes on loopback:
 
-* 6 Triton replicas, each with its own sidecar: the session's real local Triton, and 5 replays of
-  recorded real payloads (``FakeTriton``: every counter advances by one recorded step per scrape);
+* 7 Triton replicas, each with its own sidecar: 2 real local Tritons (the session's, and one more
+  serving the bundled model repository), and 5 replays of recorded real payloads (``FakeTriton``: every
+  counter advances by one recorded step per scrape);
 * 2 Prometheus shards, each keeping the replicas whose fixed name hashes to it (``hashmod``),
-  with an external ``shard`` label, remote-writing to one VictoriaMetrics store; they evaluate no rules;
-* ``vmalert`` evaluating every generated rule file (``tritonwatch rules``) against the store, writing
+  with an external ``shard`` label, remote-writing to one VictoriaMetrics store; each evaluates the
+  replica layer of the generated rules (``replica.rules.yml``: alerts on one target's own series)
+  and alerts the Alertmanager;
+* ``vmalert`` evaluating the global layer (every other generated rule file) against the store, writing
   the records back to it and alerting one Alertmanager (the generated config).
 
 Shown: the fleet request rate recorded by vmalert equals the sum of the replicas' rates read from
@@ -31,12 +34,13 @@ from typing import Any
 import pytest
 import requests
 import yaml
-from conftest import need_binary
+from conftest import MODEL_REPOSITORY, need_binary
 from support.fake_triton import FakeTriton
 from support.vmstack import VictoriaMetrics, VMAlert
 from test_dashboards_live import LIVE_BUILTINS
 
 from tritonwatch import catalog
+from tritonwatch.alerts import layers
 from tritonwatch.dashboards import promcheck
 from tritonwatch.dashboards.generate import render_all
 from tritonwatch.local.procs import wait_until
@@ -82,9 +86,12 @@ def scalar(url: str, expr: str, at: float | None = None) -> float | None:
 SHARD_KEY = "__tmp_replica"
 
 
-def shard_config(targets: list[ScrapeTarget], shard: int, store: VictoriaMetrics) -> dict[str, Any]:
-    """One shard of the scrape: keep the targets whose replica name hashes to ``shard``, write to the store."""
-    cfg = prometheus_config(targets)
+def shard_config(
+    targets: list[ScrapeTarget], shard: int, store: VictoriaMetrics, rules: list[Path], alertmanager: str
+) -> dict[str, Any]:
+    """One shard of the scrape: keep the targets whose replica name hashes to ``shard``, write to the
+    store, evaluate ``rules`` (the replica layer) and alert ``alertmanager``."""
+    cfg = prometheus_config(targets, rules, alertmanager=alertmanager)
     keep = [
         {
             "source_labels": [SHARD_KEY],
@@ -135,12 +142,20 @@ def traced_durations(replica: int) -> list[float]:
     return [round(rng.lognormvariate(math.log(0.004 * 2**replica), 0.8), 6) for _ in range(40 * replica)]
 
 
-def _rules(tmp: Path) -> tuple[list[Path], Path]:
+def _rules(tmp: Path) -> tuple[dict[str, list[Path]], Path]:
+    """The generated rule files by layer, and the Alertmanager config."""
     from tritonwatch.cli import main
 
     out = tmp / "rules"
     assert main(["rules", "--slo", str(ROOT / "alerts" / "slo.yaml"), "--out", str(out)]) == 0
-    return sorted(out.glob("*.rules.yml")), out / "alertmanager.yml"
+    by_layer: dict[str, list[Path]] = {layer: [] for layer in layers.LAYERS}
+    for path in sorted(out.glob("*.rules.yml")):
+        by_layer[layers.layer_of(path.name)].append(path)
+    return by_layer, out / "alertmanager.yml"
+
+
+def _groups(path: Path) -> set[str]:
+    return {g["name"] for g in yaml.safe_load(path.read_text())["groups"]}
 
 
 @pytest.fixture
@@ -150,9 +165,15 @@ def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
     need_binary("prometheus-alertmanager")
     from tritonwatch.exporters.sidecar import Sidecar
     from tritonwatch.local.load import LoadDriver
+    from tritonwatch.local.triton import LocalTriton
 
     rule_files, am_config = _rules(tmp_path)
+    assert [p.name for p in rule_files[layers.REPLICA]] == [layers.REPLICA_FILE]
     with contextlib.ExitStack() as stack:
+        # The second real replica starts first: it is ready while the rest of the fleet comes up.
+        second = LocalTriton([MODEL_REPOSITORY], workdir=tmp_path / "triton2")
+        stack.callback(second.close)
+        second.start()
         store = VictoriaMetrics(vm_bin, tmp_path / "vm")
         stack.callback(store.stop)
         am = Alertmanager(tmp_path / "am", am_config)
@@ -160,10 +181,12 @@ def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
         fakes = [FakeTriton().start() for _ in range(REPLAYS)]
         for f in fakes:
             stack.callback(f.stop)
+        second.wait_ready(120)
         servers = [(triton.http_url, triton.metrics_url)] + [(f.base_url, f.metrics_url) for f in fakes]
+        servers.append((second.http_url, second.metrics_url))
         sidecars = []
         for i, (http_url, metrics_url) in enumerate(servers):
-            traces = {"trace_file": str(trace_path(tmp_path, i))} if i else {}
+            traces = {"trace_file": str(trace_path(tmp_path, i))} if 1 <= i <= REPLAYS else {}
             side = Sidecar.local(http_url, metrics_url, interval=1, window=10, **traces).start()
             stack.callback(side.stop)
             sidecars.append(side)
@@ -179,18 +202,21 @@ def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
         ]
         store.wait_ready()
         am.wait_ready()
-        configs = [shard_config(targets, i, store) for i in range(SHARDS)]
+        replica_rules = rule_files[layers.REPLICA]
+        configs = [shard_config(targets, i, store, replica_rules, am.address) for i in range(SHARDS)]
         shards = []
         for i, cfg in enumerate(configs):
             prom = Prometheus(tmp_path / f"shard{i}", cfg)
             stack.callback(prom.stop)
             shards.append(prom)
-        # Live traffic on the real replica too (light: the machine runs the whole fleet).
-        load = LoadDriver(triton.http_url, model=MODEL, concurrency=1, rps=5, seed=25)
-        stack.callback(load.stop)
-        load.start()
-        vmalert = VMAlert(vmalert_bin, tmp_path / "vmalert", rule_files, store, am.url)
+        vmalert = VMAlert(vmalert_bin, tmp_path / "vmalert", rule_files[layers.GLOBAL], store, am.url)
         stack.callback(vmalert.stop)
+        # Live traffic on the real replicas too (light: the machine runs the whole fleet). Started after
+        # the last child process: a fork while two load threads ran once warned "release unlocked lock".
+        for seed, url in ((25, triton.http_url), (26, second.http_url)):
+            load = LoadDriver(url, model=MODEL, concurrency=1, rps=5, seed=seed)
+            stack.callback(load.stop)
+            load.start()
         for p in shards:
             p.wait_ready()
         vmalert.wait_ready()
@@ -231,6 +257,24 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
     # Everything reaches the store, with the shard that wrote it.
     wait_until(lambda: len(query(vm, "up == 1")) == len(everyone), 60, "every target's up in the store")
     assert {r["metric"]["shard"] for r in query(vm, "up")} == {"0", "1"}
+
+    # Where the rules run: each shard the replica layer, evaluated without error; vmalert the global one.
+    replica_groups = _groups(fleet.tmp / "rules" / layers.REPLICA_FILE)
+    global_groups = set().union(*(_groups(p) for p in fleet.vmalert.rule_files))
+    assert replica_groups == {layers.REPLICA_GROUP} and not replica_groups & global_groups
+
+    def shard_rules_ok() -> bool:
+        for p in fleet.shards:
+            groups = requests.get(f"{p.url}/api/v1/rules", timeout=10).json()["data"]["groups"]
+            if {g["name"] for g in groups} != replica_groups:
+                return False
+            if not all(r["health"] == "ok" for g in groups for r in g["rules"]):
+                return False
+        return True
+
+    wait_until(shard_rules_ok, 60, "both shards to evaluate the replica layer")
+    vm_groups = requests.get(f"{fleet.vmalert.url}/api/v1/rules", timeout=10).json()["data"]["groups"]
+    assert {g["name"] for g in vm_groups} == global_groups
 
     # Fleet request rate: vmalert's record equals the sum over replicas at the record's own instant.
     record = catalog.REQUEST_RATE_RECORD

@@ -22,6 +22,7 @@ import yaml
 from conftest import need_binary
 from support.scripts import load_script
 
+from tritonwatch.alerts import layers
 from tritonwatch.errors import UsageError
 from tritonwatch.exporters import sidecar
 from tritonwatch.exporters.config import resolve
@@ -79,8 +80,11 @@ def test_renders_every_part_in_one_namespace(rendered: list[dict[str, Any]]) -> 
         if doc["kind"] != "Namespace":
             assert doc["metadata"]["namespace"] == namespace, doc["metadata"]["name"]
         assert doc["metadata"]["labels"]["app.kubernetes.io/part-of"] == "tritonwatch"
-    rules = sorted(RULES_DIR.glob("*.rules.yml"))
-    assert len([d for d in rendered if d["kind"] == "PrometheusRule"]) == len(rules)
+    # One PrometheusRule per rule layer (tritonwatch.alerts.layers), labelled with it.
+    prometheus_rules = [d for d in rendered if d["kind"] == "PrometheusRule"]
+    assert sorted(
+        (d["metadata"]["name"], d["metadata"]["labels"][k8s.LAYER_LABEL]) for d in prometheus_rules
+    ) == [("tritonwatch-global", "global"), ("tritonwatch-replica", "replica")]
     dashboards = sorted(DASHBOARDS_DIR.glob("*.json"))
     assert len([d for d in rendered if d["kind"] == "ConfigMap"]) == len(dashboards)
 
@@ -137,8 +141,10 @@ def test_prometheusrule_groups_pass_promtool(rendered: list[dict[str, Any]], tmp
     need_binary("promtool")
     for rule in (d for d in rendered if d["kind"] == "PrometheusRule"):
         name = rule["metadata"]["name"]
-        source = RULES_DIR / f"{name.removeprefix('tritonwatch-')}.rules.yml"
-        assert rule["spec"]["groups"] == yaml.safe_load(source.read_text())["groups"], name
+        layer = rule["metadata"]["labels"][k8s.LAYER_LABEL]
+        sources = [p for p in sorted(RULES_DIR.glob("*.rules.yml")) if layers.layer_of(p.name) == layer]
+        want = [g for p in sources for g in yaml.safe_load(p.read_text())["groups"]]
+        assert rule["spec"]["groups"] == want, name
         plain = tmp_path / f"{name}.yml"
         plain.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}, sort_keys=False))
         out = subprocess.run(

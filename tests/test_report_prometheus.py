@@ -200,6 +200,35 @@ def test_html_charts_render_in_headless_chromium(report_dir: Path, tmp_path: Pat
         assert near, f"no {name} chart colour in the screenshot"
 
 
+def test_one_model_per_query_gives_the_same_report(
+    prometheus: Prometheus, report_dir: Path, tmp_path: Path
+) -> None:
+    """``--models-per-query 1`` splits every per-model query by model (2 queries where there was 1):
+    the same figures, to the byte, as the report that asked for both models at once."""
+    from tritonwatch.reports import queries as q
+    from tritonwatch.reports.promapi import PromClient
+
+    client = PromClient(prometheus.url, models_per_query=1)
+    assert client.discover_models(WEEK.start, WEEK.end) == ["bert", "resnet"]
+    split = client._split(q.successes("7d"), per_model=True)
+    assert [s.count('model=~"') for s in split] == [1, 1]
+    # Each half holds its own model only; together they are the whole fleet's answer.
+    halves = [client.instant(s, WEEK.end) for s in split]
+    assert [sorted({dict(k)["model"] for k in h}) for h in halves] == [["bert"], ["resnet"]]
+    assert {**halves[0], **halves[1]} == client.instant(q.successes("7d"), WEEK.end)
+
+    out = tmp_path / "split"
+    argv = ["report", "--prometheus", prometheus.url, "--end", END, "--days", "7", "--slo", str(SLO_FILE)]
+    assert main([*argv, "--models-per-query", "1", "--out", str(out)]) == 0
+    for name in ("models.csv", "gpus.csv"):
+        assert (out / name).read_bytes() == (report_dir / name).read_bytes(), name
+
+    def body(path: Path) -> list[str]:
+        return [line for line in path.read_text().splitlines() if not line.startswith("Generated ")]
+
+    assert body(out / "report.md") == body(report_dir / "report.md")
+
+
 def test_unreachable_prometheus_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     assert main(["report", "--prometheus", url, "--end", END, "--out", str(tmp_path / "out")]) == 1

@@ -6,8 +6,12 @@ Reads ``alerts/generated`` (``--rules``) and ``dashboards/generated`` (``--dashb
 SLO file or the dashboard sources, so the cluster gets exactly what Prometheus and Grafana get in
 compose/. Writes exactly these files, byte-for-byte reproducible:
 
-    prometheusrules.yaml       one monitoring.coreos.com/v1 PrometheusRule per ``*.rules.yml``,
-                               ``tritonwatch-<stem>``, its ``spec.groups`` the file's ``groups``
+    prometheusrules.yaml       one monitoring.coreos.com/v1 PrometheusRule per rule layer
+                               (``tritonwatch.alerts.layers``): ``tritonwatch-replica`` (the groups of
+                               ``replica.rules.yml``) and ``tritonwatch-global`` (the groups of the other
+                               ``*.rules.yml``, in file order), labelled ``tritonwatch.io/layer``, so that
+                               each Prometheus shard selects the replica layer and the Thanos Ruler the
+                               global one (a single Prometheus selects both)
     dashboards.yaml            one ConfigMap per dashboard JSON, ``tritonwatch-dashboard-<name>``,
                                labelled ``grafana_dashboard: "1"`` for Grafana's dashboard sidecar
     alertmanager-secret.yaml   Secret ``alertmanager-tritonwatch`` with key ``alertmanager.yaml``,
@@ -25,6 +29,7 @@ from typing import Any
 import yaml
 
 from tritonwatch import safeyaml
+from tritonwatch.alerts import layers
 from tritonwatch.errors import UsageError
 
 HELP = "wrap the generated rules, Alertmanager config and dashboards as Kubernetes manifests"
@@ -35,6 +40,7 @@ HEADER = (
 )
 PART_OF = {"app.kubernetes.io/part-of": "tritonwatch"}
 DASHBOARD_LABEL = {"grafana_dashboard": "1"}
+LAYER_LABEL = "tritonwatch.io/layer"
 # kube-prometheus-stack's Grafana sidecar puts a dashboard in this folder when folderAnnotation is set.
 DASHBOARD_FOLDER = {"grafana_folder": "tritonwatch"}
 ALERTMANAGER_NAME = "tritonwatch"
@@ -75,27 +81,30 @@ def _read_yaml(path: Path) -> Any:
 
 
 def prometheus_rules(rules_dir: Path) -> list[dict[str, Any]]:
-    docs = []
-    for path in sorted(rules_dir.glob("*.rules.yml")):
+    groups: dict[str, list[Any]] = {layer: [] for layer in layers.LAYERS}
+    paths = sorted(rules_dir.glob("*.rules.yml"))
+    for path in paths:
         data = _read_yaml(path)
         if not isinstance(data, dict) or not isinstance(data.get("groups"), list):
             raise UsageError(f"{path}: expected a Prometheus rule file with a list of groups")
-        docs.append(
-            {
-                "apiVersion": "monitoring.coreos.com/v1",
-                "kind": "PrometheusRule",
-                "metadata": {
-                    "name": f"tritonwatch-{_name(path.name.removesuffix('.rules.yml'))}",
-                    "labels": {**PART_OF, "app.kubernetes.io/component": "rules"},
-                },
-                "spec": {"groups": data["groups"]},
-            }
-        )
-    if not docs:
+        groups[layers.layer_of(path.name)] += data["groups"]
+    if not paths:
         raise UsageError(
             f"--rules {rules_dir}: no *.rules.yml files (run: tritonwatch rules --out {rules_dir})"
         )
-    return docs
+    return [
+        {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "PrometheusRule",
+            "metadata": {
+                "name": f"tritonwatch-{layer}",
+                "labels": {**PART_OF, "app.kubernetes.io/component": "rules", LAYER_LABEL: layer},
+            },
+            "spec": {"groups": found},
+        }
+        for layer, found in groups.items()
+        if found
+    ]
 
 
 def dashboard_configmaps(dashboards_dir: Path) -> list[dict[str, Any]]:

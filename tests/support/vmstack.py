@@ -69,6 +69,7 @@ class VMAlert:
         interval: str = "2s",
     ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
+        self.rule_files = list(rule_files)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = Managed(
