@@ -46,7 +46,7 @@ def test_every_selector_of_the_reports_per_model_queries_is_narrowed() -> None:
         q.successes("7d"),
         q.server_failures("7d"),
         q.error_ratio("7d"),
-        q.queue_share("7d"),
+        q.figure(catalog.signal(catalog.QUEUE_TIME_RATIO), "7d"),
         q.latency_quantile(0.99, "7d"),
         q.model_gpus("7d"),
         q.gpu_busy_seconds("7d"),
