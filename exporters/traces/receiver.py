@@ -1,4 +1,10 @@
-"""``OtlpReceiver``: the OTLP/HTTP trace receiver (``--otlp-listen``), JSON and protobuf."""
+"""``OtlpReceiver``: the OTLP/HTTP trace receiver (``--otlp-listen``), JSON and protobuf.
+
+A POST is read and decoded in its handler thread (a malformed body is answered 400), then its spans
+go to the bounded ``Intake`` and the answer is sent at once; the join and the recording run in the
+intake's worker, one batch for whatever queued meanwhile, and a full intake sheds the body with a
+counted drop (reason ``overload``). ``ingest`` does the whole path in the caller's thread.
+"""
 
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ from tritonwatch.exporters.traces.body import (
 )
 from tritonwatch.exporters.traces.counters import Counters
 from tritonwatch.exporters.traces.forward import Forwarder
+from tritonwatch.exporters.traces.intake import MAX_QUEUED_SPANS, Intake
 from tritonwatch.exporters.traces.part import LatencyPart
 from tritonwatch.otlp import CONTENT_TYPES, JSON, PROTOBUF, OtlpError, Span, decode_body
 
@@ -54,6 +61,7 @@ class OtlpReceiver(Source):
         known_models: Callable[[], Collection[str]] | None = None,
         authorize: Callable[[str | None], bool] | None = None,
         wrap: Callable[[MetricsHTTPServer], None] | None = None,
+        max_queued_spans: int = MAX_QUEUED_SPANS,
     ) -> None:
         super().__init__(interval)
         self.listen = listen
@@ -63,6 +71,9 @@ class OtlpReceiver(Source):
         self.joiner = joiner or SpanJoiner()
         self.counters = Counters()
         self.forwarder = Forwarder(forward, self.counters) if forward else None
+        self.intake = Intake(self._process, lambda n: self.counters.drop("overload", n), max_queued_spans)
+        # A reader of the latency families sees the spans it sent before it asked (Intake.flush).
+        latency.flushes.append(self.intake.flush)
         self.max_body = max_body
         # Bodies read at once: memory is bounded by max_concurrent x max_body, not by the senders.
         self._reading = threading.BoundedSemaphore(max_concurrent)
@@ -107,6 +118,35 @@ class OtlpReceiver(Source):
         self.counters.receive(len(spans))
         if self.forwarder:
             self.forwarder.submit(body if raw is None else raw, headers, len(spans))
+        self._process(spans, now)
+        return len(spans)
+
+    def accept(self, body: bytes, headers: dict[str, str], now: float, raw: bytes | None = None) -> int:
+        """As ``ingest``, but the join and recording are left to the intake's worker (or shed when it
+        is full); what the HTTP handler calls, so that Triton's exporter gets its answer at once."""
+        try:
+            spans: list[Span] = decode_body(body, headers.get("Content-Type", JSON))
+        except OtlpError:
+            self.counters.drop("malformed")
+            raise
+        self.counters.receive(len(spans))
+        if self.forwarder:
+            self.forwarder.submit(body if raw is None else raw, headers, len(spans))
+        if spans:
+            self.intake.submit(spans, now)
+        return len(spans)
+
+    def _process(self, spans: list[Span], now: float) -> None:
+        """Join spans into requests and record them (the intake's worker, or ``ingest``'s caller)."""
+        for u in self.updates:  # the join's drop counters move
+            u.begin()
+        try:
+            self._record(spans, now)
+        finally:
+            for u in self.updates:
+                u.end()
+
+    def _record(self, spans: list[Span], now: float) -> None:
         timings = self.joiner.add(spans, now)
         if self.known_models is not None and timings:
             known = self.known_models()
@@ -115,7 +155,6 @@ class OtlpReceiver(Source):
                 self.counters.drop("unknown_model", len(timings) - len(kept))
             timings = kept
         self.latency.record(timings, now)
-        return len(spans)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         receiver = self
@@ -205,7 +244,7 @@ class OtlpReceiver(Source):
                 if encoding != "identity":
                     headers["Content-Encoding"] = encoding
                 try:
-                    receiver.ingest(body, headers, time.time(), raw=raw)
+                    receiver.accept(body, headers, time.time(), raw=raw)
                 except OtlpError as exc:
                     return functools.partial(self._error, 400, str(exc), ctype)
                 # An empty ExportTraceServiceResponse: "{}" in JSON, no bytes in protobuf.
@@ -220,6 +259,7 @@ class OtlpReceiver(Source):
         self.joiner.expire(time.time())
 
     def collect(self) -> Iterator[Metric]:
+        self.intake.flush()
         received, dropped = self.counters.snapshot()
         for reason, n in list(self.joiner.stats.dropped.items()):
             dropped[reason] = dropped.get(reason, 0) + n
@@ -238,6 +278,7 @@ class OtlpReceiver(Source):
         yield drop
 
     def start(self) -> None:
+        self.intake.start()
         if self.forwarder:
             self.forwarder.start()
         self._server_thread = threading.Thread(
@@ -260,5 +301,6 @@ class OtlpReceiver(Source):
                 conn.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass  # already closed by the peer
+        self.intake.stop()  # what was accepted is recorded
         if self.forwarder:
             self.forwarder.stop()
