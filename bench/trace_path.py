@@ -171,7 +171,9 @@ def send_otlp(port: int, rate: float, seconds: float, templates: list[str], requ
     due = 0.0  # seconds after start the next body is due
     sent = 0
     i = 0
-    while due < seconds:
+    # Until the schedule or the wall clock runs out: a receiver slower than the rate slows the sender,
+    # as it would slow Triton's exporter (Triton's own queue then drops spans nobody counts).
+    while due < seconds and time.monotonic() - start < seconds:
         if i % len(templates) == 0:
             gen[0] += 1
         k = i % len(templates)

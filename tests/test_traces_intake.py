@@ -15,6 +15,7 @@ import gzip
 import json
 import random
 import threading
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -51,10 +52,10 @@ class _Held:
         self.release = threading.Event()
         self.batches: list[int] = []
 
-    def __call__(self, spans: list[otlp.Span], now: float) -> None:
+    def __call__(self, bodies: list[Any], now: float) -> None:
         self.entered.set()
         assert self.release.wait(10)
-        self.batches.append(len(spans))
+        self.batches.append(sum(len(b) for b in bodies))
 
 
 def spans(n: int) -> list[otlp.Span]:
@@ -67,13 +68,13 @@ def test_a_full_intake_sheds_whole_bodies_and_counts_each_span() -> None:
     intake = Intake(held, shed.append, max_spans=10)
     intake.start()
     try:
-        assert intake.submit(spans(4), 1.0)  # A: taken by the worker, which is held
+        assert intake.submit(spans(4), 4, 1.0)  # A: taken by the worker, which is held
         assert held.entered.wait(5)
         wait_until(lambda: intake.queued == 0, 5, "the worker to take A")
-        assert intake.submit(spans(4), 1.0)  # B: queued (4)
-        assert not intake.submit(spans(7), 1.0)  # C: 4 + 7 > 10: shed whole
-        assert intake.submit(spans(6), 1.0)  # D: 4 + 6 = 10 fits
-        assert not intake.submit(spans(1), 1.0)  # E: 11 > 10
+        assert intake.submit(spans(4), 4, 1.0)  # B: queued (4)
+        assert not intake.submit(spans(7), 7, 1.0)  # C: 4 + 7 > 10: shed whole
+        assert intake.submit(spans(6), 6, 1.0)  # D: 4 + 6 = 10 fits
+        assert not intake.submit(spans(1), 1, 1.0)  # E: 11 > 10
         assert intake.queued == 10
         assert not intake.flush(0.01)  # shed just now: a reader is not held up by the backlog
         held.release.set()
@@ -87,8 +88,8 @@ def test_a_full_intake_sheds_whole_bodies_and_counts_each_span() -> None:
 
 def test_an_intake_never_started_processes_in_the_callers_thread() -> None:
     got: list[int] = []
-    intake = Intake(lambda s, now: got.append(len(s)), lambda n: None, max_spans=2)
-    assert intake.submit(spans(5), 1.0)  # an empty queue takes any body
+    intake = Intake(lambda bodies, now: got.append(sum(map(len, bodies))), lambda n: None, max_spans=2)
+    assert intake.submit(spans(5), 5, 1.0)  # an empty queue takes any body
     assert got == [5] and intake.flush(0.0)
 
 
@@ -151,6 +152,23 @@ def test_the_receiver_answers_at_once_while_stuck_and_counts_what_it_shed() -> N
     lat = families(latency)
     key = frozenset({("model", "fraud_detector"), ("version", "1"), ("phase", "request")})
     assert lat[catalog.REQUEST_DURATION + "_count"][key] == 3 * 12  # the three bodies kept, exactly
+
+
+def test_json_that_is_not_an_export_is_answered_then_counted_malformed() -> None:
+    """Parsed in the handler, decoded in the worker: not JSON is a 400; JSON of the wrong shape is
+    accepted (200) and counted malformed, its spans never recorded nor forwarded."""
+    r = OtlpReceiver("127.0.0.1:0", LatencyPart(300.0), interval=60.0)
+    r.start()
+    try:
+        assert _post(r.url, b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": 7}]}]}]}') == 200
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            _post(r.url, b"{not json")
+        assert refused.value.code == 400
+        own = families(r)
+    finally:
+        r.stop()
+    assert own[catalog.SPANS_DROPPED][frozenset({("reason", "malformed")})] == 2
+    assert own[catalog.SPANS_RECEIVED][frozenset()] == 0
 
 
 @pytest.mark.parametrize("index", range(len(recorded_docs())))

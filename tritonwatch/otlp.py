@@ -154,6 +154,7 @@ class _Unusual(Exception):
 
 
 _MAX_NANOS = 2**64
+_hex = _HEX.match
 
 
 def _fast_nanos(value: Any) -> int:
@@ -235,16 +236,22 @@ def _fast_span(s: Any) -> Span:
         if name is not None:
             raise _Unusual
         name = ""
-    return Span(
-        trace_id=_fast_id(s.get("traceId"), True),
-        span_id=_fast_id(s.get("spanId"), True),
-        parent_id=_fast_id(s.get("parentSpanId"), False),
-        name=name,
-        start_ns=_fast_nanos(s.get("startTimeUnixNano", "0")),
-        end_ns=_fast_nanos(s.get("endTimeUnixNano", "0")),
-        attributes=attributes,
-        events=events,
-        responses=tuple(sorted(responses)),
+    trace_id, span_id = s.get("traceId"), s.get("spanId")
+    if type(trace_id) is not str or not 0 < len(trace_id) <= 64 or not _hex(trace_id):
+        raise _Unusual
+    if type(span_id) is not str or not 0 < len(span_id) <= 64 or not _hex(span_id):
+        raise _Unusual
+    parent = s.get("parentSpanId")
+    return Span(  # positional: fields in Span's order
+        trace_id.lower(),
+        span_id.lower(),
+        "" if parent is None or parent == "" else _fast_id(parent, False),
+        name,
+        _fast_nanos(s.get("startTimeUnixNano", "0")),
+        _fast_nanos(s.get("endTimeUnixNano", "0")),
+        attributes,
+        events,
+        tuple(sorted(responses)) if responses else (),
     )
 
 
@@ -310,6 +317,27 @@ def checked_request(doc: Any) -> list[Span]:
 
 def decode(body: bytes | str) -> list[Span]:
     """Spans of one OTLP/HTTP JSON body (``application/json``)."""
+    return decode_request(parse_json(body))
+
+
+def count_spans(doc: Any) -> int:
+    """How many spans ``decode_request(doc)`` gives when it gives any, by list lengths only (what
+    the receiver counts to queue or shed a body before decoding it); 0 where the shape is wrong."""
+    if type(doc) is not dict or type(resource_spans := doc.get("resourceSpans")) is not list:
+        return 0
+    n = 0
+    for rs in resource_spans:
+        if type(rs) is dict:
+            for key in _SCOPE_KEYS:
+                if type(scopes := rs.get(key)) is list:
+                    for ss in scopes:
+                        if type(ss) is dict and type(spans := ss.get("spans")) is list:
+                            n += len(spans)
+    return n
+
+
+def parse_json(body: bytes | str) -> Any:
+    """The JSON document of one body; ``OtlpError`` when it is not UTF-8 JSON."""
     try:
         text = body.decode("utf-8") if isinstance(body, bytes) else body
         doc = json.loads(text)
@@ -319,7 +347,7 @@ def decode(body: bytes | str) -> list[Span]:
         raise OtlpError("body: nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError, and int() digit limits inside the parser
         raise OtlpError(f"body: not JSON ({exc})") from None
-    return decode_request(doc)
+    return doc
 
 
 def _pb_id(value: bytes, where: str, required: bool) -> str:

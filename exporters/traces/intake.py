@@ -1,10 +1,10 @@
 """``Intake``: a bounded queue between the OTLP receiver's handler and the span processing (issue 24).
 
-The handler reads and decodes a body (a malformed one is answered 400 there), hands its spans to
-``submit`` and answers 200 at once: Triton's exporter, which sends its next batch only once it has
-the answer, is never slowed by the join, the histograms or the quantile store. One worker thread
-takes whatever has queued up as one batch (one join, one record, one update of /metrics, however
-many bodies came meanwhile). When more spans wait than ``max_spans`` (memory: about 1 KB a span),
+The handler reads and parses a body (one that is not JSON is answered 400 there), hands it to
+``submit`` with its span count and answers 200 at once: Triton's exporter, which sends its next
+batch only once it has the answer, is never slowed by the decoding, the join, the histograms or the
+quantile store. One worker thread takes whatever has queued up as one batch (one join, one record,
+one update of /metrics, however many bodies came meanwhile). When more spans wait than ``max_spans`` (memory: the parsed bodies waiting),
 a new body is shed whole and counted (``tritonwatch_spans_dropped_total{reason="overload"}``)
 rather than queued: under overload the sidecar keeps serving /metrics with what it kept, and the
 quantiles stay exact over the requests it kept.
@@ -14,9 +14,9 @@ A reader of /metrics must see the spans it sent before it asked: ``flush`` waits
 within ``QUIET_AFTER_SHED`` seconds: overloaded, it serves what it has rather than make every GET
 wait for a queue that never empties.
 
-    intake = Intake(process, on_shed)        # process(spans, now) runs in the worker thread
+    intake = Intake(process, on_shed)        # process(payloads, now) runs in the worker thread
     intake.start()
-    intake.submit(spans, now)                # False (and on_shed(n)) when the queue is full
+    intake.submit(body, spans, now)          # False (and on_shed(spans)) when the queue is full
     intake.flush(1.0)                        # before reading what process() wrote
     intake.stop()                            # processes what is queued, then ends the worker
 """
@@ -27,15 +27,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from itertools import chain
-
-from tritonwatch.otlp import Span
 
 log = logging.getLogger(__name__)
 
-# Spans waiting at most: 32 of Triton's batches of 512, about 16 MB of span objects, and about a
-# second and a half of work for one core at 10,000 traced requests (30,000 spans) a second.
-MAX_QUEUED_SPANS = 16_384
+# Spans waiting at most: 16 of Triton's batches of 512, parsed JSON of about 2-3 KB a span (about
+# 25 MB), and under a second of work for one core at 10,000 traced requests (30,000 spans) a second.
+MAX_QUEUED_SPANS = 8_192
 QUIET_AFTER_SHED = 5.0
 FLUSH_TIMEOUT = 1.0
 
@@ -43,7 +40,7 @@ FLUSH_TIMEOUT = 1.0
 class Intake:
     def __init__(
         self,
-        process: Callable[[list[Span], float], None],
+        process: Callable[[list[object], float], None],
         on_shed: Callable[[int], None],
         max_spans: int = MAX_QUEUED_SPANS,
         clock: Callable[[], float] = time.monotonic,
@@ -53,7 +50,7 @@ class Intake:
         self.max_spans = max_spans
         self.clock = clock
         self._cond = threading.Condition()
-        self._items: list[tuple[float, list[Span]]] = []
+        self._items: list[tuple[float, object]] = []
         self._queued = 0  # spans in _items
         self._submitted = 0  # bodies taken, ever
         self._processed = 0  # bodies processed, ever
@@ -67,29 +64,37 @@ class Intake:
     def queued(self) -> int:
         return self._queued
 
-    def submit(self, spans: list[Span], now: float) -> bool:
-        """Queue one body's spans; False (counted through ``on_shed``) when the queue is full.
+    def would_shed(self, n: int) -> bool:
+        """Whether a body of ``n`` spans would be shed now (the handler then skips its decoding)."""
+        return bool(self._items) and self._queued + n > self.max_spans
+
+    def submit(self, payload: object, n: int, now: float) -> bool:
+        """Queue one body (``n`` spans); False (counted through ``on_shed``) when the queue is full.
 
         A body is never split: an empty queue takes any body (its size is bounded by the
         receiver's --otlp-max-body-bytes), a busy one only what fits."""
-        n = len(spans)
         with self._cond:
             if self._items and self._queued + n > self.max_spans:
-                self.shed += n
-                self._shed_at = self.clock()
                 full = True
             else:
-                self._items.append((now, spans))
+                self._items.append((now, payload))
                 self._queued += n
                 self._submitted += 1
                 self._cond.notify_all()
                 full = False
         if full:
-            self.on_shed(n)
+            self.shed_body(n)
             return False
         if self._thread is None:  # not started (in-process use): processed here, as before
             self._drain_once()
         return True
+
+    def shed_body(self, n: int) -> None:
+        """Count a body of ``n`` spans shed (``submit`` when full, or the handler before decoding)."""
+        with self._cond:
+            self.shed += n
+            self._shed_at = self.clock()
+        self.on_shed(n)
 
     def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
         """Wait until what was submitted before this call is processed; True when it is."""
@@ -101,13 +106,13 @@ class Intake:
                 return False  # overloaded: serve what is there
             return self._cond.wait_for(lambda: self._processed >= mark, timeout)
 
-    def _take(self) -> list[tuple[float, list[Span]]]:
+    def _take(self) -> list[tuple[float, object]]:
         batch, self._items, self._queued = self._items, [], 0
         return batch
 
-    def _run_batch(self, batch: list[tuple[float, list[Span]]]) -> None:
+    def _run_batch(self, batch: list[tuple[float, object]]) -> None:
         try:
-            self.process(list(chain.from_iterable(spans for _now, spans in batch)), batch[-1][0])
+            self.process([payload for _now, payload in batch], batch[-1][0])
         except Exception:  # one bad batch must not end the worker: its spans are lost, logged
             log.exception("processing %d trace bodies failed", len(batch))
         finally:

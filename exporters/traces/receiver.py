@@ -39,7 +39,17 @@ from tritonwatch.exporters.traces.counters import Counters
 from tritonwatch.exporters.traces.forward import Forwarder
 from tritonwatch.exporters.traces.intake import MAX_QUEUED_SPANS, Intake
 from tritonwatch.exporters.traces.part import LatencyPart
-from tritonwatch.otlp import CONTENT_TYPES, JSON, PROTOBUF, OtlpError, Span, decode_body
+from tritonwatch.otlp import (
+    CONTENT_TYPES,
+    JSON,
+    PROTOBUF,
+    OtlpError,
+    Span,
+    count_spans,
+    decode_body,
+    decode_request,
+    parse_json,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +81,9 @@ class OtlpReceiver(Source):
         self.joiner = joiner or SpanJoiner()
         self.counters = Counters()
         self.forwarder = Forwarder(forward, self.counters) if forward else None
-        self.intake = Intake(self._process, lambda n: self.counters.drop("overload", n), max_queued_spans)
+        self.intake = Intake(
+            self._process_bodies, lambda n: self.counters.drop("overload", n), max_queued_spans
+        )
         # A reader of the latency families sees the spans it sent before it asked (Intake.flush).
         latency.flushes.append(self.intake.flush)
         self.max_body = max_body
@@ -122,19 +134,52 @@ class OtlpReceiver(Source):
         return len(spans)
 
     def accept(self, body: bytes, headers: dict[str, str], now: float, raw: bytes | None = None) -> int:
-        """As ``ingest``, but the join and recording are left to the intake's worker (or shed when it
-        is full); what the HTTP handler calls, so that Triton's exporter gets its answer at once."""
+        """As ``ingest``, but decoding, joining and recording are left to the intake's worker (or the
+        body is shed when the intake is full); what the HTTP handler calls, so that Triton's exporter
+        gets its answer at once. Returns the spans in the body (for JSON: as its lists count them).
+
+        A JSON body is parsed here (one that is not JSON is a 400, as before); one that parses but
+        is not an export is counted ``malformed`` by the worker, after its 200. A protobuf body is
+        decoded here (the parse is C code; its spans are counted exactly)."""
+        ctype = headers.get("Content-Type", JSON)
         try:
-            spans: list[Span] = decode_body(body, headers.get("Content-Type", JSON))
+            if ctype.split(";", 1)[0].strip().lower() == JSON:
+                doc = parse_json(body)
+                n, payload = count_spans(doc), (True, doc)
+            else:
+                decoded = decode_body(body, ctype)
+                n, payload = len(decoded), (False, decoded)
         except OtlpError:
             self.counters.drop("malformed")
             raise
-        self.counters.receive(len(spans))
-        if self.forwarder:
-            self.forwarder.submit(body if raw is None else raw, headers, len(spans))
-        if spans:
-            self.intake.submit(spans, now)
-        return len(spans)
+        forward = (body if raw is None else raw, headers)
+        if self.intake.would_shed(n):  # shed before any decoding: overload must stay cheap
+            self.counters.receive(n)
+            if self.forwarder:
+                self.forwarder.submit(forward[0], headers, n)
+            self.intake.shed_body(n)
+        else:
+            self.intake.submit((payload, forward), n, now)
+        return n
+
+    def _process_bodies(self, bodies: list[Any], now: float) -> None:
+        """The intake's worker: decode the bodies queued meanwhile, forward them, record them as one."""
+        spans: list[Span] = []
+        for (is_json, payload), (fwd_body, headers) in bodies:
+            if not is_json:
+                got: list[Span] = payload
+            else:
+                try:
+                    got = decode_request(payload)
+                except OtlpError as exc:
+                    self.counters.drop("malformed")
+                    log.warning("OTLP body refused after its answer: %s", exc)
+                    continue
+            self.counters.receive(len(got))
+            if self.forwarder:
+                self.forwarder.submit(fwd_body, headers, len(got))
+            spans += got
+        self._process(spans, now)
 
     def _process(self, spans: list[Span], now: float) -> None:
         """Join spans into requests and record them (the intake's worker, or ``ingest``'s caller)."""
