@@ -9,6 +9,12 @@ a new body is shed whole and counted (``tritonwatch_spans_dropped_total{reason="
 rather than queued: under overload the sidecar keeps serving /metrics with what it kept, and the
 quantiles stay exact over the requests it kept.
 
+While the intake keeps up (``idle``), the receiver answers a body once it is processed, as before:
+whoever reads the sidecar after the answer finds the body's requests recorded. It answers at once
+only when its exporter is waiting on it (the next body comes within ``BACKPRESSURE_GAP`` of the last
+answer: Triton's batch exporter does that when its own queue holds a backlog) or when bodies are
+already waiting; then the worker falls behind, the queue fills and sheds.
+
 A reader of /metrics must see the spans it sent before it asked: ``flush`` waits (at most
 ``timeout``) until what was submitted before the call is processed, unless the intake has shed
 within ``QUIET_AFTER_SHED`` seconds: overloaded, it serves what it has rather than make every GET
@@ -35,6 +41,9 @@ log = logging.getLogger(__name__)
 MAX_QUEUED_SPANS = 8_192
 QUIET_AFTER_SHED = 5.0
 FLUSH_TIMEOUT = 1.0
+# A body that comes sooner than this after the last answer: the exporter has a backlog and waits on us.
+BACKPRESSURE_GAP = 0.002
+SYNC_TIMEOUT = 5.0  # an answer waits at most this long for its body's processing
 
 
 class Intake:
@@ -95,6 +104,11 @@ class Intake:
             self.shed += n
             self._shed_at = self.clock()
         self.on_shed(n)
+
+    def idle(self) -> bool:
+        """Nothing queued or being processed, and nothing shed lately: the intake keeps up."""
+        with self._cond:
+            return self._processed == self._submitted and self.clock() - self._shed_at >= QUIET_AFTER_SHED
 
     def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
         """Wait until what was submitted before this call is processed; True when it is."""

@@ -1,9 +1,11 @@
 """``OtlpReceiver``: the OTLP/HTTP trace receiver (``--otlp-listen``), JSON and protobuf.
 
-A POST is read and decoded in its handler thread (a malformed body is answered 400), then its spans
-go to the bounded ``Intake`` and the answer is sent at once; the join and the recording run in the
-intake's worker, one batch for whatever queued meanwhile, and a full intake sheds the body with a
-counted drop (reason ``overload``). ``ingest`` does the whole path in the caller's thread.
+A POST is read and parsed in its handler thread (a body that is not JSON is answered 400), then it
+goes to the bounded ``Intake``; decoding, the join and the recording run in the intake's worker, one
+batch for whatever queued meanwhile. The answer waits for the body's processing while the intake
+keeps up, and goes at once when the exporter is waiting on us (``intake.py``); a full intake sheds the
+body before decoding it, with a counted drop (reason ``overload``). ``ingest`` does the whole path in
+the caller's thread.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from tritonwatch.exporters.traces.body import (
 )
 from tritonwatch.exporters.traces.counters import Counters
 from tritonwatch.exporters.traces.forward import Forwarder
-from tritonwatch.exporters.traces.intake import MAX_QUEUED_SPANS, Intake
+from tritonwatch.exporters.traces.intake import BACKPRESSURE_GAP, MAX_QUEUED_SPANS, SYNC_TIMEOUT, Intake
 from tritonwatch.exporters.traces.part import LatencyPart
 from tritonwatch.otlp import (
     CONTENT_TYPES,
@@ -86,6 +88,7 @@ class OtlpReceiver(Source):
         )
         # A reader of the latency families sees the spans it sent before it asked (Intake.flush).
         latency.flushes.append(self.intake.flush)
+        self._last_answer = 0.0  # monotonic time the last body's answer went (BACKPRESSURE_GAP)
         self.max_body = max_body
         # Bodies read at once: memory is bounded by max_concurrent x max_body, not by the senders.
         self._reading = threading.BoundedSemaphore(max_concurrent)
@@ -133,10 +136,11 @@ class OtlpReceiver(Source):
         self._process(spans, now)
         return len(spans)
 
-    def accept(self, body: bytes, headers: dict[str, str], now: float, raw: bytes | None = None) -> int:
+    def accept(self, body: bytes, headers: dict[str, str], now: float, raw: bytes | None = None) -> bool:
         """As ``ingest``, but decoding, joining and recording are left to the intake's worker (or the
         body is shed when the intake is full); what the HTTP handler calls, so that Triton's exporter
-        gets its answer at once. Returns the spans in the body (for JSON: as its lists count them).
+        gets its answer at once. True when the answer should wait for the body's processing
+        (``Intake.flush``: the intake keeps up and the exporter is not waiting on us).
 
         A JSON body is parsed here (one that is not JSON is a 400, as before); one that parses but
         is not an export is counted ``malformed`` by the worker, after its 200. A protobuf body is
@@ -153,14 +157,16 @@ class OtlpReceiver(Source):
             self.counters.drop("malformed")
             raise
         forward = (body if raw is None else raw, headers)
+        self.counters.receive(n)  # as the body's lists count them: counted when the answer goes
         if self.intake.would_shed(n):  # shed before any decoding: overload must stay cheap
-            self.counters.receive(n)
             if self.forwarder:
                 self.forwarder.submit(forward[0], headers, n)
             self.intake.shed_body(n)
-        else:
-            self.intake.submit((payload, forward), n, now)
-        return n
+            return False
+        # Keeping up, and the exporter not waiting on us: answer once processed (read-your-writes).
+        gap = time.monotonic() - self._last_answer
+        wait = self.intake.idle() and gap > BACKPRESSURE_GAP
+        return self.intake.submit((payload, forward), n, now) and wait
 
     def _process_bodies(self, bodies: list[Any], now: float) -> None:
         """The intake's worker: decode the bodies queued meanwhile, forward them, record them as one."""
@@ -175,7 +181,6 @@ class OtlpReceiver(Source):
                     self.counters.drop("malformed")
                     log.warning("OTLP body refused after its answer: %s", exc)
                     continue
-            self.counters.receive(len(got))
             if self.forwarder:
                 self.forwarder.submit(fwd_body, headers, len(got))
             spans += got
@@ -264,36 +269,39 @@ class OtlpReceiver(Source):
                     self._error(503, f"over {MAX_CONCURRENT_BODIES} bodies at once: retry later", ctype)
                     return
                 try:
-                    answer = self._read_and_ingest(ctype)
+                    answer, wait = self._read_and_ingest(ctype)
                 finally:
                     receiver._reading.release()
+                if wait:  # after the slot is free: another body may come meanwhile
+                    receiver.intake.flush(SYNC_TIMEOUT)
                 # Answered once the slot is free: an exporter that sends its next batch as soon as it
                 # has the answer (Triton's does) must not find its own last body still holding it.
                 answer()
+                receiver._last_answer = time.monotonic()
 
-            def _read_and_ingest(self, ctype: str) -> Callable[[], None]:
-                """Read and take one body; the answer to send, as a call made after the slot is freed."""
+            def _read_and_ingest(self, ctype: str) -> tuple[Callable[[], None], bool]:
+                """Read and take one body; the answer to send, as a call made after the slot is freed,
+                and whether it waits for the body's processing first."""
                 try:
                     raw, body, encoding = _read_body(self, receiver.max_body)
                 except ValueError as exc:
                     receiver.counters.drop("too_large" if exc.args[1] == 413 else "malformed")
                     self.close_connection = True
-                    return functools.partial(self._error, int(exc.args[1]), str(exc.args[0]), ctype)
+                    return functools.partial(self._error, int(exc.args[1]), str(exc.args[0]), ctype), False
                 if ctype not in CONTENT_TYPES:
                     receiver.counters.drop("malformed")
-                    return functools.partial(
-                        self._error, 415, f"Content-Type {ctype}: expected {JSON} or {PROTOBUF}", JSON
-                    )
+                    message = f"Content-Type {ctype}: expected {JSON} or {PROTOBUF}"
+                    return functools.partial(self._error, 415, message, JSON), False
                 # Forwarded as received: the same bytes, type and encoding.
                 headers = {"Content-Type": ctype}
                 if encoding != "identity":
                     headers["Content-Encoding"] = encoding
                 try:
-                    receiver.accept(body, headers, time.time(), raw=raw)
+                    wait = receiver.accept(body, headers, time.time(), raw=raw)
                 except OtlpError as exc:
-                    return functools.partial(self._error, 400, str(exc), ctype)
+                    return functools.partial(self._error, 400, str(exc), ctype), False
                 # An empty ExportTraceServiceResponse: "{}" in JSON, no bytes in protobuf.
-                return functools.partial(self._answer, 200, b"" if ctype == PROTOBUF else b"{}", ctype)
+                return functools.partial(self._answer, 200, b"" if ctype == PROTOBUF else b"{}", ctype), wait
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
