@@ -189,7 +189,7 @@ def send_otlp(port: int, rate: float, seconds: float, templates: list[str], requ
             resp = conn.getresponse()
             resp.read()
             status = resp.status
-            if resp.will_close:  # a 503 closes: the next body goes on a new connection
+            if resp.will_close or status == 503:  # a 503 closes: the next body on a new connection
                 conn.close()
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         except OSError:
