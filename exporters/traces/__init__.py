@@ -5,8 +5,11 @@ Parts (each a ``Part`` for the collector; the receiver, settings and file reader
 * ``OtlpReceiver`` (``--otlp-listen``): ``POST /v1/traces`` with an OTLP JSON (``application/json``)
   or protobuf (``application/x-protobuf``) body, gzip or not; answers 200 with an empty
   ``ExportTraceServiceResponse`` in the request's encoding, 400 with a one-line message on a
-  malformed body (a ``google.rpc.Status`` for protobuf, as OTLP/HTTP asks). Received bodies are passed on unchanged to ``--otlp-forward`` from a bounded background
-  queue, so a slow or failing backend never blocks Triton's exporter. Emits
+  body that is not JSON or protobuf (a ``google.rpc.Status`` for protobuf, as OTLP/HTTP asks).
+  Bodies go through a bounded intake (``intake.py``) to one worker that decodes, joins and records
+  them in batches; under overload a body is shed whole before decoding. Received bodies are passed
+  on unchanged to ``--otlp-forward`` from a bounded background queue, so a slow or failing backend
+  never blocks Triton's exporter. Emits
 
       tritonwatch_spans_received_total
       tritonwatch_spans_dropped_total{reason}   malformed, orphan, duplicate, pending_full, incomplete,
@@ -16,7 +19,8 @@ Parts (each a ``Part`` for the collector; the receiver, settings and file reader
                                                 unauthorized (--web-config's basic auth: 401),
                                                 too_large (a body over --otlp-max-body-bytes, at
                                                 most 4 MiB by default, once inflated: 413, never
-                                                decoded)
+                                                decoded), overload (the intake full: shed whole,
+                                                each span counted)
 
   It binds 127.0.0.1 unless ``--otlp-listen`` names a host, and takes ``--web-config``'s TLS and basic
   auth as /metrics does.

@@ -1,13 +1,12 @@
 """``Intake``: a bounded queue between the OTLP receiver's handler and the span processing (issue 24).
 
-The handler reads and parses a body (one that is not JSON is answered 400 there), hands it to
-``submit`` with its span count and answers 200 at once: Triton's exporter, which sends its next
-batch only once it has the answer, is never slowed by the decoding, the join, the histograms or the
-quantile store. One worker thread takes whatever has queued up as one batch (one join, one record,
-one update of /metrics, however many bodies came meanwhile). When more spans wait than ``max_spans`` (memory: the parsed bodies waiting),
-a new body is shed whole and counted (``tritonwatch_spans_dropped_total{reason="overload"}``)
-rather than queued: under overload the sidecar keeps serving /metrics with what it kept, and the
-quantiles stay exact over the requests it kept.
+The handler reads and parses a body (one that is not JSON is answered 400 there) and hands it to
+``submit`` with its span count. One worker thread decodes, joins and records whatever has queued up
+as one batch (one join, one record, one update of /metrics, however many bodies came meanwhile).
+When more spans wait than ``max_spans`` (memory: the parsed bodies waiting), a new body is shed
+whole and counted (``tritonwatch_spans_dropped_total{reason="overload"}``) rather than queued: under
+overload the sidecar keeps serving /metrics with what it kept, Triton's exporter is not slowed, and
+the quantiles stay exact over the requests kept.
 
 While the intake keeps up (``idle``), the receiver answers a body once it is processed, as before:
 whoever reads the sidecar after the answer finds the body's requests recorded. It answers at once
@@ -15,15 +14,13 @@ only when its exporter is waiting on it (the next body comes within ``BACKPRESSU
 answer: Triton's batch exporter does that when its own queue holds a backlog) or when bodies are
 already waiting; then the worker falls behind, the queue fills and sheds.
 
-A reader of /metrics must see the spans it sent before it asked: ``flush`` waits (at most
-``timeout``) until what was submitted before the call is processed, unless the intake has shed
-within ``QUIET_AFTER_SHED`` seconds: overloaded, it serves what it has rather than make every GET
-wait for a queue that never empties.
+A reader never waits on the worker: what an answer waited for is recorded before the answer goes,
+and what was answered at once (backpressure) is recorded when the worker gets to it.
 
     intake = Intake(process, on_shed)        # process(payloads, now) runs in the worker thread
     intake.start()
     intake.submit(body, spans, now)          # False (and on_shed(spans)) when the queue is full
-    intake.flush(1.0)                        # before reading what process() wrote
+    intake.flush(5.0)                        # wait until what was submitted is processed
     intake.stop()                            # processes what is queued, then ends the worker
 """
 

@@ -54,8 +54,6 @@ class LatencyPart:
         self._families: tuple[tuple[object, ...], list[Metric]] | None = None
         self.updates: list[Updates] = []  # told before and after each recorded batch
         self.serve_prepared = False  # as SidecarCollector.serve_prepared
-        # Called before the families are read: the OTLP receiver's intake records what it accepted.
-        self.flushes: list[Callable[[], object]] = []
 
     def record(self, timings: Iterable[RequestTiming], now: float | None = None) -> int:
         now = self.clock() if now is None else now
@@ -101,8 +99,6 @@ class LatencyPart:
     def collect(self) -> Iterator[Metric]:
         """The families, built again only when traces, Triton's summaries or the time slice moved
         (with ``serve_prepared``: as last prepared)."""
-        for flush in self.flushes:
-            flush()
         cached = self._families
         # Spans recorded since are built now: a reader who sent them must see them. A new Triton
         # scrape or time slice may wait for the render thread (at most one update behind).

@@ -86,8 +86,6 @@ class OtlpReceiver(Source):
         self.intake = Intake(
             self._process_bodies, lambda n: self.counters.drop("overload", n), max_queued_spans
         )
-        # A reader of the latency families sees the spans it sent before it asked (Intake.flush).
-        latency.flushes.append(self.intake.flush)
         self._last_answer = 0.0  # monotonic time the last body's answer went (BACKPRESSURE_GAP)
         self.max_body = max_body
         # Bodies read at once: memory is bounded by max_concurrent x max_body, not by the senders.
@@ -312,7 +310,6 @@ class OtlpReceiver(Source):
         self.joiner.expire(time.time())
 
     def collect(self) -> Iterator[Metric]:
-        self.intake.flush()
         received, dropped = self.counters.snapshot()
         for reason, n in list(self.joiner.stats.dropped.items()):
             dropped[reason] = dropped.get(reason, 0) + n
