@@ -137,8 +137,8 @@ class OtlpReceiver(Source):
     def accept(self, body: bytes, headers: dict[str, str], now: float, raw: bytes | None = None) -> bool:
         """As ``ingest``, but decoding, joining and recording are left to the intake's worker (or the
         body is shed when the intake is full); what the HTTP handler calls, so that Triton's exporter
-        gets its answer at once. True when the answer should wait for the body's processing
-        (``Intake.flush``: the intake keeps up and the exporter is not waiting on us).
+        is not held while the sidecar falls behind. True when the answer should wait for the body's
+        processing (``Intake.flush``: the intake keeps up and the exporter is not waiting on us).
 
         A JSON body is parsed here (one that is not JSON is a 400, as before); one that parses but
         is not an export is counted ``malformed`` by the worker, after its 200. A protobuf body is
