@@ -1,4 +1,4 @@
-"""``make bench``: every benchmark, one after the other (about 18 minutes on 2 cores, plus the report at
+"""``make bench``: every benchmark, one after the other (about 23 minutes on 2 cores, plus the report at
 fleet scale: about 25 minutes the first time, while it loads its stores, a few minutes after).
 
 * ``bench.scrape``: the scrape path at 50, 500 and 2,000 models, side by side with a real Prometheus
@@ -7,6 +7,9 @@ fleet scale: about 25 minutes the first time, while it loads its stores, a few m
   BENCH_SECONDS=60`` for a quick look) (writes bench/results/scrape.json);
 * ``bench.trace_accuracy``: trace quantile accuracy at trace rates 1, 10 and 100 and the CPU cost per
   1,000 spans (writes bench/results/traces.json);
+* ``bench.trace_path``: the whole trace path as Triton drives it, sidecar CPU per traced request end
+  to end from recorded OTLP bodies, from trace files and from the real local Triton, and the overload
+  shedding at twice what one core handles, about 5 minutes (writes bench/results/trace_path.json);
 * ``bench.hostile``: hostile inputs against a real sidecar, about a minute: peak RSS and /metrics GET
   medians per phase (writes bench/results/hostile.json; docs/hostile-inputs.md);
 * ``bench.report_scale``: the weekly report against VictoriaMetrics holding 50, 200 and 500 models x 4
@@ -21,7 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import hostile, report_scale, scrape, trace_accuracy
+from bench import hostile, report_scale, scrape, trace_accuracy, trace_path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     return (
         scrape.main(["--seconds", f"{args.seconds:g}"])
         or trace_accuracy.main([])
+        or trace_path.main(["--real"])
         or hostile.main([])
         or report_scale.main([])
     )

@@ -16,9 +16,10 @@ import math
 import random
 import threading
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 from prometheus_client.utils import floatToGoString
 
@@ -26,12 +27,21 @@ Key = tuple[str, ...]  # model, version, phase (an ensemble's steps: model, vers
 
 
 class _Slice:
-    __slots__ = ("index", "seen", "values")
+    __slots__ = ("_sorted", "index", "seen", "values")
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.seen = 0
         self.values = array("d")
+        self._sorted: tuple[int, list[float]] | None = None  # (seen when sorted, the values sorted)
+
+    def sorted_values(self) -> list[float]:
+        """The values sorted, sorted again only when a value came since: a closed slice once for all
+        the scrapes of its window (its list is replaced, never changed: callers may keep it)."""
+        cached = self._sorted
+        if cached is None or cached[0] != self.seen:
+            cached = self._sorted = (self.seen, sorted(self.values))
+        return cached[1]
 
 
 def weighted_quantile(pairs: Sequence[tuple[float, float]], q: float) -> float:
@@ -58,17 +68,41 @@ class Quantiles:
     values: dict[str, float]  # quantile label ("0.99") -> seconds
 
 
-def quantiles_of(held: Sequence[tuple[array[float], float, int]], qs: Iterable[str]) -> Quantiles | None:
-    """Weighted nearest-rank quantiles of ``SampleStore.held`` slices; None when they hold nothing."""
-    pairs: list[tuple[float, float]] = []
+def quantiles_of(held: Sequence[tuple[Sequence[float], float, int]], qs: Iterable[str]) -> Quantiles | None:
+    """Weighted nearest-rank quantiles of ``SampleStore.held`` slices; None when they hold nothing.
+
+    The same values as ``weighted_quantile`` over all ``(value, weight)`` pairs sorted, without
+    making one pair per value (issue 24: that sort, once per update, was most of the trace path's
+    CPU): the answer is the smallest value whose weight at or below it, ``sum(weight_i *
+    count_i(<= value))``, reaches ``q * total``; found by bisecting the merged values, each probe a
+    bisection of every slice's sorted values. Slices come sorted (``_Slice.sorted_values``); a sort of
+    a sorted list is linear."""
+    parts: list[tuple[list[float], float]] = []
     count = 0
     for values, weight, seen in held:
         count += seen
-        pairs.extend((v, weight) for v in values)
-    if not pairs:
+        if len(values):
+            parts.append((sorted(values), weight))
+    if not parts:
         return None
-    pairs.sort()
-    return Quantiles(count, {q: weighted_quantile(pairs, float(q)) for q in qs})
+    merged = sorted(chain.from_iterable(v for v, _w in parts))  # sorted runs: a merge
+    total = math.fsum(w * len(v) for v, w in parts)
+    out: dict[str, float] = {}
+    for label in qs:
+        q = float(label)
+        threshold = q * total - 1e-9 * total  # weighted_quantile's tolerance for rounded weights
+        lo, hi = 0, len(merged) - 1
+        if sum(w * bisect_right(v, merged[hi]) for v, w in parts) < threshold:
+            out[label] = merged[hi]
+            continue
+        while lo < hi:  # the first index whose value's weight at or below reaches the threshold
+            mid = (lo + hi) // 2
+            if sum(w * bisect_right(v, merged[mid]) for v, w in parts) >= threshold:
+                hi = mid
+            else:
+                lo = mid + 1
+        out[label] = merged[lo]
+    return Quantiles(count, out)
 
 
 class SampleStore:
@@ -143,15 +177,16 @@ class SampleStore:
         """Quantiles of the key's latencies in the window; None when it has none."""
         return quantiles_of(self.held(key, now), qs)
 
-    def held(self, key: Key, now: float) -> list[tuple[array[float], float, int]]:
-        """The key's slices in the window, copied: (values, weight of each, requests seen).
+    def held(self, key: Key, now: float) -> list[tuple[list[float], float, int]]:
+        """The key's slices in the window: (values sorted, weight of each, requests seen).
 
-        A copy is cheap (C-level) where sorting is not: callers sort outside the store's lock and
-        whatever lock makes a request land in the store and the histograms together."""
+        Each list is the slice's own sorted copy (``_Slice.sorted_values``), never changed once
+        made: a closed slice is sorted once, not at every update, and callers read it outside the
+        store's lock and whatever lock makes a request land in the store and the histograms together."""
         oldest = self._index(now) - self.slices
         with self._lock:
             return [
-                (array("d", s.values), s.seen / len(s.values), s.seen)
+                (s.sorted_values(), s.seen / len(s.values), s.seen)
                 for s in self._data.get(key, [])
                 if s.index >= oldest and s.values
             ]

@@ -361,7 +361,7 @@ def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[LlmPart, Sourc
     traces = LlmTraces(cfg.quantile_window, buckets, max_keys=max(cfg.max_models * 2, 1))
     for part in sidecar.collector.parts:
         listeners = getattr(part, "listeners", None)
-        if isinstance(listeners, list):  # the latency part (exporters/traces.py): per-request timings
+        if isinstance(listeners, list):  # the latency part (exporters/traces/): per-request timings
             listeners.append(traces.record)
     api = sidecar.api
 

@@ -149,8 +149,159 @@ def _span(value: Any, where: str) -> Span:
     )
 
 
+class _Unusual(Exception):
+    """The fast path met something it does not take as is: the checked path decides (and names it)."""
+
+
+_MAX_NANOS = 2**64
+_hex = _HEX.match
+
+
+def _fast_nanos(value: Any) -> int:
+    if type(value) is str and len(value) <= 20 and value.isdigit() and value.isascii():
+        n = int(value)
+    elif type(value) is int and value >= 0:
+        n = value
+    else:
+        raise _Unusual
+    if n >= _MAX_NANOS:
+        raise _Unusual
+    return n
+
+
+def _fast_id(value: Any, required: bool) -> str:
+    if value is None and not required:
+        return ""
+    if type(value) is not str or (required and not value) or len(value) > 64 or not _HEX.match(value):
+        raise _Unusual
+    return value.lower()
+
+
+def _fast_span(s: Any) -> Span:
+    """One span as ``_span`` reads it, with fewer calls: no location strings, no helper per field."""
+    if type(s) is not dict:
+        raise _Unusual
+    events: dict[str, int] = {}
+    responses: list[int] = []
+    raw_events = s.get("events")
+    if raw_events is not None:
+        if type(raw_events) is not list:
+            raise _Unusual
+        for ev in raw_events:
+            if type(ev) is not dict:
+                raise _Unusual
+            name = ev.get("name")
+            if type(name) is not str:
+                if name is not None:
+                    raise _Unusual
+                name = ""
+            ns = ev.get("timeUnixNano")  # inline _fast_nanos: the most frequent field of all
+            if type(ns) is str and len(ns) <= 20 and ns.isdigit() and ns.isascii():
+                ns = int(ns)
+                if ns >= _MAX_NANOS:
+                    raise _Unusual
+            else:
+                ns = _fast_nanos(ns)
+            if name not in events:
+                events[name] = ns
+            if name == RESPONSE_EVENT:
+                responses.append(ns)
+    attributes: dict[str, str] = {}
+    raw_attrs = s.get("attributes")
+    if raw_attrs is not None:
+        if type(raw_attrs) is not list:
+            raise _Unusual
+        for kv in raw_attrs:
+            if type(kv) is not dict:
+                raise _Unusual
+            key = kv.get("key")
+            if type(key) is not str:
+                if key is not None:
+                    raise _Unusual
+                key = ""
+            value = kv.get("value", {})
+            if type(value) is dict and type(text := value.get("stringValue")) is str:
+                attributes[key] = text
+            elif (
+                type(value) is dict and "stringValue" not in value and type(n := value.get("intValue")) is str
+            ):
+                attributes[key] = n  # Triton's model version: an int64, a string in OTLP JSON
+            else:
+                try:
+                    attributes[key] = _any_value(value, "")
+                except OtlpError:
+                    raise _Unusual from None
+    name = s.get("name")
+    if type(name) is not str:
+        if name is not None:
+            raise _Unusual
+        name = ""
+    trace_id, span_id = s.get("traceId"), s.get("spanId")
+    if type(trace_id) is not str or not 0 < len(trace_id) <= 64 or not _hex(trace_id):
+        raise _Unusual
+    if type(span_id) is not str or not 0 < len(span_id) <= 64 or not _hex(span_id):
+        raise _Unusual
+    parent = s.get("parentSpanId")
+    return Span(  # positional: fields in Span's order
+        trace_id.lower(),
+        span_id.lower(),
+        "" if parent is None or parent == "" else _fast_id(parent, False),
+        name,
+        _fast_nanos(s.get("startTimeUnixNano", "0")),
+        _fast_nanos(s.get("endTimeUnixNano", "0")),
+        attributes,
+        events,
+        tuple(sorted(responses)) if responses else (),
+    )
+
+
+def _fast_request(doc: Any) -> list[Span]:
+    if type(doc) is not dict:
+        raise _Unusual
+    spans: list[Span] = []
+    append = spans.append
+    resource_spans = doc.get("resourceSpans")
+    if resource_spans is None:
+        return spans
+    if type(resource_spans) is not list:
+        raise _Unusual
+    for rs in resource_spans:
+        if type(rs) is not dict:
+            raise _Unusual
+        for key in _SCOPE_KEYS:
+            scopes = rs.get(key)
+            if scopes is None:
+                continue
+            if type(scopes) is not list:
+                raise _Unusual
+            for ss in scopes:
+                if type(ss) is not dict:
+                    raise _Unusual
+                items = ss.get("spans")
+                if items is None:
+                    continue
+                if type(items) is not list:
+                    raise _Unusual
+                for span in items:
+                    append(_fast_span(span))
+    return spans
+
+
 def decode_request(doc: Any) -> list[Span]:
-    """Spans of an already-parsed ``ExportTraceServiceRequest`` object, in body order."""
+    """Spans of an already-parsed ``ExportTraceServiceRequest`` object, in body order.
+
+    A well-formed export takes the fast path (issue 24: about half the CPU of the checked one); one
+    the fast path does not take as is, valid or not, is read again by the checked path, which
+    gives the same spans or names what is wrong (tests/test_traces_fastdecode.py holds the two
+    equal on recorded bodies)."""
+    try:
+        return _fast_request(doc)
+    except _Unusual:
+        return checked_request(doc)
+
+
+def checked_request(doc: Any) -> list[Span]:
+    """``decode_request`` field by field, every error naming where it is."""
     root = _obj(doc, "body")
     spans: list[Span] = []
     for r, rs in enumerate(_list(root.get("resourceSpans"), "resourceSpans")):
@@ -166,6 +317,27 @@ def decode_request(doc: Any) -> list[Span]:
 
 def decode(body: bytes | str) -> list[Span]:
     """Spans of one OTLP/HTTP JSON body (``application/json``)."""
+    return decode_request(parse_json(body))
+
+
+def count_spans(doc: Any) -> int:
+    """How many spans ``decode_request(doc)`` gives when it gives any, by list lengths only (what
+    the receiver counts to queue or shed a body before decoding it); 0 where the shape is wrong."""
+    if type(doc) is not dict or type(resource_spans := doc.get("resourceSpans")) is not list:
+        return 0
+    n = 0
+    for rs in resource_spans:
+        if type(rs) is dict:
+            for key in _SCOPE_KEYS:
+                if type(scopes := rs.get(key)) is list:
+                    for ss in scopes:
+                        if type(ss) is dict and type(spans := ss.get("spans")) is list:
+                            n += len(spans)
+    return n
+
+
+def parse_json(body: bytes | str) -> Any:
+    """The JSON document of one body; ``OtlpError`` when it is not UTF-8 JSON."""
     try:
         text = body.decode("utf-8") if isinstance(body, bytes) else body
         doc = json.loads(text)
@@ -175,7 +347,7 @@ def decode(body: bytes | str) -> list[Span]:
         raise OtlpError("body: nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError, and int() digit limits inside the parser
         raise OtlpError(f"body: not JSON ({exc})") from None
-    return decode_request(doc)
+    return doc
 
 
 def _pb_id(value: bytes, where: str, required: bool) -> str:

@@ -1,0 +1,181 @@
+"""``LatencyPart``: joined per-request phase durations -> histograms and windowed quantiles, with
+Triton's summaries as the fallback at scrape time."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import compress
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import HistogramMetricFamily, Metric
+
+from tritonwatch import catalog
+from tritonwatch.exporters.exposition import TextFamily
+from tritonwatch.exporters.latency import Histograms, SampleStore, quantiles_of
+from tritonwatch.exporters.source import Updates
+from tritonwatch.exporters.spans import RequestTiming
+from tritonwatch.exporters.summaries import Row, SummaryReader, SummaryRows
+
+if TYPE_CHECKING:
+    from tritonwatch.exporters.triton import TritonMetrics
+
+
+SOURCE_TRACE = "trace"
+SOURCE_SUMMARY = "summary"
+
+
+class LatencyPart:
+    """Per-request phase durations -> histograms and windowed quantiles; summary fallback at scrape time."""
+
+    def __init__(
+        self,
+        quantile_window: float,
+        buckets: Sequence[float] = catalog.DEFAULT_BUCKETS,
+        metrics: TritonMetrics | None = None,
+        max_keys: int = 2000,
+        clock: Callable[[], float] = time.time,
+        per_slice: int = 1024,
+    ) -> None:
+        self.quantile_window = quantile_window
+        self.store = SampleStore(quantile_window, per_slice=per_slice, max_keys=max_keys)
+        self.histograms = Histograms(buckets, max_keys=max_keys)
+        self.metrics = metrics
+        self.clock = clock
+        # One request lands in the store and the histograms together: a scrape never sees it in one only.
+        self._lock = threading.Lock()
+        self._summary_cache: tuple[int, SummaryRows] | None = None
+        self._summary_reader = SummaryReader()
+        self._labels_cache: tuple[list[Row], list[tuple[str, ...]]] | None = None
+        # Called with every batch of recorded timings (the LLM part reads streaming responses).
+        self.listeners: list[Callable[[list[RequestTiming], float], None]] = []
+        self._recorded = 0  # batches recorded: with the Triton scrape and the time slice, the cache key
+        self._families: tuple[tuple[object, ...], list[Metric]] | None = None
+        self.updates: list[Updates] = []  # told before and after each recorded batch
+        self.serve_prepared = False  # as SidecarCollector.serve_prepared
+
+    def record(self, timings: Iterable[RequestTiming], now: float | None = None) -> int:
+        now = self.clock() if now is None else now
+        timings = list(timings)
+        for listener in self.listeners:
+            listener(timings, now)
+        n = 0
+        for u in self.updates:
+            u.begin()
+        try:
+            with self._lock:
+                for t in timings:
+                    n += 1
+                    for phase, seconds in t.phases.items():
+                        key = (t.model, t.version, phase)
+                        self.store.add(key, seconds, now)
+                        if phase in catalog.HISTOGRAM_PHASES:
+                            self.histograms.observe(key, seconds, now)
+                if n:
+                    self._recorded += 1
+        finally:
+            for u in self.updates:
+                u.end()
+        return n
+
+    def _key(self, now: float) -> tuple[object, ...]:
+        metrics = self.metrics
+        return (
+            self._recorded,
+            None if metrics is None else (metrics.window.generation, metrics.fresh),
+            self.store.slice_of(now),
+        )
+
+    def prepare(self) -> bool:
+        """Build the families if traces, Triton's summaries or the time slice moved; True if it did."""
+        now = self.clock()
+        key = self._key(now)
+        if self._families is not None and self._families[0] == key:
+            return False
+        self._families = (key, self._build(now))
+        return True
+
+    def collect(self) -> Iterator[Metric]:
+        """The families, built again only when traces, Triton's summaries or the time slice moved
+        (with ``serve_prepared``: as last prepared)."""
+        cached = self._families
+        # Spans recorded since are built now: a reader who sent them must see them. A new Triton
+        # scrape or time slice may wait for the render thread (at most one update behind).
+        if cached is None or not self.serve_prepared or cached[0][0] != self._recorded:
+            self.prepare()
+            cached = self._families
+        assert cached is not None
+        yield from cached[1]
+
+    def _build(self, now: float) -> list[Metric]:
+        key_labels = [*catalog.MODEL_KEY, catalog.PHASE]
+        hist = HistogramMetricFamily(
+            catalog.REQUEST_DURATION,
+            "Per-request latency by phase from sampled Triton traces (cumulative since sidecar start).",
+            labels=key_labels,
+        )
+        with self._lock:  # copies only: the receiver waits on this lock
+            self.histograms.expire(now - self.quantile_window)
+            snapshot = self.histograms.snapshot()
+            held = {k: self.store.held(k, now) for k in self.store.keys(now)}
+        found = {k: quantiles_of(h, catalog.QUANTILES) for k, h in held.items()}
+        for key, buckets, total, _n in snapshot:
+            hist.add_metric(list(key), buckets, total)
+        quant = TextFamily(
+            catalog.LATENCY_QUANTILE,
+            "Latency quantile by phase: exact over sampled traces in the quantile window (source=trace), "
+            "else Triton's own 60 s summary (source=summary).",
+            [*key_labels, catalog.QUANTILE, catalog.SOURCE],
+        )
+        samples = TextFamily(
+            catalog.LATENCY_SAMPLES,
+            "Traced requests behind the source=trace latency quantiles (in the quantile window).",
+            key_labels,
+        )
+        traced: set[tuple[str, ...]] = set()
+        for key, q in found.items():
+            if q is None:
+                continue
+            traced.add(key)
+            for label, value in q.values.items():
+                quant.add_metric([*key, label, SOURCE_TRACE], value)
+            samples.add_metric(list(key), float(q.count))
+        summary = self._summaries()  # in Triton's order: no sort of 10,000 keys
+        labels = self._summary_labels(summary.rows)
+        found_values = summary.seconds
+        if traced:  # one source per model and phase: traces win
+            keep = [row[:3] not in traced for row in summary.rows]
+            labels, found_values = list(compress(labels, keep)), list(compress(found_values, keep))
+        quant.add_many(labels, found_values)
+        return [hist, quant, samples]
+
+    def _summary_labels(self, rows: list[Row]) -> list[tuple[str, ...]]:
+        """The rows' label sets (source "summary"), the same tuples while the rows are the same."""
+        cached = self._labels_cache
+        if cached is not None and cached[0] == rows:
+            return cached[1]
+        labels: list[tuple[str, ...]] = [(*row, SOURCE_SUMMARY) for row in rows]
+        self._labels_cache = (rows, labels)
+        return labels
+
+    def _summaries(self) -> SummaryRows:
+        """Triton's summary quantiles (``exporters/summaries.py``), read once per Triton scrape.
+
+        Only the references are taken under the scrape's lock (a scrape replaces its samples whole,
+        never changes them): the scrape loop and requests rendering /metrics never wait for the read.
+        """
+        metrics = self.metrics
+        if metrics is None:
+            return SummaryRows()
+        with metrics.lock:
+            if not metrics.fresh:
+                return SummaryRows()
+            generation = metrics.window.generation
+            samples = metrics.samples
+        cached = self._summary_cache
+        if cached is not None and cached[0] == generation:
+            return cached[1]  # read once per Triton scrape, not per Prometheus scrape
+        rows = self._summary_reader.rows(samples)
+        self._summary_cache = (generation, rows)
+        return rows

@@ -1,0 +1,94 @@
+"""The trace parts put together for the sidecar (``make_part``), each source behind a view of its families."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import Metric
+
+from tritonwatch import catalog
+from tritonwatch.exporters.config import SidecarConfig
+from tritonwatch.exporters.source import Source
+from tritonwatch.exporters.steps import StepPart
+from tritonwatch.exporters.traces.files import TraceFileReader
+from tritonwatch.exporters.traces.part import LatencyPart
+from tritonwatch.exporters.traces.receiver import OtlpReceiver
+from tritonwatch.exporters.traces.settings import TraceSettings
+
+if TYPE_CHECKING:
+    from tritonwatch.exporters.collector import Part
+    from tritonwatch.exporters.sidecar import Sidecar
+    from tritonwatch.exporters.triton import TritonMetrics
+
+
+class _View:
+    """What the collector sees of a source: its families only. Its health is not a scrape target
+    (``tritonwatch_up`` has a fixed set of targets); failures show in the logs and the counters."""
+
+    def __init__(self, source: OtlpReceiver | TraceSettings | TraceFileReader) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[Metric]:
+        return self.source.collect()
+
+
+def total_request_rate(metrics: TritonMetrics) -> float | None:
+    """Successful requests/s over the sidecar's window, every model together; None while unknown."""
+    sig = catalog.signal(catalog.REQUEST_RATE)
+    with metrics.lock:
+        if not metrics.fresh:
+            return None
+        rates = metrics.window.evaluate_many(sig, sorted(metrics.window.models))
+    known = [r for r in rates if r is not None]
+    return sum(known) if known else None
+
+
+def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[Part, Source | None]]:
+    """The latency part always (Triton's summaries as fallback); receiver, settings, file reader by flag."""
+    buckets = cfg.latency_bucket_bounds or catalog.DEFAULT_BUCKETS
+    max_keys = max(cfg.max_models * len(catalog.PHASES), 1)
+    latency = LatencyPart(cfg.quantile_window, buckets, sidecar.metrics, max_keys=max_keys)
+    api, metrics = sidecar.api, sidecar.metrics
+
+    def known_models() -> frozenset[str]:
+        # Triton's repository index, and the models its /metrics names (while the index is unread).
+        return frozenset(m for m, _v in api.state.ready) | frozenset(m for m, _v in metrics.tracked)
+
+    out: list[tuple[Part, Source | None]] = [(latency, None)]
+    if cfg.otlp_listen:
+        authorize, wrap = None, None
+        if cfg.web_config:
+            from tritonwatch.exporters.webconfig import load_web_config
+
+            authorize, wrap = load_web_config(cfg.web_config)
+        receiver = OtlpReceiver(
+            cfg.otlp_listen,
+            latency,
+            cfg.otlp_forward,
+            interval=cfg.interval,
+            max_body=cfg.otlp_max_body_bytes,
+            known_models=known_models,
+            authorize=authorize,
+            wrap=wrap,
+        )
+        out.append((_View(receiver), receiver))
+    if cfg.trace_file:
+        reader = TraceFileReader(cfg.trace_file, latency, min(cfg.interval, 1.0), cfg.quantile_window)
+        out.append((_View(reader), reader))
+        # Trace files link an ensemble's steps (and a BLS model's calls) to the client's request.
+        steps = StepPart(cfg.quantile_window, max_keys=max_keys)
+        latency.listeners.append(steps.record)
+        out.append((steps, None))
+    if cfg.otlp_listen or cfg.trace_file or cfg.set_trace_rate or cfg.trace_budget:
+        settings = TraceSettings(
+            cfg.triton,
+            # With a budget the rate follows the load: settings are read (and moved) every interval.
+            cfg.interval if cfg.trace_budget else max(cfg.interval, 5.0),
+            cfg.scrape_timeout,
+            cfg.set_trace_rate,
+            cfg.trace_budget,
+            lambda: total_request_rate(sidecar.metrics),
+        )
+        out.append((_View(settings), settings))
+    return out
