@@ -40,6 +40,7 @@ from prometheus_client.core import Metric
 from tritonwatch import catalog
 from tritonwatch.exporters.exposition import TextFamily
 from tritonwatch.exporters.latency import SampleStore
+from tritonwatch.exporters.part import Part
 
 if TYPE_CHECKING:
     from tritonwatch.exporters.spans import RequestTiming
@@ -77,7 +78,7 @@ def segments(
 StepKey = tuple[str, str, str, str]  # ensemble, version, step, phase
 
 
-class StepPart:
+class StepPart(Part):
     """Windowed step breakdown of traced ensemble requests; thread-safe."""
 
     def __init__(
@@ -96,7 +97,7 @@ class StepPart:
         self.window = window
 
     def record(self, timings: Iterable[RequestTiming], now: float | None = None) -> None:
-        """A ``LatencyPart`` listener: every batch of traced requests."""
+        """Every batch of traced requests (a subscriber of ``PartContext.timings``)."""
         now = self.clock() if now is None else now
         idx = self.store.slice_of(now)
         with self._lock:

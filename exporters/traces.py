@@ -52,31 +52,30 @@ import socket
 import threading
 import time
 import zlib
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler
 from itertools import compress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError
 from tritonwatch.exporters.config import SidecarConfig, parse_listen
-from tritonwatch.exporters.exposition import TextFamily
+from tritonwatch.exporters.context import PartContext, Timings
+from tritonwatch.exporters.exposition import TextFamily, Texts
 from tritonwatch.exporters.http import Fetcher, ScrapeError
 from tritonwatch.exporters.latency import Histograms, SampleStore, quantiles_of
+from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.server import MetricsHTTPServer
+from tritonwatch.exporters.snapshot import Feed, Snapshots
 from tritonwatch.exporters.source import Source, Updates
 from tritonwatch.exporters.spans import RequestTiming, SpanJoiner, TraceFileError, trace_file_timings
 from tritonwatch.exporters.steps import StepPart
 from tritonwatch.exporters.summaries import Row, SummaryReader, SummaryRows
+from tritonwatch.exporters.window import ModelKey
 from tritonwatch.otlp import CONTENT_TYPES, JSON, PROTOBUF, OtlpError, Span, decode_body
-
-if TYPE_CHECKING:
-    from tritonwatch.exporters.collector import Part
-    from tritonwatch.exporters.sidecar import Sidecar
-    from tritonwatch.exporters.triton import TritonMetrics
 
 log = logging.getLogger(__name__)
 
@@ -118,40 +117,47 @@ class Counters:
             return self.received, dict(self.dropped)
 
 
-class LatencyPart:
-    """Per-request phase durations -> histograms and windowed quantiles; summary fallback at scrape time."""
+class LatencyPart(Part):
+    """Per-request phase durations -> histograms and windowed quantiles; summary fallback at scrape time.
+
+    Every recorded batch is published to ``timings`` (the LLM and step parts subscribe); ``updates``
+    are told before and after it; ``prepared`` as ``PartContext.prepared``; ``snapshots``: the
+    Triton scrape's, for its summaries."""
 
     def __init__(
         self,
         quantile_window: float,
         buckets: Sequence[float] = catalog.DEFAULT_BUCKETS,
-        metrics: TritonMetrics | None = None,
+        snapshots: Snapshots | None = None,
         max_keys: int = 2000,
         clock: Callable[[], float] = time.time,
         per_slice: int = 1024,
+        timings: Feed[Timings] | None = None,
+        updates: Sequence[Updates] = (),
+        prepared: bool = False,
+        texts: Texts | None = None,
     ) -> None:
         self.quantile_window = quantile_window
         self.store = SampleStore(quantile_window, per_slice=per_slice, max_keys=max_keys)
         self.histograms = Histograms(buckets, max_keys=max_keys)
-        self.metrics = metrics
+        self.snapshots = snapshots
         self.clock = clock
         # One request lands in the store and the histograms together: a scrape never sees it in one only.
         self._lock = threading.Lock()
         self._summary_cache: tuple[int, SummaryRows] | None = None
         self._summary_reader = SummaryReader()
         self._labels_cache: tuple[list[Row], list[tuple[str, ...]]] | None = None
-        # Called with every batch of recorded timings (the LLM part reads streaming responses).
-        self.listeners: list[Callable[[list[RequestTiming], float], None]] = []
+        self.timings: Feed[Timings] = timings or Feed()
         self._recorded = 0  # batches recorded: with the Triton scrape and the time slice, the cache key
         self._families: tuple[tuple[object, ...], list[Metric]] | None = None
-        self.updates: list[Updates] = []  # told before and after each recorded batch
-        self.serve_prepared = False  # as SidecarCollector.serve_prepared
+        self.updates = list(updates)
+        self.prepared = prepared
+        self.texts = texts
 
     def record(self, timings: Iterable[RequestTiming], now: float | None = None) -> int:
         now = self.clock() if now is None else now
         timings = list(timings)
-        for listener in self.listeners:
-            listener(timings, now)
+        self.timings.publish((timings, now))
         n = 0
         for u in self.updates:
             u.begin()
@@ -172,10 +178,10 @@ class LatencyPart:
         return n
 
     def _key(self, now: float) -> tuple[object, ...]:
-        metrics = self.metrics
+        snapshot = None if self.snapshots is None else self.snapshots.latest
         return (
             self._recorded,
-            None if metrics is None else (metrics.window.generation, metrics.fresh),
+            None if snapshot is None else (snapshot.generation, snapshot.up),
             self.store.slice_of(now),
         )
 
@@ -190,11 +196,11 @@ class LatencyPart:
 
     def collect(self) -> Iterator[Metric]:
         """The families, built again only when traces, Triton's summaries or the time slice moved
-        (with ``serve_prepared``: as last prepared)."""
+        (with ``prepared``: as last prepared)."""
         cached = self._families
         # Spans recorded since are built now: a reader who sent them must see them. A new Triton
         # scrape or time slice may wait for the render thread (at most one update behind).
-        if cached is None or not self.serve_prepared or cached[0][0] != self._recorded:
+        if cached is None or not self.prepared or cached[0][0] != self._recorded:
             self.prepare()
             cached = self._families
         assert cached is not None
@@ -219,11 +225,13 @@ class LatencyPart:
             "Latency quantile by phase: exact over sampled traces in the quantile window (source=trace), "
             "else Triton's own 60 s summary (source=summary).",
             [*key_labels, catalog.QUANTILE, catalog.SOURCE],
+            texts=self.texts,
         )
         samples = TextFamily(
             catalog.LATENCY_SAMPLES,
             "Traced requests behind the source=trace latency quantiles (in the quantile window).",
             key_labels,
+            texts=self.texts,
         )
         traced: set[tuple[str, ...]] = set()
         for key, q in found.items():
@@ -254,17 +262,13 @@ class LatencyPart:
     def _summaries(self) -> SummaryRows:
         """Triton's summary quantiles (``exporters/summaries.py``), read once per Triton scrape.
 
-        Only the references are taken under the scrape's lock (a scrape replaces its samples whole,
-        never changes them): the scrape loop and requests rendering /metrics never wait for the read.
+        A snapshot is replaced whole, never changed: the scrape loop and requests rendering /metrics
+        never wait for the read.
         """
-        metrics = self.metrics
-        if metrics is None:
+        snapshot = None if self.snapshots is None else self.snapshots.latest
+        if snapshot is None or not snapshot.up:
             return SummaryRows()
-        with metrics.lock:
-            if not metrics.fresh:
-                return SummaryRows()
-            generation = metrics.window.generation
-            samples = metrics.samples
+        generation, samples = snapshot.generation, snapshot.samples
         cached = self._summary_cache
         if cached is not None and cached[0] == generation:
             return cached[1]  # read once per Triton scrape, not per Prometheus scrape
@@ -830,7 +834,7 @@ class TraceFileReader(Source):
         return iter(())
 
 
-class _View:
+class _View(Part):
     """What the collector sees of a source: its families only. Its health is not a scrape target
     (``tritonwatch_up`` has a fixed set of targets); failures show in the logs and the counters."""
 
@@ -841,27 +845,33 @@ class _View:
         return self.source.collect()
 
 
-def total_request_rate(metrics: TritonMetrics) -> float | None:
+def total_request_rate(rates: Callable[[], Mapping[ModelKey, float]]) -> float | None:
     """Successful requests/s over the sidecar's window, every model together; None while unknown."""
-    sig = catalog.signal(catalog.REQUEST_RATE)
-    with metrics.lock:
-        if not metrics.fresh:
-            return None
-        rates = metrics.window.evaluate_many(sig, sorted(metrics.window.models))
-    known = [r for r in rates if r is not None]
+    known = list(rates().values())
     return sum(known) if known else None
 
 
-def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[Part, Source | None]]:
+def make_part(context: PartContext) -> list[tuple[Part, Source | None]]:
     """The latency part always (Triton's summaries as fallback); receiver, settings, file reader by flag."""
+    cfg = context.config
     buckets = cfg.latency_bucket_bounds or catalog.DEFAULT_BUCKETS
     max_keys = max(cfg.max_models * len(catalog.PHASES), 1)
-    latency = LatencyPart(cfg.quantile_window, buckets, sidecar.metrics, max_keys=max_keys)
-    api, metrics = sidecar.api, sidecar.metrics
+    latency = LatencyPart(
+        cfg.quantile_window,
+        buckets,
+        context.snapshots,
+        max_keys=max_keys,
+        timings=context.timings,
+        updates=context.updates,
+        prepared=context.prepared,
+        texts=context.texts,
+    )
+    api_state, snapshots = context.api_state, context.snapshots
 
     def known_models() -> frozenset[str]:
         # Triton's repository index, and the models its /metrics names (while the index is unread).
-        return frozenset(m for m, _v in api.state.ready) | frozenset(m for m, _v in metrics.tracked)
+        tracked = snapshots.latest.tracked
+        return frozenset(m for m, _v in api_state().ready) | frozenset(m for m, _v in tracked)
 
     out: list[tuple[Part, Source | None]] = [(latency, None)]
     if cfg.otlp_listen:
@@ -886,7 +896,8 @@ def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[Part, Source |
         out.append((_View(reader), reader))
         # Trace files link an ensemble's steps (and a BLS model's calls) to the client's request.
         steps = StepPart(cfg.quantile_window, max_keys=max_keys)
-        latency.listeners.append(steps.record)
+        context.timings.subscribe(lambda batch: steps.record(*batch))
+        context.bls.provide(steps.bls_models)
         out.append((steps, None))
     if cfg.otlp_listen or cfg.trace_file or cfg.set_trace_rate or cfg.trace_budget:
         settings = TraceSettings(
@@ -896,7 +907,7 @@ def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[Part, Source |
             cfg.scrape_timeout,
             cfg.set_trace_rate,
             cfg.trace_budget,
-            lambda: total_request_rate(sidecar.metrics),
+            lambda: total_request_rate(context.request_rates),
         )
         out.append((_View(settings), settings))
     return out
