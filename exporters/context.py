@@ -8,8 +8,9 @@ part or their locks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from tritonwatch.exporters.config import SidecarConfig
 from tritonwatch.exporters.exposition import Texts
@@ -20,6 +21,17 @@ from tritonwatch.exporters.triton import ApiState
 from tritonwatch.exporters.window import ModelKey
 
 Timings = tuple[list[RequestTiming], float]  # one recorded batch of traced requests, and when
+
+
+class RequestRates(Protocol):
+    """Successful requests/s over the counter window of ``keys`` (default: the models of the last
+    scrape), where known; empty while Triton is down."""
+
+    def __call__(self, keys: Sequence[ModelKey] | None = None) -> Mapping[ModelKey, float]: ...
+
+
+def no_request_rates(keys: Sequence[ModelKey] | None = None) -> Mapping[ModelKey, float]:
+    return {}
 
 
 class BlsModels:
@@ -45,8 +57,7 @@ class PartContext:
     config: SidecarConfig
     snapshots: Snapshots  # the Triton scrape's: ``latest``, ``subscribe``
     api_state: Callable[[], ApiState]  # the triton_api target's latest state (replaced whole)
-    # Successful requests/s per model over the window (the counter window's request rate)
-    request_rates: Callable[[], Mapping[ModelKey, float]]
+    request_rates: RequestRates  # the counter window's request rate (TritonMetrics.request_rates)
     # Told when what a part shows changes outside a source's step (spans arriving)
     updates: list[Updates] = field(default_factory=list)
     # True where the render thread calls prepare() after each update: collect() then serves what
@@ -63,5 +74,5 @@ def standalone(config: SidecarConfig | None = None, health: Health | None = None
         config or SidecarConfig(),
         Snapshots(health or Health("triton")),
         ApiState,
-        dict,
+        no_request_rates,
     )

@@ -41,7 +41,7 @@ from prometheus_client.utils import floatToGoString
 from tritonwatch import catalog
 from tritonwatch.catalog import LlmSignal
 from tritonwatch.expfmt import Samples
-from tritonwatch.exporters.context import PartContext
+from tritonwatch.exporters.context import PartContext, RequestRates, no_request_rates
 from tritonwatch.exporters.latency import Histograms, SampleStore
 from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.snapshot import Snapshots
@@ -261,7 +261,7 @@ class LlmPart(Part):
         traces: LlmTraces,
         clock: Callable[[], float] = time.time,
         topology: Callable[[], Topology] = _no_topology,
-        request_rates: Callable[[], Mapping[ModelKey, float]] = dict,
+        request_rates: RequestRates = no_request_rates,
     ) -> None:
         self.snapshots = snapshots
         self.request_rates = request_rates
@@ -300,7 +300,7 @@ class LlmPart(Part):
     def _traced_generation(self, now: float) -> dict[ModelKey, float]:
         """Streaming models without token counters: successful requests/s x mean responses per request."""
         tokens_of = self.traces.mean_tokens(now)
-        rates = self.request_rates() if tokens_of else {}
+        rates = self.request_rates(list(tokens_of)) if tokens_of else {}
         return {key: rates[key] * tokens for key, tokens in tokens_of.items() if key in rates}
 
     def _histograms(

@@ -52,7 +52,7 @@ import socket
 import threading
 import time
 import zlib
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler
 from itertools import compress
 from pathlib import Path
@@ -63,7 +63,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError
 from tritonwatch.exporters.config import SidecarConfig, parse_listen
-from tritonwatch.exporters.context import PartContext, Timings
+from tritonwatch.exporters.context import PartContext, RequestRates, Timings
 from tritonwatch.exporters.exposition import TextFamily, Texts
 from tritonwatch.exporters.http import Fetcher, ScrapeError
 from tritonwatch.exporters.latency import Histograms, SampleStore, quantiles_of
@@ -74,7 +74,6 @@ from tritonwatch.exporters.source import Source, Updates
 from tritonwatch.exporters.spans import RequestTiming, SpanJoiner, TraceFileError, trace_file_timings
 from tritonwatch.exporters.steps import StepPart
 from tritonwatch.exporters.summaries import Row, SummaryReader, SummaryRows
-from tritonwatch.exporters.window import ModelKey
 from tritonwatch.otlp import CONTENT_TYPES, JSON, PROTOBUF, OtlpError, Span, decode_body
 
 log = logging.getLogger(__name__)
@@ -845,7 +844,7 @@ class _View(Part):
         return self.source.collect()
 
 
-def total_request_rate(rates: Callable[[], Mapping[ModelKey, float]]) -> float | None:
+def total_request_rate(rates: RequestRates) -> float | None:
     """Successful requests/s over the sidecar's window, every model together; None while unknown."""
     known = list(rates().values())
     return sum(known) if known else None

@@ -11,7 +11,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -104,12 +104,13 @@ class TritonMetrics(Source):
     def on_failure(self) -> None:
         self.snapshots.down()
 
-    def request_rates(self) -> dict[ModelKey, float]:
-        """Successful requests/s per model over the window, where known (empty while Triton is down)."""
+    def request_rates(self, keys: Sequence[ModelKey] | None = None) -> dict[ModelKey, float]:
+        """Successful requests/s over the window of ``keys`` (default: the models of the last scrape),
+        where known; empty while Triton is down."""
         with self.lock:
             if not self.fresh:
                 return {}
-            models = sorted(self.window.models)
+            models = sorted(self.window.models) if keys is None else list(keys)
             rates = evaluate_many(self.window, _REQUEST_RATE, models)
         return {k: r for k, r in zip(models, rates, strict=True) if r is not None}
 

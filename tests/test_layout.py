@@ -146,6 +146,21 @@ def test_the_directions_the_issue_names() -> None:
     assert not {t for t in imports_of("tritonwatch.exporters") if t.startswith("tritonwatch.local")}
 
 
+def test_no_sidecar_part_imports_the_sidecar_or_the_collector() -> None:
+    """Parts are given a PartContext (issue 21): none imports the sidecar or the collector, even for
+    type checking, so nothing there runs both ways."""
+    mods = modules()
+    known = set(mods)
+    wiring = {"tritonwatch.exporters.sidecar", "tritonwatch.exporters.collector"}
+    wrong = [
+        f"{mod} imports {target}"
+        for mod, path in sorted(mods.items())
+        if mod.startswith("tritonwatch.exporters.") and mod not in wiring
+        for target in sorted(imported(path, known) & wiring)
+    ]
+    assert wrong == []
+
+
 def test_no_bare_subpackage_name_anywhere_in_code() -> None:
     """``"exporters.llm"`` as a string would import a second copy from a checkout and fail from the wheel."""
     bare = []
