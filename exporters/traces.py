@@ -894,7 +894,7 @@ def make_part(context: PartContext) -> list[tuple[Part, Source | None]]:
         reader = TraceFileReader(cfg.trace_file, latency, min(cfg.interval, 1.0), cfg.quantile_window)
         out.append((_View(reader), reader))
         # Trace files link an ensemble's steps (and a BLS model's calls) to the client's request.
-        steps = StepPart(cfg.quantile_window, max_keys=max_keys)
+        steps = StepPart(cfg.quantile_window, max_keys=max_keys, texts=context.texts)
         context.timings.subscribe(lambda batch: steps.record(*batch))
         context.bls.provide(steps.bls_models)
         out.append((steps, None))
