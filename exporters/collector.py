@@ -211,8 +211,8 @@ class SidecarCollector(Collector):
             generation = window.generation
             if self.prepared_generation == generation:
                 return False
-            # Only the window's reads under the scrape's lock (the other parts' collect() waits on
-            # it); the families are written from them after.
+            # Only the window's reads under the scrape's lock (the scrape's ingest waits on it);
+            # the families are written from them after.
             columns = self._read(window)
         self._derived_cache = (generation, *self._families(columns))
         return True
@@ -228,12 +228,12 @@ class SidecarCollector(Collector):
         metrics = self.metrics
         # Served as last prepared, without the scrape's lock: prepare() holds it while it evaluates
         # (up to a second on a loaded machine at thousands of models), and a request waiting for it
-        # held every other request behind the render lock (the slow GETs of issue 17). Each read is of
-        # one attribute; up is set just after a good scrape's data and dropped just after a
-        # failure's, so values never outrun up 1. Not prepared (yet): built here, under the lock.
+        # held every other request behind the render lock (the slow GETs of issue 17). The latest
+        # snapshot is one attribute read (Snapshots.serving: values never outrun up 1). Not
+        # prepared (yet): built here, under the lock.
         served = self.prepared and self._derived_cache is not None
         with nullcontext() if served else metrics.lock:
-            if not metrics.fresh or not metrics.health.up:
+            if metrics.snapshots.serving() is None:
                 return
             cached = self._derived_cache
             if not served:

@@ -148,7 +148,8 @@ class TritonGpuWindow:
 
     def __init__(self, window: float, api: Callable[[], ApiState] = ApiState) -> None:
         self.lock = threading.Lock()
-        self.generation = 0  # of the last snapshot observed
+        self.generation = 0  # of the last snapshot observed ...
+        self.models: frozenset[ModelKey] = frozenset()  # ... and its models
         self.api = api  # the triton_api target's latest state: configs' placements, batch_stats
         # The last placements and batch statistics the API gave: kept while a read fails (a failed
         # index empties the API's state), so a blip neither drops config attribution for a render nor
@@ -170,7 +171,7 @@ class TritonGpuWindow:
 
     def _observe(self, snapshot: TritonSnapshot) -> None:
         now, samples = snapshot.time, snapshot.samples
-        self.generation = snapshot.generation
+        self.generation, self.models = snapshot.generation, snapshot.models
         # Every execution counter of a GPU instance carries a gpu_uuid that ``used`` holds: a Triton
         # with no GPU (CPU instances only) has no rows, and its thousands of series are not scanned.
         self.used = per_layout(samples, triton_gpu_uuids)
@@ -323,8 +324,7 @@ class GpuPart(Part):
         with self.triton.lock:
             placements = self.triton.placements()
             used = self.triton.used
-            gpu_models = self.triton.gpu_models
-        window_models = self.snapshots.latest.models
+            window_models, gpu_models = self.triton.models, self.triton.gpu_models
         index_uuid = tuple(
             sorted(
                 (int(r.index), uuid)
@@ -374,8 +374,7 @@ class GpuPart(Part):
     def _model_families(self, watts: dict[str, float], fractions: Fractions) -> Iterator[Metric]:
         # Built once per Triton scrape and power reading, not per render of /metrics: the reason
         # family has a sample for every CPU-only model (2,000 of them were 80% of a render's time).
-        snapshot = self.snapshots.latest
-        if not snapshot.up:
+        if not self.snapshots.latest.up:
             return  # Triton is down: nothing current to join
         with self.triton.lock:
             key = (
@@ -387,7 +386,7 @@ class GpuPart(Part):
             if cached is None or cached[0] != key:
                 increases = self.triton.increases()
                 span = self.triton.exec.span()
-                models = snapshot.models
+                models = self.triton.models
                 gpu_models = self.triton.gpu_models
                 counters = self.triton.config_counters
                 counters.settle(counters.take(), fractions.by_model)  # once per scrape (generation)

@@ -58,14 +58,6 @@ class TritonMetrics(Source):
         # dropped, not served stale)
         self.snapshots = Snapshots(self.health)
 
-    @property
-    def fresh(self) -> bool:
-        return self.snapshots.latest.up
-
-    @property
-    def samples(self) -> Samples:
-        return self.snapshots.latest.samples
-
     def describe(self) -> str:
         return self.url
 
@@ -108,7 +100,7 @@ class TritonMetrics(Source):
         """Successful requests/s over the window of ``keys`` (default: the models of the last scrape),
         where known; empty while Triton is down."""
         with self.lock:
-            if not self.fresh:
+            if not self.snapshots.latest.up:
                 return {}
             models = sorted(self.window.models) if keys is None else list(keys)
             rates = evaluate_many(self.window, _REQUEST_RATE, models)
