@@ -350,6 +350,11 @@ class CounterWindow:
             return 0.0
         return self._entries[-1].end - self._entries[0].start
 
+    def increase(self, term: Term, key: ModelKey) -> float:
+        """The term's increase for the model over the window (0 where it has none)."""
+        slot = self._slot_of.get((self._term_ids.get(term, -1), key))
+        return 0.0 if slot is None else self._totals[slot]
+
     def term_ids(self, sig: Signal) -> _TermIds:
         """The signal's term numbers: numerator, denominator, subtracted from it, from the numerator."""
         return self._signal_terms.get(id(sig)) or self._ids(sig)
