@@ -55,7 +55,7 @@ generate: venv
 	$(BIN)/python docs/configdoc.py docs/configuration.md
 	$(BIN)/python docs/signals_doc.py > docs/signals.md
 	$(BIN)/python model_repository/make_fraud_detector.py
-	$(BIN)/python tritonwatch/local/replay/make_gpu_replay.py
+	$(BIN)/python local/replay/make_gpu_replay.py
 
 bench: venv debs
 	$(BIN)/python -m bench.run --seconds $(BENCH_SECONDS)

@@ -25,29 +25,24 @@ A value that is undefined over the window (no traffic, no cache) is absent, neve
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from itertools import compress
-from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from tritonwatch import catalog
 from tritonwatch.catalog import Signal
-from tritonwatch.exporters.exposition import TextFamily
+from tritonwatch.exporters.derive import evaluate_many
+from tritonwatch.exporters.exposition import TextFamily, Texts
+from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.source import Health
 from tritonwatch.exporters.triton import ApiState, TritonApi, TritonMetrics
 from tritonwatch.exporters.window import CounterWindow, ModelKey
 
 # The window's values for one update: the models, and per signal its value for each (None: undefined).
 _Columns = tuple[list[ModelKey], list[tuple[Signal, list[float | None]]]]
-
-
-class Part(Protocol):
-    """Anything that contributes families (GPU, traces, probe, ...)."""
-
-    def collect(self) -> Iterable[Metric]: ...
 
 
 def health_families(healths: Sequence[Health]) -> Iterator[Metric]:
@@ -77,13 +72,20 @@ def health_families(healths: Sequence[Health]) -> Iterator[Metric]:
     yield errors
 
 
-def pipeline_families(st: ApiState, bls: frozenset[str] = frozenset()) -> Iterator[Metric]:
+def pipeline_families(
+    st: ApiState, bls: frozenset[str] = frozenset(), texts: Texts | None = None
+) -> Iterator[Metric]:
     """``tritonwatch_model_role_info`` and ``tritonwatch_ensemble_step_info`` from the READY models'
     configs (and the BLS callers the traces saw)."""
     labels = list(catalog.MODEL_KEY)
-    roles = TextFamily(catalog.MODEL_ROLE_INFO, catalog.MODEL_ROLE_INFO_HELP, labels + [catalog.ROLE])
+    roles = TextFamily(
+        catalog.MODEL_ROLE_INFO, catalog.MODEL_ROLE_INFO_HELP, labels + [catalog.ROLE], texts=texts
+    )
     steps = TextFamily(
-        catalog.ENSEMBLE_STEP_INFO, catalog.ENSEMBLE_STEP_INFO_HELP, labels + [catalog.STEP, catalog.POSITION]
+        catalog.ENSEMBLE_STEP_INFO,
+        catalog.ENSEMBLE_STEP_INFO_HELP,
+        labels + [catalog.STEP, catalog.POSITION],
+        texts=texts,
     )
     named = {step for chain in st.ensembles.values() for step in chain}
     for (model, version), ok in sorted(st.ready.items()):
@@ -105,33 +107,39 @@ def pipeline_families(st: ApiState, bls: frozenset[str] = frozenset()) -> Iterat
 
 
 class SidecarCollector(Collector):
-    def __init__(self, metrics: TritonMetrics, api: TritonApi | None, parts: Sequence[Part] = ()) -> None:
+    """The families of the two Triton targets, then each part's.
+
+    ``prepared``: the render thread calls ``prepare()`` after each update (``PartContext.prepared``),
+    and ``collect()`` serves the derived families last prepared, at most one update behind, instead
+    of building them on a request's time. ``bls``: the models seen calling others (role ``bls``).
+    """
+
+    def __init__(
+        self,
+        metrics: TritonMetrics,
+        api: TritonApi | None,
+        parts: Sequence[Part] = (),
+        prepared: bool = False,
+        bls: Callable[[], frozenset[str]] = frozenset,
+        texts: Texts | None = None,
+    ) -> None:
         self.metrics = metrics
         self.api = api
         self.parts = list(parts)
+        self.prepared = prepared
+        self.bls_models = bls
+        self.texts = texts or Texts()
         self.sources = [metrics] + ([api] if api else [])
         self._derived_cache: tuple[int, list[Metric], dict[tuple[str, str], float]] | None = None
         # Families rebuilt only when their input changes (the same objects are yielded again until
         # then, and the exposition keeps their text by identity).
         self._api_cache: tuple[object, list[Metric]] | None = None
-        # True where something calls prepare() after each update (the sidecar's render thread): a
-        # collect() then serves the derived families last prepared, at most one update behind,
-        # instead of building them on a request's time.
-        self.serve_prepared = False
         # per signal's constant label values: (models, each model's label set) of the last update
         self._label_columns: dict[tuple[str, ...], tuple[list[ModelKey], list[tuple[str, ...]]]] = {}
         self._efficiency_cache: tuple[tuple[int, object], Metric] | None = None
 
-    def add_part(self, part: Part) -> None:
-        self.parts.append(part)
-
     def healths(self) -> list[Health]:
-        out = [s.health for s in self.sources]
-        for p in self.parts:
-            h = getattr(p, "health", None)
-            if isinstance(h, Health):
-                out.append(h)
-        return out
+        return [s.health for s in self.sources] + [p.health for p in self.parts if p.health is not None]
 
     def collect(self) -> Iterator[Metric]:
         yield from health_families(self.healths())
@@ -157,10 +165,14 @@ class SidecarCollector(Collector):
 
     def _build_api_families(self, st: ApiState) -> Iterator[Metric]:
         labels = list(catalog.MODEL_KEY)
-        ready = TextFamily(catalog.MODEL_READY, catalog.MODEL_READY_HELP, labels)
-        mbs = TextFamily(catalog.MAX_BATCH_SIZE, catalog.MAX_BATCH_SIZE_HELP, labels)
+        texts = self.texts
+        ready = TextFamily(catalog.MODEL_READY, catalog.MODEL_READY_HELP, labels, texts=texts)
+        mbs = TextFamily(catalog.MAX_BATCH_SIZE, catalog.MAX_BATCH_SIZE_HELP, labels, texts=texts)
         blind = TextFamily(
-            catalog.MODEL_UNCOUNTED_ERRORS, catalog.MODEL_UNCOUNTED_ERRORS_HELP, [*labels, catalog.REASON]
+            catalog.MODEL_UNCOUNTED_ERRORS,
+            catalog.MODEL_UNCOUNTED_ERRORS_HELP,
+            [*labels, catalog.REASON],
+            texts=texts,
         )
         for (model, version), ok in sorted(st.ready.items()):
             ready.add_metric([model, version], 1.0 if ok else 0.0)
@@ -173,41 +185,34 @@ class SidecarCollector(Collector):
             "Executions by batch size, from the statistics API's batch_stats (resets with Triton).",
             labels + [catalog.BATCH_SIZE],
             "counter",
+            texts,
         )
         compute = TextFamily(
             catalog.BATCH_COMPUTE.removesuffix("_total"),
             "Compute time (input + infer + output) of executions by batch size, from batch_stats.",
             labels + [catalog.BATCH_SIZE],
             "counter",
+            texts,
         )
         for (model, version), per in sorted(st.batch_stats.items()):
             for size, stat in sorted(per.items()):
                 execs.add_metric([model, version, str(size)], stat.executions)
                 compute.add_metric([model, version, str(size)], stat.compute_seconds)
         yield from (ready, mbs, blind, execs, compute)
-        yield from pipeline_families(st, self.bls_models())
-
-    def bls_models(self) -> frozenset[str]:
-        """Models the trace part saw calling other models from their own code."""
-        found: frozenset[str] = frozenset()
-        for part in self.parts:
-            seen = getattr(part, "bls_models", None)
-            if callable(seen):
-                found |= seen()
-        return found
+        yield from pipeline_families(st, self.bls_models(), texts)
 
     def prepare(self) -> bool:
         """Build the derived families of the latest Triton scrape if not yet built; True if it did.
 
         The sidecar calls it from its render thread after each update, so that with
-        ``serve_prepared`` a request never waits for this (the costly part at thousands of models)."""
+        ``prepared`` a request never waits for this (the costly part at thousands of models)."""
         with self.metrics.lock:
             window = self.metrics.window
             generation = window.generation
             if self.prepared_generation == generation:
                 return False
-            # Only the window's reads under the scrape's lock (the other parts' collect() waits on
-            # it); the families are written from them after.
+            # Only the window's reads under the scrape's lock (the scrape's ingest waits on it);
+            # the families are written from them after.
             columns = self._read(window)
         self._derived_cache = (generation, *self._families(columns))
         return True
@@ -215,7 +220,7 @@ class SidecarCollector(Collector):
     @property
     def prepared_generation(self) -> int | None:
         """The window generation the derived families now served were built from; None before the
-        first. With ``serve_prepared`` it can trail the window's while the render thread works."""
+        first. With ``prepared`` it can trail the window's while the render thread works."""
         cached = self._derived_cache
         return None if cached is None else cached[0]
 
@@ -223,17 +228,17 @@ class SidecarCollector(Collector):
         metrics = self.metrics
         # Served as last prepared, without the scrape's lock: prepare() holds it while it evaluates
         # (up to a second on a loaded machine at thousands of models), and a request waiting for it
-        # held every other request behind the render lock (the slow GETs of issue 17). Each read is of
-        # one attribute; up is set just after a good scrape's data and dropped just after a
-        # failure's, so values never outrun up 1. Not prepared (yet): built here, under the lock.
-        served = self.serve_prepared and self._derived_cache is not None
+        # held every other request behind the render lock (the slow GETs of issue 17). The latest
+        # snapshot is one attribute read (Snapshots.serving: values never outrun up 1). Not
+        # prepared (yet): built here, under the lock.
+        served = self.prepared and self._derived_cache is not None
         with nullcontext() if served else metrics.lock:
-            if not metrics.fresh or not metrics.health.up:
+            if metrics.snapshots.serving() is None:
                 return
             cached = self._derived_cache
             if not served:
                 window = metrics.window
-                if cached is None or (cached[0] != window.generation and not self.serve_prepared):
+                if cached is None or (cached[0] != window.generation and not self.prepared):
                     # Built once per Triton scrape, whatever the number of Prometheus scrapes.
                     cached = self._derived_cache = (window.generation, *self._families(self._read(window)))
             assert cached is not None
@@ -253,11 +258,11 @@ class SidecarCollector(Collector):
         at = [i for i, (m, _v) in enumerate(models) if m in ensembles]
         columns = []
         for sig in window.signals:
-            column = window.evaluate_many(sig, models)
+            column = evaluate_many(window, sig, models)
             variant = catalog.ensemble_variant(sig) if at else sig
             if variant is not sig:
                 keys = [models[i] for i in at]
-                values = window.evaluate_many(variant, keys) if variant else [None] * len(keys)
+                values = evaluate_many(window, variant, keys) if variant else [None] * len(keys)
                 for i, v in zip(at, values, strict=True):
                     column[i] = v
             columns.append((sig, column))
@@ -271,7 +276,9 @@ class SidecarCollector(Collector):
             fam = families.get(sig.name)
             if fam is None:
                 const = [k for k, _ in sig.labels]
-                fam = families[sig.name] = TextFamily(sig.name, sig.help, list(catalog.MODEL_KEY) + const)
+                fam = families[sig.name] = TextFamily(
+                    sig.name, sig.help, list(catalog.MODEL_KEY) + const, texts=self.texts
+                )
             extra = tuple(v for _, v in sig.labels)
             all_labels = self._label_column(extra, models)
             # Undefined (None), NaN and negative values are left out: "not v >= 0" is the last two.
@@ -294,7 +301,9 @@ class SidecarCollector(Collector):
         return labels
 
     def _efficiency(self, sizes: dict[tuple[str, str], float]) -> Metric:
-        eff = TextFamily(catalog.BATCH_EFFICIENCY, catalog.BATCH_EFFICIENCY_HELP, list(catalog.MODEL_KEY))
+        eff = TextFamily(
+            catalog.BATCH_EFFICIENCY, catalog.BATCH_EFFICIENCY_HELP, list(catalog.MODEL_KEY), texts=self.texts
+        )
         mbs = self.api.state.max_batch_size if self.api else {}
         for (model, version), size in sorted(sizes.items()):
             value = catalog.BATCH_EFFICIENCY_SIGNAL.value(size, mbs.get(model))

@@ -49,17 +49,26 @@ def _label_value(v: str) -> str:
     return v
 
 
-# Label text per sample name and label values, kept across builds: the sidecar's large families
-# carry the same models every update, so a sample's line costs a lookup and a value format.
-_PREFIXES: dict[tuple[str, tuple[str, ...]], dict[tuple[str, ...], str]] = {}
 _MAX_PREFIXES = 500_000  # per family: label churn starts the family's text cache afresh
 # The cache is started afresh too once it holds twice the label sets the family's last build used
 # (at least _MIN_PREFIXES): models that come and go (6,000 new names a scrape) cost memory in
 # proportion to what is served, not to how many names have ever been seen.
 _MIN_PREFIXES = 10_000
-_LAST_BUILD: dict[tuple[str, tuple[str, ...]], TextFamily] = {}
-# Per sample name and label names: the label sets of the last add_many and their prefixes.
-_LAST_KNOWN: dict[tuple[str, tuple[str, ...]], tuple[list[tuple[str, ...]], list[str]]] = {}
+
+
+class Texts:
+    """Label text per sample name and label values, kept across builds of the same families.
+
+    The sidecar's large families carry the same models every update, so a sample's line costs a
+    lookup and a value format. One per owner of families (a sidecar's collector and parts share
+    theirs): two sidecars in a process never see each other's labels. A family built without one
+    writes every label text afresh (the same text)."""
+
+    def __init__(self) -> None:
+        self.prefixes: dict[tuple[str, tuple[str, ...]], dict[tuple[str, ...], str]] = {}
+        self.last_build: dict[tuple[str, tuple[str, ...]], TextFamily] = {}
+        # Per sample name and label names: the label sets of the last add_many and their prefixes.
+        self.last_known: dict[tuple[str, tuple[str, ...]], tuple[list[tuple[str, ...]], list[str]]] = {}
 
 
 class TextFamily(Metric):
@@ -69,7 +78,14 @@ class TextFamily(Metric):
     and the ``Sample`` objects other readers (tests, ``generate_latest``) see are made only if asked for.
     """
 
-    def __init__(self, name: str, documentation: str, labels: Sequence[str], typ: str = "gauge") -> None:
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labels: Sequence[str],
+        typ: str = "gauge",
+        texts: Texts | None = None,
+    ) -> None:
         if typ not in ("gauge", "counter"):
             raise ValueError(f"TextFamily {name}: gauge or counter, not {typ}")
         self._built: list[Sample] | None = []
@@ -77,13 +93,14 @@ class TextFamily(Metric):
         self._labelnames = tuple(labels)
         self._sample_name = name + "_total" if typ == "counter" else name
         key = self._key = (self._sample_name, self._labelnames)
-        prefixes = _PREFIXES.get(key)
-        last = _LAST_BUILD.get(key)
+        self._texts = texts = texts or Texts()
+        prefixes = texts.prefixes.get(key)
+        last = texts.last_build.get(key)
         limit = min(_MAX_PREFIXES, max(_MIN_PREFIXES, 2 * len(last._labels) if last else 0))
         if prefixes is None or len(prefixes) > limit:
-            prefixes = _PREFIXES[key] = {}
-            _LAST_KNOWN.pop(key, None)  # its prefixes are the old cache's
-        _LAST_BUILD[key] = self
+            prefixes = texts.prefixes[key] = {}
+            texts.last_known.pop(key, None)  # its prefixes are the old cache's
+        texts.last_build[key] = self
         self._prefixes = prefixes
         # Label sets and values side by side, not as (labels, value) pairs: tens of thousands of
         # pairs a build would be as many objects for the garbage collector to walk.
@@ -126,7 +143,7 @@ class TextFamily(Metric):
         # A label set's prefix depends on it alone: the same label sets as this family's last
         # add_many (the sidecar's large families, every update) are the same prefixes. Comparing
         # two lists of the very same tuples costs a pointer comparison each.
-        last = _LAST_KNOWN.get(self._key)
+        last = self._texts.last_known.get(self._key)
         if last is not None and last[0] == labels:
             known = last[1]
         else:
@@ -136,7 +153,7 @@ class TextFamily(Metric):
                     if prefix is None:
                         found[i] = self._prefix(labels[i])
             known = cast(list[str], found)  # every None replaced
-            _LAST_KNOWN[self._key] = (list(labels), known)
+            self._texts.last_known[self._key] = (list(labels), known)
         if all(map(math.isfinite, floats)):
             texts = list(map(repr, floats))  # what _value gives for every finite float
         else:  # nan, inf: written as prometheus_client writes them

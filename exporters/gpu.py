@@ -33,14 +33,13 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from tritonwatch import catalog
-from tritonwatch.expfmt import Samples, parse, per_layout
-from tritonwatch.exporters.config import SidecarConfig
-from tritonwatch.exporters.exposition import TextFamily
+from tritonwatch.expfmt import parse, per_layout
+from tritonwatch.exporters.context import PartContext
+from tritonwatch.exporters.exposition import TextFamily, Texts
 from tritonwatch.exporters.gpucounters import ConfigCounters
 from tritonwatch.exporters.gpuquery import (
     ExecIncrease,
@@ -55,13 +54,12 @@ from tritonwatch.exporters.gpuquery import (
     triton_readings,
 )
 from tritonwatch.exporters.http import MAX_LINE_BYTES, Fetcher
+from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.placement import NO_CONFIG, Placement, gpu_fractions, split_by_config
+from tritonwatch.exporters.snapshot import Snapshots, TritonSnapshot
 from tritonwatch.exporters.source import Health, Source
-from tritonwatch.exporters.triton import ApiState, BatchStat, TritonMetrics
+from tritonwatch.exporters.triton import ApiState, BatchStat
 from tritonwatch.exporters.window import IncreaseWindow, ModelKey
-
-if TYPE_CHECKING:
-    from tritonwatch.exporters.sidecar import Sidecar
 
 DcgmKey = tuple[str, str]  # (UUID, GPU_I_ID)
 
@@ -140,13 +138,16 @@ class DcgmSource(Source):
 
 
 class TritonGpuWindow:
-    """Fed every successful Triton scrape (a CounterWindow observer, under the metrics lock).
+    """Fed every successful Triton scrape (a subscriber of its snapshots); read under ``lock``.
 
     Keeps per (model, version, gpu_uuid) increases of the execution counters, per GPU increases of
     ``nv_energy_consumption``, Triton's GPU readings and the set of GPUs this Triton uses.
     """
 
     def __init__(self, window: float, api: Callable[[], ApiState] = ApiState) -> None:
+        self.lock = threading.Lock()
+        self.generation = 0  # of the last snapshot observed ...
+        self.models: frozenset[ModelKey] = frozenset()  # ... and its models
         self.api = api  # the triton_api target's latest state: configs' placements, batch_stats
         # The last placements and batch statistics the API gave: kept while a read fails (a failed
         # index empties the API's state), so a blip neither drops config attribution for a render nor
@@ -162,7 +163,13 @@ class TritonGpuWindow:
         # Config-placed models' busy seconds and inferences as counters, for the recording rules
         self.config_counters = ConfigCounters()
 
-    def observe(self, now: float, samples: Samples) -> None:
+    def observe(self, snapshot: TritonSnapshot) -> None:
+        with self.lock:
+            self._observe(snapshot)
+
+    def _observe(self, snapshot: TritonSnapshot) -> None:
+        now, samples = snapshot.time, snapshot.samples
+        self.generation, self.models = snapshot.generation, snapshot.models
         # Every execution counter of a GPU instance carries a gpu_uuid that ``used`` holds: a Triton
         # with no GPU (CPU instances only) has no rows, and its thousands of series are not scanned.
         self.used = per_layout(samples, triton_gpu_uuids)
@@ -246,18 +253,20 @@ def _gauge(name: str, help_text: str, labels: list[str]) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, help_text, labels=labels)
 
 
-class GpuPart:
+class GpuPart(Part):
     """Builds the GPU families at scrape time from the DCGM source and the Triton window."""
 
     def __init__(
         self,
-        metrics: TritonMetrics,
+        snapshots: Snapshots,
         triton: TritonGpuWindow,
         dcgm: DcgmSource | None,
         pod: str = "",
+        texts: Texts | None = None,
     ) -> None:
-        self.metrics = metrics
+        self.snapshots = snapshots
         self.triton = triton
+        self.texts = texts
         # (Triton scrape, power readings) -> the per-model families built from them
         self._model_cache: tuple[tuple[int, list[tuple[str, float]], int], list[Metric]] | None = None
         # (its inputs, compared by identity or value) -> the config placements worked out from them
@@ -274,7 +283,7 @@ class GpuPart:
         none while it is down). A GPU DCGM serves but cannot resolve (an ambiguous MIG instance) is
         left out rather than read from Triton, whose numbers are then the whole GPU's.
         """
-        with self.metrics.lock:
+        with self.triton.lock:
             used = self.triton.used
             fallback = {u: r for u, r in self.triton.readings.items() if u in used}
             fallback_watts = self.triton.watts()
@@ -310,10 +319,10 @@ class GpuPart:
         Device indices in a config are CUDA's; DCGM's ``gpu`` label is NVML's index: the two agree
         when CUDA_DEVICE_ORDER=PCI_BUS_ID and CUDA_VISIBLE_DEVICES is unset (docs/gpu.md).
         """
-        placements = self.triton.placements()
-        with self.metrics.lock:
+        with self.triton.lock:
+            placements = self.triton.placements()
             used = self.triton.used
-            window_models, gpu_models = self.metrics.window.models, self.triton.gpu_models
+            window_models, gpu_models = self.triton.models, self.triton.gpu_models
         index_uuid = tuple(
             sorted(
                 (int(r.index), uuid)
@@ -363,11 +372,11 @@ class GpuPart:
     def _model_families(self, watts: dict[str, float], fractions: Fractions) -> Iterator[Metric]:
         # Built once per Triton scrape and power reading, not per render of /metrics: the reason
         # family has a sample for every CPU-only model (2,000 of them were 80% of a render's time).
-        with self.metrics.lock:
-            if not self.metrics.fresh:
-                return  # Triton is down: nothing current to join
+        if not self.snapshots.latest.up:
+            return  # Triton is down: nothing current to join
+        with self.triton.lock:
             key = (
-                self.metrics.window.generation,
+                self.triton.generation,
                 sorted(watts.items()),
                 fractions.version,
             )
@@ -375,7 +384,7 @@ class GpuPart:
             if cached is None or cached[0] != key:
                 increases = self.triton.increases()
                 span = self.triton.exec.span()
-                models = self.metrics.window.models
+                models = self.triton.models
                 gpu_models = self.triton.gpu_models
                 counters = self.triton.config_counters
                 counters.settle(counters.take(), fractions.by_model)  # once per scrape (generation)
@@ -433,6 +442,7 @@ class GpuPart:
             catalog.MODEL_GPU_ATTRIBUTION,
             catalog.MODEL_GPU_ATTRIBUTION_HELP,
             [*catalog.MODEL_KEY, catalog.REASON],
+            texts=self.texts,
         )
         reasons = [
             (model, version, reason)
@@ -447,13 +457,14 @@ class GpuPart:
         yield why
 
 
-def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[GpuPart, Source | None]]:
+def make_part(context: PartContext) -> list[tuple[GpuPart, Source | None]]:
     """The GPU part (always: busy shares need only Triton) and, with ``--dcgm``, its DCGM source."""
-    window = TritonGpuWindow(cfg.window, lambda: sidecar.api.state)
-    sidecar.metrics.window.observers.append(window.observe)
+    cfg = context.config
+    window = TritonGpuWindow(cfg.window, context.api_state)
+    context.snapshots.subscribe(window.observe)
     dcgm = (
         DcgmSource(cfg.dcgm, cfg.window, cfg.interval, cfg.scrape_timeout, cfg.max_payload_bytes)
         if cfg.dcgm
         else None
     )
-    return [(GpuPart(sidecar.metrics, window, dcgm, own_pod()), dcgm)]
+    return [(GpuPart(context.snapshots, window, dcgm, own_pod(), context.texts), dcgm)]

@@ -34,7 +34,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
@@ -42,15 +41,13 @@ from prometheus_client.utils import floatToGoString
 from tritonwatch import catalog
 from tritonwatch.catalog import LlmSignal
 from tritonwatch.expfmt import Samples
-from tritonwatch.exporters.config import SidecarConfig
+from tritonwatch.exporters.context import PartContext, RequestRates, no_request_rates
 from tritonwatch.exporters.latency import Histograms, SampleStore
+from tritonwatch.exporters.part import Part
+from tritonwatch.exporters.snapshot import Snapshots
 from tritonwatch.exporters.source import Source
 from tritonwatch.exporters.spans import RequestTiming
-from tritonwatch.exporters.triton import TritonMetrics
 from tritonwatch.exporters.window import IncreaseWindow, ModelKey, model_key
-
-if TYPE_CHECKING:
-    from tritonwatch.exporters.sidecar import Sidecar
 
 HistKey = tuple[str, ModelKey]  # (exported histogram name, model)
 Topology = tuple[Mapping[str, tuple[str, ...]], Mapping[ModelKey, bool]]  # ensembles' steps, readiness
@@ -150,9 +147,10 @@ class BackendHistograms:
 
 
 class LlmWindow:
-    """Fed every successful Triton scrape (a CounterWindow observer, under the metrics lock)."""
+    """Fed every successful Triton scrape (a subscriber of its snapshots); read under ``lock``."""
 
     def __init__(self, window: float) -> None:
+        self.lock = threading.Lock()
         self.rates: IncreaseWindow[tuple[str, ModelKey]] = IncreaseWindow(window)
         self.gauges: dict[tuple[str, ModelKey], list[float]] = {}
         self.histograms = BackendHistograms(window)
@@ -163,6 +161,10 @@ class LlmWindow:
         return (self._times[0], self._times[-1]) if len(self._times) > 1 else None
 
     def observe(self, now: float, samples: Samples) -> None:
+        with self.lock:
+            self._observe(now, samples)
+
+    def _observe(self, now: float, samples: Samples) -> None:
         rows: list[tuple[object, tuple[str, ModelKey], float]] = []
         gauges: dict[tuple[str, ModelKey], list[float]] = {}
         for sig in catalog.LLM_SIGNALS:
@@ -246,18 +248,23 @@ class LlmTraces:
         return out
 
 
-class LlmPart:
-    """Builds the LLM families at scrape time from the Triton window and the traces."""
+class LlmPart(Part):
+    """Builds the LLM families at scrape time from the Triton window and the traces.
+
+    ``request_rates``: successful requests/s per model (the counter window's), for streaming models
+    without token counters."""
 
     def __init__(
         self,
-        metrics: TritonMetrics,
+        snapshots: Snapshots,
         window: LlmWindow,
         traces: LlmTraces,
         clock: Callable[[], float] = time.time,
         topology: Callable[[], Topology] = _no_topology,
+        request_rates: RequestRates = no_request_rates,
     ) -> None:
-        self.metrics = metrics
+        self.snapshots = snapshots
+        self.request_rates = request_rates
         self.window = window
         self.traces = traces
         self.clock = clock
@@ -266,8 +273,8 @@ class LlmPart:
     def collect(self) -> Iterator[Metric]:
         now = self.clock()
         labels = list(catalog.MODEL_KEY)
-        with self.metrics.lock:
-            fresh = self.metrics.fresh and self.metrics.health.up
+        fresh = self.snapshots.serving() is not None
+        with self.window.lock:
             values: dict[str, dict[ModelKey, float]] = {}
             cumulative: dict[HistKey, tuple[list[tuple[float, float]], float, float]] = {}
             backend_q: dict[HistKey, tuple[dict[str, float], float]] = {}
@@ -277,7 +284,8 @@ class LlmPart:
                 values = {sig.name: self.window.values(sig, increases) for sig in catalog.LLM_SIGNALS}
                 cumulative = dict(self.window.histograms.cumulative)
                 backend_q = self.window.histograms.quantiles(catalog.LLM_QUANTILES)
-                traced = self._traced_generation(now)
+        if fresh:
+            traced = self._traced_generation(now)
         for sig in catalog.LLM_SIGNALS:
             fam = GaugeMetricFamily(sig.name, sig.help, labels=labels)
             per = dict(values.get(sig.name, {}))
@@ -290,16 +298,10 @@ class LlmPart:
         yield from self._quantiles(now, backend_q)
 
     def _traced_generation(self, now: float) -> dict[ModelKey, float]:
-        """Streaming models without token counters: successful requests/s x mean responses per request.
-
-        Called under the metrics lock (the request rate comes from the counter window)."""
-        sig = catalog.signal(catalog.REQUEST_RATE)
-        out = {}
-        for key, tokens in self.traces.mean_tokens(now).items():
-            rate = self.metrics.window.evaluate(sig, key)
-            if rate is not None:
-                out[key] = rate * tokens
-        return out
+        """Streaming models without token counters: successful requests/s x mean responses per request."""
+        tokens_of = self.traces.mean_tokens(now)
+        rates = self.request_rates(list(tokens_of)) if tokens_of else {}
+        return {key: rates[key] * tokens for key, tokens in tokens_of.items() if key in rates}
 
     def _histograms(
         self, cumulative: dict[HistKey, tuple[list[tuple[float, float]], float, float]]
@@ -353,20 +355,19 @@ class LlmPart:
             yield fam
 
 
-def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[LlmPart, Source | None]]:
+def make_part(context: PartContext) -> list[tuple[LlmPart, Source | None]]:
     """The LLM part: always (it costs a few dict lookups per scrape when no LLM family is served)."""
+    cfg = context.config
     window = LlmWindow(cfg.window)
-    sidecar.metrics.window.observers.append(window.observe)
+    context.snapshots.subscribe(lambda snapshot: window.observe(snapshot.time, snapshot.samples))
     buckets = cfg.latency_bucket_bounds or catalog.DEFAULT_BUCKETS
     traces = LlmTraces(cfg.quantile_window, buckets, max_keys=max(cfg.max_models * 2, 1))
-    for part in sidecar.collector.parts:
-        listeners = getattr(part, "listeners", None)
-        if isinstance(listeners, list):  # the latency part (exporters/traces/): per-request timings
-            listeners.append(traces.record)
-    api = sidecar.api
+    context.timings.subscribe(lambda batch: traces.record(*batch))  # streaming responses
+    api_state = context.api_state
 
     def topology() -> Topology:
-        state = api.state  # replaced whole by each API scrape: one read sees one scrape
+        state = api_state()  # replaced whole by each API scrape: one read sees one scrape
         return state.ensembles, state.ready
 
-    return [(LlmPart(sidecar.metrics, window, traces, topology=topology), None)]
+    part = LlmPart(context.snapshots, window, traces, topology=topology, request_rates=context.request_rates)
+    return [(part, None)]

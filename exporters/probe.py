@@ -22,18 +22,15 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from tritonwatch import catalog
-from tritonwatch.exporters.config import SidecarConfig
+from tritonwatch.exporters.context import PartContext
 from tritonwatch.exporters.latency import Histograms
+from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.source import Source
-
-if TYPE_CHECKING:
-    from tritonwatch.exporters.collector import Part
-    from tritonwatch.exporters.sidecar import Sidecar
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +178,7 @@ def _is_timeout(exc: BaseException) -> bool:
     return False
 
 
-class _View:
+class _View(Part):
     """The collector sees the probe's families only: the probe is not a scrape target of ``tritonwatch_up``."""
 
     def __init__(self, probe: Probe) -> None:
@@ -191,7 +188,8 @@ class _View:
         return self.probe.collect()
 
 
-def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[Part, Source | None]]:
+def make_part(context: PartContext) -> list[tuple[Part, Source | None]]:
+    cfg = context.config
     models = cfg.probe_models
     if not models:
         return []

@@ -16,7 +16,9 @@ from tritonwatch.errors import TritonwatchError
 from tritonwatch.exporters import memory
 from tritonwatch.exporters.collector import SidecarCollector
 from tritonwatch.exporters.config import SidecarConfig, resolve, validate
+from tritonwatch.exporters.context import PartContext
 from tritonwatch.exporters.exposition import CachedExposition
+from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.server import MetricsServer
 from tritonwatch.exporters.source import Source
 from tritonwatch.exporters.triton import TritonApi, TritonMetrics
@@ -26,10 +28,9 @@ log = logging.getLogger("tritonwatch.sidecar")
 
 HELP = "Scrape a Triton server (and DCGM, traces) and serve derived per-model signals on /metrics."
 
-# Optional parts, each a module with ``make_part(config, sidecar) -> list[tuple[Part, Source | None]]``
-# (empty when its flags leave it off). Imported by name so that this module stays free of their
-# dependencies and a part that is not installed costs only itself.
-# tritonwatch.exporters.llm comes after tritonwatch.exporters.traces: it listens to the latency part's per-request timings.
+# Optional parts, each a module with ``make_part(context) -> list[tuple[Part, Source | None]]``
+# (exporters/context.py; empty when its flags leave it off). Imported by name so that this module
+# stays free of their dependencies and a part that is not installed costs only itself.
 PART_MODULES: tuple[str, ...] = (
     "tritonwatch.exporters.gpu",
     "tritonwatch.exporters.traces",
@@ -147,7 +148,18 @@ class Sidecar:
             stats_interval=cfg.stats_interval,
         )
         self.sources: list[Source] = [self.metrics, self.api]
-        self.collector = SidecarCollector(self.metrics, self.api)
+        # /metrics is rendered once per update of anything it shows, not once per request; the
+        # costly families are prepared by its render thread, never on a request's time.
+        self.exposition = CachedExposition(self.registry)
+        context = PartContext(
+            cfg,
+            self.metrics.snapshots,
+            lambda: self.api.state,
+            self.metrics.request_rates,
+            updates=[self.exposition],  # what parts show changes outside a source's step too
+            prepared=True,
+        )
+        parts: list[Part] = []
         for module_name in PART_MODULES:
             try:
                 module = importlib.import_module(module_name)
@@ -155,24 +167,17 @@ class Sidecar:
                 if exc.name == module_name:
                     continue  # that part is not in this build
                 raise
-            for part, source in module.make_part(cfg, self):
-                self.collector.add_part(part)
+            for part, source in module.make_part(context):
+                parts.append(part)
                 if source is not None:
                     self.sources.append(source)
+        self.collector = SidecarCollector(
+            self.metrics, self.api, parts, prepared=True, bls=context.bls, texts=context.texts
+        )
         self.registry.register(self.collector)
-        # /metrics is rendered once per update of anything it shows, not once per request; the
-        # costly families are prepared by its render thread, never on a request's time.
-        self.exposition = CachedExposition(self.registry, [self.collector.prepare])
-        self.collector.serve_prepared = True
+        self.exposition.prepare = [self.collector.prepare, *(part.prepare for part in parts)]
         for source in self.sources:
             source.updates.append(self.exposition)
-        for part in self.collector.parts:
-            # A part with costly families of its own (traces' LatencyPart) is prepared the same way
-            # and says when its data changes outside a source's step (spans arriving).
-            if hasattr(part, "prepare") and hasattr(part, "serve_prepared") and hasattr(part, "updates"):
-                part.updates.append(self.exposition)
-                part.serve_prepared = True
-                self.exposition.prepare.append(part.prepare)
         host, port = cfg.listen_host_port
         authorize, wrap = _web_security(cfg)
         try:

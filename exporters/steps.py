@@ -38,8 +38,9 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import Metric
 
 from tritonwatch import catalog
-from tritonwatch.exporters.exposition import TextFamily
+from tritonwatch.exporters.exposition import TextFamily, Texts
 from tritonwatch.exporters.latency import SampleStore
+from tritonwatch.exporters.part import Part
 
 if TYPE_CHECKING:
     from tritonwatch.exporters.spans import RequestTiming
@@ -77,12 +78,18 @@ def segments(
 StepKey = tuple[str, str, str, str]  # ensemble, version, step, phase
 
 
-class StepPart:
+class StepPart(Part):
     """Windowed step breakdown of traced ensemble requests; thread-safe."""
 
     def __init__(
-        self, window: float, slices: int = 10, max_keys: int = 20_000, clock: Callable[[], float] = time.time
+        self,
+        window: float,
+        slices: int = 10,
+        max_keys: int = 20_000,
+        clock: Callable[[], float] = time.time,
+        texts: Texts | None = None,
     ) -> None:
+        self.texts = texts
         self.store = SampleStore(window, slices=slices, max_keys=max_keys)
         self.clock = clock
         self._lock = threading.Lock()
@@ -96,7 +103,7 @@ class StepPart:
         self.window = window
 
     def record(self, timings: Iterable[RequestTiming], now: float | None = None) -> None:
-        """A ``LatencyPart`` listener: every batch of traced requests."""
+        """Every batch of traced requests (a subscriber of ``PartContext.timings``)."""
         now = self.clock() if now is None else now
         idx = self.store.slice_of(now)
         with self._lock:
@@ -144,9 +151,14 @@ class StepPart:
             traced = sorted(self._total_requests.items())
             ends = sorted(self._ends.items())
         labels = [*catalog.MODEL_KEY, catalog.STEP, catalog.PHASE]
-        mean = TextFamily(catalog.ENSEMBLE_STEP_LATENCY, catalog.ENSEMBLE_STEP_LATENCY_HELP, labels)
+        mean = TextFamily(
+            catalog.ENSEMBLE_STEP_LATENCY, catalog.ENSEMBLE_STEP_LATENCY_HELP, labels, texts=self.texts
+        )
         quant = TextFamily(
-            catalog.ENSEMBLE_STEP_QUANTILE, catalog.ENSEMBLE_STEP_QUANTILE_HELP, [*labels, catalog.QUANTILE]
+            catalog.ENSEMBLE_STEP_QUANTILE,
+            catalog.ENSEMBLE_STEP_QUANTILE_HELP,
+            [*labels, catalog.QUANTILE],
+            texts=self.texts,
         )
         for key in sorted(sums):
             n = requests.get((key[0], key[1]), 0)
@@ -161,6 +173,7 @@ class StepPart:
             "Time traced requests of the ensemble spent in each step, by phase (cumulative).",
             labels,
             "counter",
+            self.texts,
         )
         for key, ns in totals:
             seconds.add_metric(list(key), ns / 1e9)
@@ -169,6 +182,7 @@ class StepPart:
             "Traced requests of the ensemble whose steps were cut (cumulative).",
             list(catalog.MODEL_KEY),
             "counter",
+            self.texts,
         )
         for ensemble, n in traced:
             requests_total.add_metric(list(ensemble), float(n))
@@ -178,6 +192,7 @@ class StepPart:
             "that ends before the ensemble's last step failed there.",
             [*catalog.MODEL_KEY, catalog.STEP],
             "counter",
+            self.texts,
         )
         for end, n in ends:
             chain_ends.add_metric(list(end), float(n))

@@ -11,7 +11,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -19,8 +19,10 @@ from urllib.parse import quote
 from tritonwatch import catalog, uncounted
 from tritonwatch.expfmt import Parser, Samples, per_layout
 from tritonwatch.exporters import memory
+from tritonwatch.exporters.derive import evaluate_many
 from tritonwatch.exporters.http import MAX_LINE_BYTES, Fetcher, ScrapeError
 from tritonwatch.exporters.placement import Placement, placement
+from tritonwatch.exporters.snapshot import Snapshots, TritonSnapshot
 from tritonwatch.exporters.source import Partial, Source
 from tritonwatch.exporters.window import CounterWindow, ModelKey, model_key
 
@@ -51,9 +53,10 @@ class TritonMetrics(Source):
         self.tracked: frozenset[ModelKey] = frozenset()
         self.dropped_models = 0.0  # models left out over --max-models, summed over scrapes
         self.fetcher = Fetcher(timeout, max_bytes, max_line=MAX_LINE_BYTES, max_lines=self.max_lines)
-        self.lock = threading.Lock()
-        self.fresh = False  # False after a failed scrape: derived values are dropped, not served stale
-        self.samples: Samples = {}
+        self.lock = threading.Lock()  # the counter window's: only this source and its collector read it
+        # Each good scrape, published whole; up False after a failed one (derived values are then
+        # dropped, not served stale)
+        self.snapshots = Snapshots(self.health)
 
     def describe(self) -> str:
         return self.url
@@ -81,17 +84,27 @@ class TritonMetrics(Source):
         now = self.clock()
         samples = self._cap_models(self.parser.parse(payload))
         with self.lock:
-            self.window.ingest(now, samples)
-            self.samples = samples
-            self.fresh = True
+            window = self.window
+            window.ingest(now, samples)
+            snapshot = TritonSnapshot(window.generation, now, samples, window.models, self.tracked, True)
+        self.snapshots.publish(snapshot)
         self._check_models_over = 2 * lines + LINES_FIXED
         self._scrapes += 1
         if self._scrapes % TRIM_EVERY == 0:
             memory.trim()
 
     def on_failure(self) -> None:
+        self.snapshots.down()
+
+    def request_rates(self, keys: Sequence[ModelKey] | None = None) -> dict[ModelKey, float]:
+        """Successful requests/s over the window of ``keys`` (default: the models of the last scrape),
+        where known; empty while Triton is down."""
         with self.lock:
-            self.fresh = False
+            if not self.snapshots.latest.up:
+                return {}
+            models = sorted(self.window.models) if keys is None else list(keys)
+            rates = evaluate_many(self.window, _REQUEST_RATE, models)
+        return {k: r for k, r in zip(models, rates, strict=True) if r is not None}
 
     def _cap_models(self, samples: Samples) -> Samples:
         """Keep at most ``max_models`` (model, version) keys: those already tracked first, then by name.
@@ -151,6 +164,7 @@ MAX_INT32 = 2**31 - 1
 # tritonwatch_model_batch_executions_total. Triton's own limit on max_batch_size is far above what
 # any model batches; a model reporting more is dropped from the distribution and counted.
 MAX_BATCH_SIZES = 1024
+_REQUEST_RATE = catalog.signal(catalog.REQUEST_RATE)
 _ANCHOR_FAMILIES = (catalog.TRITON_SUCCESS, catalog.TRITON_PENDING, catalog.TRITON_INFERENCE_COUNT)
 
 

@@ -1,10 +1,10 @@
-"""Reset-aware counter increases over a sliding window of scrapes, and the catalog's formulas on them.
+"""Reset-aware counter increases over a sliding window of scrapes (their storage and ingest).
 
 Each successful scrape is turned, once, into per-(term, model, version) increases since the previous
 scrape, the way Prometheus's ``increase()`` treats a counter: a value lower than the previous one is a
 reset (Triton restart, model reload) and counts from 0, so a restart never yields a negative or absurd
 value. ``CounterWindow`` keeps those deltas per (counter, model) with running totals, so evaluating a
-signal is O(1) whatever the payload size; ``IncreaseWindow`` applies the same rule to any keyed rows
+signal (``exporters/derive.py``) is O(1) whatever the payload size; ``IncreaseWindow`` applies the same rule to any keyed rows
 (the GPU part's per-gpu_uuid counters).
 """
 
@@ -15,7 +15,7 @@ from array import array
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from operator import add, mul, or_, sub
+from operator import mul, sub
 from typing import Generic, TypeVar
 
 from tritonwatch import catalog
@@ -142,7 +142,7 @@ class CounterWindow:
         self._signal_terms: dict[int, _TermIds] = {id(s): self._ids(s) for s in tracked}
         self._slot_of: dict[tuple[int, ModelKey], int] = {}
         self._slot_version = 0  # changes when a slot is added or slots are renumbered
-        # evaluate_many's slot columns: (slot version, models) -> term number -> slot per model
+        # derive.evaluate_many's slot columns: (slot version, models) -> term number -> slot per model
         self._columns: tuple[tuple[int, tuple[ModelKey, ...]], dict[int, list[int]]] | None = None
         self._totals: list[float] = []
         self._refs: list[int] = []  # entries in the window that moved each slot
@@ -150,8 +150,6 @@ class CounterWindow:
         self._gauges: dict[tuple[str, ModelKey], float] = {}
         self._fast: _Fast | None = None
         self.models: frozenset[ModelKey] = frozenset()
-        # Called after each ingest with the same scrape (e.g. the GPU part's per-gpu_uuid window).
-        self.observers: list[Callable[[float, Samples], None]] = []
 
     def _ids(self, sig: Signal) -> _TermIds:
         tid = self._term_ids
@@ -203,8 +201,6 @@ class CounterWindow:
                 refs[slot] += 1
         self._prev_time = now
         self._expire(now)
-        for observe in self.observers:
-            observe(now, samples)
 
     def _ingest_slow(self, samples: Samples) -> dict[int, float]:
         moved: dict[int, float] = {}
@@ -355,31 +351,40 @@ class CounterWindow:
         return self._entries[-1].end - self._entries[0].start
 
     def increase(self, term: Term, key: ModelKey) -> float:
+        """The term's increase for the model over the window (0 where it has none)."""
         slot = self._slot_of.get((self._term_ids.get(term, -1), key))
         return 0.0 if slot is None else self._totals[slot]
 
-    def has(self, terms: Iterable[Term], key: ModelKey) -> bool:
-        """Whether any of ``terms`` has a series for the model: in the last scrape or moved in the window."""
-        return self._has(tuple(self._term_ids.get(t, -1) for t in terms), key)
+    def term_ids(self, sig: Signal) -> _TermIds:
+        """The signal's term numbers: numerator, denominator, subtracted from it, from the numerator."""
+        return self._signal_terms.get(id(sig)) or self._ids(sig)
 
-    def _has(self, ids: tuple[int, ...], key: ModelKey) -> bool:
-        for i in ids:
-            slot = self._slot_of.get((i, key))
-            if slot is not None and (slot in self._live or self._refs[slot]):
-                return True
-        return False
+    @property
+    def totals(self) -> list[float]:
+        """Each slot's increase over the window (read only, under the owner's lock)."""
+        return self._totals
 
-    def _sum(self, ids: tuple[int, ...], key: ModelKey) -> float:
-        slot_of, totals = self._slot_of, self._totals
-        total = 0.0
-        for i in ids:
-            slot = slot_of.get((i, key))
-            if slot is not None:
-                total += totals[slot]
-        return total
+    @property
+    def refs(self) -> list[int]:
+        """Each slot's entries in the window (a slot moved in the window has some)."""
+        return self._refs
 
-    def _column(self, term_id: int, keys: tuple[ModelKey, ...]) -> list[int]:
-        """Each model's slot for one term (``len(self._totals)`` where it has none), cached."""
+    @property
+    def live(self) -> set[int]:
+        """Slots fed by a series of the last scrape."""
+        return self._live
+
+    @property
+    def gauges(self) -> dict[tuple[str, ModelKey], float]:
+        """(family, model) -> the gauge's value in the last scrape, summed over gpu_uuid splits."""
+        return self._gauges
+
+    def column(self, term_id: int, keys: tuple[ModelKey, ...], cached: bool = True) -> list[int]:
+        """Each model's slot for one term (``len(self.totals)`` where it has none); ``cached``: kept
+        for the next call with the same models (one set of models at a time)."""
+        if not cached:
+            missing, slot_of = len(self._totals), self._slot_of
+            return [slot_of.get((term_id, k), missing) for k in keys]
         ident = (self._slot_version, keys)
         if self._columns is None or self._columns[0] != ident:
             self._columns = (ident, {})
@@ -389,67 +394,6 @@ class CounterWindow:
             missing, slot_of = len(self._totals), self._slot_of
             column = columns[term_id] = [slot_of.get((term_id, k), missing) for k in keys]
         return column
-
-    def evaluate_many(self, sig: Signal, keys: Sequence[ModelKey]) -> list[float | None]:
-        """``[evaluate(sig, k) for k in keys]``, the same values, with the per-model work in C where
-        it can be (the collector evaluates every signal for every model once per update)."""
-        if sig.kind == "gauge":
-            family, gauges = sig.numerator[0].family, self._gauges
-            return [gauges.get((family, k)) for k in keys]
-        span = self.span()
-        if span <= 0:
-            return [None] * len(keys)
-        ids = self._signal_terms.get(id(sig)) or self._ids(sig)
-        num_ids, den_ids, sub_ids, minus_ids = ids
-        frozen = tuple(keys)
-        missing = len(self._totals)
-        extended = [*self._totals, 0.0]  # a missing slot reads 0.0
-        live, refs = self._live, self._refs
-
-        def total(term_ids: tuple[int, ...]) -> list[float]:
-            acc: list[float] | None = None
-            for i in term_ids:
-                values = list(map(extended.__getitem__, self._column(i, frozen)))
-                acc = values if acc is None else list(map(add, acc, values))
-            return acc if acc is not None else [0.0] * len(frozen)
-
-        present = [False] * len(frozen)
-        for i in num_ids:
-            column = self._column(i, frozen)
-            here = [s != missing and (s in live or refs[s] > 0) for s in column]
-            present = list(map(or_, present, here))
-        num = total(num_ids)
-        if minus_ids:
-            num = list(map(sub, num, total(minus_ids)))
-        if sig.kind == "rate":
-            return [n / span if p else None for n, p in zip(num, present, strict=True)]
-        den = total(den_ids)
-        if sub_ids:
-            den = list(map(sub, den, total(sub_ids)))
-        return [
-            max(n, 0.0) / d if p and not d <= 0 else None for n, d, p in zip(num, den, present, strict=True)
-        ]
-
-    def evaluate(self, sig: Signal, key: ModelKey) -> float | None:
-        """The signal's value for one model over the window; None when undefined: no traffic, or
-        an input family absent (Triton with ``counter_latencies=false`` has no duration counters:
-        its latencies are unknown, not 0)."""
-        if sig.kind == "gauge":
-            return self._gauges.get((sig.numerator[0].family, key))
-        span = self.span()
-        ids = self._signal_terms.get(id(sig))
-        if ids is None:
-            ids = self._ids(sig)
-        num_ids, den_ids, sub_ids, minus_ids = ids
-        if span <= 0 or not self._has(num_ids, key):
-            return None
-        num = self._sum(num_ids, key) - self._sum(minus_ids, key)
-        if sig.kind == "rate":
-            return num / span
-        den = self._sum(den_ids, key) - self._sum(sub_ids, key)
-        if den <= 0:
-            return None
-        return max(num, 0.0) / den
 
 
 K = TypeVar("K", bound=Hashable)

@@ -91,8 +91,8 @@ def test_h200_python_models_on_kind_gpu_get_busy_share_and_energy_from_their_con
     try:
         metrics = TritonMetrics(endpoint.url, CounterWindow(3600.0), 1.0, 5.0, 1 << 26, clock=lambda: now[0])
         window = TritonGpuWindow(3600.0, lambda: state)
-        metrics.window.observers.append(window.observe)
-        part = GpuPart(metrics, window, None)
+        metrics.snapshots.subscribe(window.observe)
+        part = GpuPart(metrics.snapshots, window, None)
         assert metrics.step()
         now[0] = 600.0
         endpoint.payload = real.encode()

@@ -104,8 +104,8 @@ class Replayed:
                 endpoint.url, CounterWindow(120.0), 1.0, 5.0, 1 << 26, clock=lambda: now[0]
             )
             gpu = TritonGpuWindow(120.0, lambda: state)
-            metrics.window.observers.append(gpu.observe)
-            return metrics, GpuPart(metrics, gpu, None)
+            metrics.snapshots.subscribe(gpu.observe)
+            return metrics, GpuPart(metrics.snapshots, gpu, None)
 
         try:
             metrics, part = sidecar()

@@ -59,11 +59,11 @@ class Node:
             self.triton_ep.url, CounterWindow(60.0), 1.0, 5.0, 1 << 26, clock=self.clock
         )
         self.window = TritonGpuWindow(60.0)
-        self.metrics.window.observers.append(self.window.observe)
+        self.metrics.snapshots.subscribe(self.window.observe)
         self.dcgm = (
             DcgmSource(self.dcgm_ep.url, 60.0, 1.0, 5.0, 1 << 26, clock=self.clock) if self.dcgm_ep else None
         )
-        self.part = GpuPart(self.metrics, self.window, self.dcgm)
+        self.part = GpuPart(self.metrics.snapshots, self.window, self.dcgm)
 
     def scrape_all(self) -> Samples:
         for i, payload in enumerate(self.triton_payloads):

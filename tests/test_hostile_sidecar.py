@@ -231,11 +231,12 @@ def test_label_text_cache_follows_what_is_served_not_every_name_ever_seen() -> N
 
     key = ("tritonwatch_test_churn", ("model",))
     sizes = []
+    texts = exposition.Texts()
     for build in range(40):
-        fam = exposition.TextFamily("tritonwatch_test_churn", "churn", ["model"])
+        fam = exposition.TextFamily("tritonwatch_test_churn", "churn", ["model"], texts=texts)
         fam.add_many([(f"m{build}-{i}",) for i in range(6000)], [1.0] * 6000)
         exposition.family_text(fam)
-        sizes.append(len(exposition._PREFIXES[key]))
+        sizes.append(len(texts.prefixes[key]))
     # at most twice the 6,000 served (12,000) before a build starts it afresh, plus that build's own
     assert max(sizes) <= 18_000, max(sizes)
     assert sizes[-1] >= 6000  # and the current build's texts are cached

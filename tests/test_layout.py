@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "tritonwatch"
-SUBPACKAGES = ("exporters", "alerts", "dashboards", "reports")
+SUBPACKAGES = ("exporters", "alerts", "dashboards", "reports", "local")
 
 # What the others stand on. It imports nothing of tritonwatch but itself.
 CORE = {
@@ -41,13 +41,10 @@ CORE = {
     "tritonwatch.uncounted",
     "tritonwatch.validators",
 }
-# Leaves at the top: the entry point and the generators of committed docs and manifests.
+# Leaves at the top: the entry point (``cli/``, and ``__main__`` for ``python -m tritonwatch``).
 TOP = {
     "tritonwatch.__main__",
     "tritonwatch.cli",
-    "tritonwatch.configdoc",
-    "tritonwatch.k8s",
-    "tritonwatch.signals_doc",
 }
 # subpackage -> the other subpackages it may import (besides the core and itself)
 MAY_IMPORT: dict[str, set[str]] = {
@@ -122,6 +119,25 @@ def test_imports_run_from_the_leaves_to_the_core() -> None:
     assert wrong == []
 
 
+def test_the_core_folder_holds_the_core_only() -> None:
+    """``tritonwatch/`` itself holds the core and ``__main__``; every leaf (the CLI and the local stack
+    included, issue 21) is a folder of its own beside it, linked in."""
+    own = {
+        path.stem if path.name != "__init__.py" else ""
+        for path in PACKAGE.iterdir()
+        if path.suffix == ".py" and not path.is_symlink()
+    }
+    assert {f"tritonwatch.{name}" if name else "tritonwatch" for name in own} <= CORE | {
+        "tritonwatch.__main__"
+    }
+    folders = [
+        p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.is_symlink() and p.name != "__pycache__"
+    ]
+    assert folders == []
+    for mod in TOP - {"tritonwatch.__main__"}:
+        assert (PACKAGE / mod.split(".")[1]).is_symlink(), mod
+
+
 def test_the_directions_the_issue_names() -> None:
     """The four imports that ran the wrong way are gone (a guard even if the layers above are loosened)."""
     mods = modules()
@@ -134,6 +150,21 @@ def test_the_directions_the_issue_names() -> None:
     assert not {t for t in imports_of("tritonwatch.reports") if t.startswith("tritonwatch.alerts")}
     assert "tritonwatch.cli" not in imports_of("tritonwatch.alerts.amclient")
     assert not {t for t in imports_of("tritonwatch.exporters") if t.startswith("tritonwatch.local")}
+
+
+def test_no_sidecar_part_imports_the_sidecar_or_the_collector() -> None:
+    """Parts are given a PartContext (issue 21): none imports the sidecar or the collector, even for
+    type checking, so nothing there runs both ways."""
+    mods = modules()
+    known = set(mods)
+    wiring = {"tritonwatch.exporters.sidecar", "tritonwatch.exporters.collector"}
+    wrong = [
+        f"{mod} imports {target}"
+        for mod, path in sorted(mods.items())
+        if mod.startswith("tritonwatch.exporters.") and mod not in wiring
+        for target in sorted(imported(path, known) & wiring)
+    ]
+    assert wrong == []
 
 
 def test_no_bare_subpackage_name_anywhere_in_code() -> None:

@@ -64,6 +64,7 @@ def test_an_unreachable_triton_reads_zero() -> None:
 
 def test_no_probe_flag_no_probe() -> None:
     from tritonwatch.exporters import probe
+    from tritonwatch.exporters.context import standalone
 
     cfg = validate(SidecarConfig(listen="127.0.0.1:0", triton=f"http://127.0.0.1:{free_port()}"))
-    assert probe.make_part(cfg, None) == []  # type: ignore[arg-type]  # the sidecar is not consulted
+    assert probe.make_part(standalone(cfg)) == []

@@ -1,4 +1,4 @@
-"""The local Prometheus's configuration (tritonwatch/local/promstack.py) as a real Prometheus reads it."""
+"""The local Prometheus's configuration (local/promstack.py) as a real Prometheus reads it."""
 
 from __future__ import annotations
 

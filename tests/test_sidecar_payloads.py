@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tritonwatch import catalog
 from tritonwatch.expfmt import Parser, parse
+from tritonwatch.exporters.derive import evaluate
 from tritonwatch.exporters.window import CounterWindow
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -57,7 +58,7 @@ def test_recorded_payloads_derive_the_same_as_an_independent_reading(window: Cou
         return b[name] - a[name]
 
     def value(name: str, **labels: str) -> float | None:
-        return window.evaluate(catalog.signal(name, **labels), KEY)
+        return evaluate(window, catalog.signal(name, **labels), KEY)
 
     assert d("nv_inference_request_success") > 0, "the recording must hold traffic"
     assert value(catalog.REQUEST_RATE) == pytest.approx(d("nv_inference_request_success") / SECONDS)
@@ -111,6 +112,6 @@ def test_idle_payload_defines_no_ratio(window: CounterWindow) -> None:
     idle = (DATA / "triton_metrics_idle.txt").read_bytes()
     w.ingest(0.0, parse(idle, catalog.TRITON_FAMILIES))
     w.ingest(5.0, parse(idle, catalog.TRITON_FAMILIES))
-    assert w.evaluate(catalog.signal(catalog.REQUEST_RATE), KEY) == 0.0
-    assert w.evaluate(catalog.signal(catalog.CACHE_HIT_RATIO), KEY) is None
-    assert w.evaluate(catalog.signal(catalog.ERROR_RATIO), KEY) is None
+    assert evaluate(w, catalog.signal(catalog.REQUEST_RATE), KEY) == 0.0
+    assert evaluate(w, catalog.signal(catalog.CACHE_HIT_RATIO), KEY) is None
+    assert evaluate(w, catalog.signal(catalog.ERROR_RATIO), KEY) is None

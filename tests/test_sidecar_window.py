@@ -10,6 +10,7 @@ import pytest
 
 from tritonwatch import catalog
 from tritonwatch.expfmt import Parser, parse
+from tritonwatch.exporters.derive import evaluate, evaluate_many
 from tritonwatch.exporters.window import CounterWindow, IncreaseWindow
 
 KEY = ("fraud_detector", "1")
@@ -65,7 +66,7 @@ def feed(window: CounterWindow, *texts: str, step: float = 1.0) -> None:
 
 
 def value(window: CounterWindow, name: str, **labels: str) -> float | None:
-    return window.evaluate(catalog.signal(name, **labels), KEY)
+    return evaluate(window, catalog.signal(name, **labels), KEY)
 
 
 def test_rates_ratios_and_means_from_known_increases() -> None:
@@ -277,8 +278,8 @@ def test_an_unchanged_layout_ingested_in_bulk_gives_exactly_the_general_path() -
         assert bulk.models == general.models
         keys = sorted(general.models)
         for sig in catalog.SIGNALS:
-            want = [general.evaluate(sig, key) for key in keys]
-            assert [bulk.evaluate(sig, key) for key in keys] == want, (i, sig.name)
+            want = [evaluate(general, sig, key) for key in keys]
+            assert [evaluate(bulk, sig, key) for key in keys] == want, (i, sig.name)
             # and the collector's once-per-update pass over every model gives the same values
-            assert bulk.evaluate_many(sig, keys) == want == general.evaluate_many(sig, keys)
+            assert evaluate_many(bulk, sig, keys) == want == evaluate_many(general, sig, keys)
     assert used_bulk >= 6  # the steady stretches did take the bulk path

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tritonwatch import catalog
 from tritonwatch.expfmt import Layout, parse
+from tritonwatch.exporters.snapshot import scraped
 from tritonwatch.exporters.summaries import SummaryReader, SummaryRows, _as_rows, _plan, merge_summaries
 from tritonwatch.exporters.traces import SOURCE_SUMMARY, LatencyPart
 from tritonwatch.exporters.triton import TritonMetrics
@@ -36,10 +37,7 @@ def split_by_gpu(first: str, second: str) -> str:
 
 
 def summary_quantiles(payload: str) -> dict[tuple[str, str, str, str], float]:
-    metrics = TritonMetrics("http://127.0.0.1:1/metrics", CounterWindow(60), 5, 1, 1 << 20)
-    metrics.samples = parse(payload, catalog.TRITON_FAMILIES)
-    metrics.fresh = True
-    part = LatencyPart(300.0, metrics=metrics)
+    part = LatencyPart(300.0, snapshots=scraped(parse(payload, catalog.TRITON_FAMILIES)))
     (fam,) = (m for m in part.collect() if m.name == catalog.LATENCY_QUANTILE)
     out = {}
     for s in fam.samples:

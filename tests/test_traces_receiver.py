@@ -22,9 +22,8 @@ from support.fake_triton import FakeTriton
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
 from tritonwatch.exporters.sidecar import Sidecar
+from tritonwatch.exporters.snapshot import scraped
 from tritonwatch.exporters.traces import LatencyPart, OtlpReceiver, TraceFileReader
-from tritonwatch.exporters.triton import TritonMetrics
-from tritonwatch.exporters.window import CounterWindow
 from tritonwatch.local.procs import free_port, wait_until
 
 RAW = (DATA / "otlp_sleeper.json").read_text()
@@ -172,10 +171,8 @@ def test_a_dead_forward_target_never_blocks_receiving() -> None:
 
 
 def test_summaries_fill_in_where_no_trace_covers_the_model_and_phase() -> None:
-    metrics = TritonMetrics("http://127.0.0.1:1/metrics", CounterWindow(60), 5, 1, 1 << 20)
-    metrics.samples = parse((DATA / "triton_metrics_load_2.txt").read_text(), catalog.TRITON_FAMILIES)
-    metrics.fresh = True
-    part = LatencyPart(300.0, metrics=metrics)
+    samples = parse((DATA / "triton_metrics_load_2.txt").read_text(), catalog.TRITON_FAMILIES)
+    part = LatencyPart(300.0, snapshots=scraped(samples))
     q = families(part)[catalog.LATENCY_QUANTILE]
     fd = L(model="fraud_detector", version="1")
     # Triton's queue summary (us) -> seconds, source=summary; 0.999 is not one of ours.

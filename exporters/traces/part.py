@@ -7,59 +7,64 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import compress
-from typing import TYPE_CHECKING
 
 from prometheus_client.core import HistogramMetricFamily, Metric
 
 from tritonwatch import catalog
-from tritonwatch.exporters.exposition import TextFamily
+from tritonwatch.exporters.context import Timings
+from tritonwatch.exporters.exposition import TextFamily, Texts
 from tritonwatch.exporters.latency import Histograms, SampleStore, quantiles_of
+from tritonwatch.exporters.part import Part
+from tritonwatch.exporters.snapshot import Feed, Snapshots
 from tritonwatch.exporters.source import Updates
 from tritonwatch.exporters.spans import RequestTiming
 from tritonwatch.exporters.summaries import Row, SummaryReader, SummaryRows
-
-if TYPE_CHECKING:
-    from tritonwatch.exporters.triton import TritonMetrics
-
 
 SOURCE_TRACE = "trace"
 SOURCE_SUMMARY = "summary"
 
 
-class LatencyPart:
-    """Per-request phase durations -> histograms and windowed quantiles; summary fallback at scrape time."""
+class LatencyPart(Part):
+    """Per-request phase durations -> histograms and windowed quantiles; summary fallback at scrape time.
+
+    Every recorded batch is published to ``timings`` (the LLM and step parts subscribe); ``updates``
+    are told before and after it; ``prepared`` as ``PartContext.prepared``; ``snapshots``: the
+    Triton scrape's, for its summaries."""
 
     def __init__(
         self,
         quantile_window: float,
         buckets: Sequence[float] = catalog.DEFAULT_BUCKETS,
-        metrics: TritonMetrics | None = None,
+        snapshots: Snapshots | None = None,
         max_keys: int = 2000,
         clock: Callable[[], float] = time.time,
         per_slice: int = 1024,
+        timings: Feed[Timings] | None = None,
+        updates: Sequence[Updates] = (),
+        prepared: bool = False,
+        texts: Texts | None = None,
     ) -> None:
         self.quantile_window = quantile_window
         self.store = SampleStore(quantile_window, per_slice=per_slice, max_keys=max_keys)
         self.histograms = Histograms(buckets, max_keys=max_keys)
-        self.metrics = metrics
+        self.snapshots = snapshots
         self.clock = clock
         # One request lands in the store and the histograms together: a scrape never sees it in one only.
         self._lock = threading.Lock()
         self._summary_cache: tuple[int, SummaryRows] | None = None
         self._summary_reader = SummaryReader()
         self._labels_cache: tuple[list[Row], list[tuple[str, ...]]] | None = None
-        # Called with every batch of recorded timings (the LLM part reads streaming responses).
-        self.listeners: list[Callable[[list[RequestTiming], float], None]] = []
+        self.timings: Feed[Timings] = timings or Feed()
         self._recorded = 0  # batches recorded: with the Triton scrape and the time slice, the cache key
         self._families: tuple[tuple[object, ...], list[Metric]] | None = None
-        self.updates: list[Updates] = []  # told before and after each recorded batch
-        self.serve_prepared = False  # as SidecarCollector.serve_prepared
+        self.updates = list(updates)
+        self.prepared = prepared
+        self.texts = texts
 
     def record(self, timings: Iterable[RequestTiming], now: float | None = None) -> int:
         now = self.clock() if now is None else now
         timings = list(timings)
-        for listener in self.listeners:
-            listener(timings, now)
+        self.timings.publish((timings, now))
         n = 0
         for u in self.updates:
             u.begin()
@@ -80,10 +85,10 @@ class LatencyPart:
         return n
 
     def _key(self, now: float) -> tuple[object, ...]:
-        metrics = self.metrics
+        snapshot = None if self.snapshots is None else self.snapshots.latest
         return (
             self._recorded,
-            None if metrics is None else (metrics.window.generation, metrics.fresh),
+            None if snapshot is None else (snapshot.generation, snapshot.up),
             self.store.slice_of(now),
         )
 
@@ -98,11 +103,11 @@ class LatencyPart:
 
     def collect(self) -> Iterator[Metric]:
         """The families, built again only when traces, Triton's summaries or the time slice moved
-        (with ``serve_prepared``: as last prepared)."""
+        (with ``prepared``: as last prepared)."""
         cached = self._families
         # Spans recorded since are built now: a reader who sent them must see them. A new Triton
         # scrape or time slice may wait for the render thread (at most one update behind).
-        if cached is None or not self.serve_prepared or cached[0][0] != self._recorded:
+        if cached is None or not self.prepared or cached[0][0] != self._recorded:
             self.prepare()
             cached = self._families
         assert cached is not None
@@ -127,11 +132,13 @@ class LatencyPart:
             "Latency quantile by phase: exact over sampled traces in the quantile window (source=trace), "
             "else Triton's own 60 s summary (source=summary).",
             [*key_labels, catalog.QUANTILE, catalog.SOURCE],
+            texts=self.texts,
         )
         samples = TextFamily(
             catalog.LATENCY_SAMPLES,
             "Traced requests behind the source=trace latency quantiles (in the quantile window).",
             key_labels,
+            texts=self.texts,
         )
         traced: set[tuple[str, ...]] = set()
         for key, q in found.items():
@@ -162,17 +169,13 @@ class LatencyPart:
     def _summaries(self) -> SummaryRows:
         """Triton's summary quantiles (``exporters/summaries.py``), read once per Triton scrape.
 
-        Only the references are taken under the scrape's lock (a scrape replaces its samples whole,
-        never changes them): the scrape loop and requests rendering /metrics never wait for the read.
+        A snapshot is replaced whole, never changed: the scrape loop and requests rendering /metrics
+        never wait for the read.
         """
-        metrics = self.metrics
-        if metrics is None:
+        snapshot = None if self.snapshots is None else self.snapshots.latest
+        if snapshot is None or not snapshot.up:
             return SummaryRows()
-        with metrics.lock:
-            if not metrics.fresh:
-                return SummaryRows()
-            generation = metrics.window.generation
-            samples = metrics.samples
+        generation, samples = snapshot.generation, snapshot.samples
         cached = self._summary_cache
         if cached is not None and cached[0] == generation:
             return cached[1]  # read once per Triton scrape, not per Prometheus scrape

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client.core import Metric
 
 from tritonwatch import catalog
-from tritonwatch.exporters.config import SidecarConfig
+from tritonwatch.exporters.context import PartContext, RequestRates
+from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.source import Source
 from tritonwatch.exporters.steps import StepPart
 from tritonwatch.exporters.traces.files import TraceFileReader
@@ -16,13 +16,8 @@ from tritonwatch.exporters.traces.part import LatencyPart
 from tritonwatch.exporters.traces.receiver import OtlpReceiver
 from tritonwatch.exporters.traces.settings import TraceSettings
 
-if TYPE_CHECKING:
-    from tritonwatch.exporters.collector import Part
-    from tritonwatch.exporters.sidecar import Sidecar
-    from tritonwatch.exporters.triton import TritonMetrics
 
-
-class _View:
+class _View(Part):
     """What the collector sees of a source: its families only. Its health is not a scrape target
     (``tritonwatch_up`` has a fixed set of targets); failures show in the logs and the counters."""
 
@@ -33,27 +28,33 @@ class _View:
         return self.source.collect()
 
 
-def total_request_rate(metrics: TritonMetrics) -> float | None:
+def total_request_rate(rates: RequestRates) -> float | None:
     """Successful requests/s over the sidecar's window, every model together; None while unknown."""
-    sig = catalog.signal(catalog.REQUEST_RATE)
-    with metrics.lock:
-        if not metrics.fresh:
-            return None
-        rates = metrics.window.evaluate_many(sig, sorted(metrics.window.models))
-    known = [r for r in rates if r is not None]
+    known = list(rates().values())
     return sum(known) if known else None
 
 
-def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[Part, Source | None]]:
+def make_part(context: PartContext) -> list[tuple[Part, Source | None]]:
     """The latency part always (Triton's summaries as fallback); receiver, settings, file reader by flag."""
+    cfg = context.config
     buckets = cfg.latency_bucket_bounds or catalog.DEFAULT_BUCKETS
     max_keys = max(cfg.max_models * len(catalog.PHASES), 1)
-    latency = LatencyPart(cfg.quantile_window, buckets, sidecar.metrics, max_keys=max_keys)
-    api, metrics = sidecar.api, sidecar.metrics
+    latency = LatencyPart(
+        cfg.quantile_window,
+        buckets,
+        context.snapshots,
+        max_keys=max_keys,
+        timings=context.timings,
+        updates=context.updates,
+        prepared=context.prepared,
+        texts=context.texts,
+    )
+    api_state, snapshots = context.api_state, context.snapshots
 
     def known_models() -> frozenset[str]:
         # Triton's repository index, and the models its /metrics names (while the index is unread).
-        return frozenset(m for m, _v in api.state.ready) | frozenset(m for m, _v in metrics.tracked)
+        tracked = snapshots.latest.tracked
+        return frozenset(m for m, _v in api_state().ready) | frozenset(m for m, _v in tracked)
 
     out: list[tuple[Part, Source | None]] = [(latency, None)]
     if cfg.otlp_listen:
@@ -77,8 +78,9 @@ def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[Part, Source |
         reader = TraceFileReader(cfg.trace_file, latency, min(cfg.interval, 1.0), cfg.quantile_window)
         out.append((_View(reader), reader))
         # Trace files link an ensemble's steps (and a BLS model's calls) to the client's request.
-        steps = StepPart(cfg.quantile_window, max_keys=max_keys)
-        latency.listeners.append(steps.record)
+        steps = StepPart(cfg.quantile_window, max_keys=max_keys, texts=context.texts)
+        context.timings.subscribe(lambda batch: steps.record(*batch))
+        context.bls.provide(steps.bls_models)
         out.append((steps, None))
     if cfg.otlp_listen or cfg.trace_file or cfg.set_trace_rate or cfg.trace_budget:
         settings = TraceSettings(
@@ -88,7 +90,7 @@ def make_part(cfg: SidecarConfig, sidecar: Sidecar) -> list[tuple[Part, Source |
             cfg.scrape_timeout,
             cfg.set_trace_rate,
             cfg.trace_budget,
-            lambda: total_request_rate(sidecar.metrics),
+            lambda: total_request_rate(context.request_rates),
         )
         out.append((_View(settings), settings))
     return out

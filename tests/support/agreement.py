@@ -34,6 +34,7 @@ import yaml
 
 from tritonwatch import catalog
 from tritonwatch.expfmt import LabelSet, Samples, parse
+from tritonwatch.exporters.derive import evaluate
 from tritonwatch.exporters.triton import TritonMetrics
 from tritonwatch.exporters.window import CounterWindow, ModelKey
 
@@ -80,8 +81,8 @@ def _record_labels(sig: catalog.Signal, key: ModelKey) -> LabelSet:
 def _pooled(windows: Sequence[CounterWindow], sig: catalog.Signal, key: ModelKey) -> float | None:
     """The catalog formula over the summed increases of several sidecars (what ``sum by`` pools)."""
     if len(windows) == 1:
-        return windows[0].evaluate(sig, key)  # the sidecar's own value
-    values = [w.evaluate(sig, key) for w in windows]
+        return evaluate(windows[0], sig, key)  # the sidecar's own value
+    values = [evaluate(w, sig, key) for w in windows]
     if sig.kind in ("rate", "gauge"):
         present = [v for v in values if v is not None]
         return sum(present) if present else None

@@ -41,8 +41,8 @@ class Clocked:
         m = self.sidecar.metrics
 
         def scraped() -> bool:
-            with m.lock:
-                return m.fresh and self.count(m.samples) == want
+            snapshot = m.snapshots.latest
+            return snapshot.up and self.count(snapshot.samples) == want
 
         wait_until(scraped, 15, f"the sidecar to scrape {want}", interval=0.05)
         generation = m.window.generation

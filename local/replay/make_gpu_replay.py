@@ -1,6 +1,6 @@
 """Writes the reconstructed GPU replay payloads beside itself (values chosen by hand; not captured from a GPU).
 
-Rerun: python tritonwatch/local/replay/make_gpu_replay.py (tests/data links to these files)
+Rerun: python local/replay/make_gpu_replay.py (tests/data links to these files)
 """
 
 from collections.abc import Callable

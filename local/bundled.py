@@ -3,7 +3,7 @@
     model_repository()   the demo's models (fraud_detector: config.pbtxt and model.onnx)
     replay_dir()         recorded GPU node payloads (dcgm_*.txt, triton_gpu_*.txt) for ``--gpu-replay``
 
-In a checkout ``tritonwatch/local/model_repository`` is a link to the top-level ``model_repository/``.
+In a checkout ``local/model_repository`` is a link to the top-level ``model_repository/``.
 """
 
 from __future__ import annotations
