@@ -133,7 +133,8 @@ def test_the_core_folder_holds_the_core_only() -> None:
     folders = [
         p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.is_symlink() and p.name != "__pycache__"
     ]
-    assert folders == []
+    # Only core packages (the catalog) are folders of their own inside it.
+    assert [f for f in folders if f"tritonwatch.{f}" not in CORE] == []
     for mod in TOP - {"tritonwatch.__main__"}:
         assert (PACKAGE / mod.split(".")[1]).is_symlink(), mod
 
