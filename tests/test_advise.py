@@ -532,7 +532,11 @@ def test_the_text_shows_the_diff_the_prediction_and_the_evidence() -> None:
 @pytest.mark.parametrize(
     ("argv", "rc", "message"),
     [
-        (["--slo", "S"], 2, "tritonwatch advise: error: --triton: required (or TRITONWATCH_TRITON)"),
+        (
+            ["--slo", "S"],
+            2,
+            "tritonwatch advise: error: --triton or --prometheus: exactly one is required (or TRITONWATCH_TRITON, TRITONWATCH_PROMETHEUS)",
+        ),
         (["--triton", "URL"], 2, "tritonwatch advise: error: --slo: required (or TRITONWATCH_SLO)"),
         (
             ["--triton", "ftp://h:1", "--slo", "S"],
