@@ -27,6 +27,7 @@ import pytest
 import requests
 from support.harness import read_metrics, running_sidecar
 from support.poisson import Run, drive
+from support.static_endpoint import StaticEndpoint
 
 from tritonwatch import catalog, cli, slo
 from tritonwatch.local.procs import wait_until
@@ -58,7 +59,7 @@ def query(prom: Prometheus, expr: str) -> float | None:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, Prometheus]]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, Prometheus, StaticEndpoint]]:
     from tritonwatch.local.triton import LocalTriton
 
     tmp = tmp_path_factory.mktemp("advise-prom")
@@ -71,19 +72,23 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, 
             )
         )
         addr, _, path = triton.metrics_url.split("//", 1)[1].partition("/")
+        # node_exporter's textfile collector serves the advisor's file as it is: a stand-in for it
+        textfile_collector = StaticEndpoint(b"").start()
+        stop.callback(textfile_collector.stop)
         prom = Prometheus(
             tmp / "prom",
             prometheus_config(
                 [
                     ScrapeTarget("triton", addr, metrics_path="/" + path),
                     ScrapeTarget("tritonwatch", f"127.0.0.1:{sidecar.port}"),
+                    ScrapeTarget("node", f"127.0.0.1:{textfile_collector.port}"),
                 ],
                 scrape_interval="1s",
             ),
         )
         stop.callback(prom.stop)
         prom.wait_ready(60)
-        yield triton, sidecar, prom
+        yield triton, sidecar, prom, textfile_collector
 
 
 def _final(triton: Any) -> dict[str, Any]:
@@ -94,9 +99,9 @@ def _final(triton: Any) -> dict[str, Any]:
 
 
 def test_prometheus_gives_the_advice_triton_gives(
-    stack: tuple[Any, Any, Prometheus], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    stack: tuple[Any, Any, Prometheus, StaticEndpoint], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    triton, sidecar, prom = stack
+    triton, sidecar, prom, textfile_collector = stack
     sel = '{model="linear"}'
     # Prometheus holds the idle model (its counters and the sidecar's config series) before the read
     wait_until(
@@ -223,11 +228,38 @@ def test_prometheus_gives_the_advice_triton_gives(
         want = by_prom["details"]["predicted"][side]["batch_executions"]
         total = sum(want.values())
         assert shares[side] == {int(b): n / total for b, n in want.items()}
+    # the model dashboard's panel, as generated, reads them back beside the executed distribution
+    textfile_collector.payload = out.read_bytes()
+    panel = next(
+        x
+        for x in json.loads((ROOT / "dashboards" / "generated" / "tritonwatch-model.json").read_text())[
+            "panels"
+        ]
+        if x.get("title") == "Batch sizes: executed vs advised"
+    )
+    exprs = [
+        t["expr"]
+        .replace("$model", "linear")
+        .replace("$version", "1")
+        .replace("$instance", ".*")
+        .replace("$__range", "10m")
+        for t in panel["targets"]
+    ]
+    wait_until(lambda: query(prom, exprs[2]) is not None, 30, "the advised shares in Prometheus")
+    for expr, side in zip(exprs[1:], ("current", "recommended"), strict=True):
+        assert _by_size(prom, expr) == shares[side]
+    assert sum(_by_size(prom, exprs[0]).values()) == pytest.approx(1.0, rel=1e-12)
     foreign = tmp_path / "foreign.prom"
     foreign.write_text("node_foo 1\n")
     assert cli.main([*argv, "--textfile", str(foreign)]) == 1
     assert foreign.read_text() == "node_foo 1\n"
     assert "was not written by tritonwatch advise" in capsys.readouterr().err
+
+
+def _by_size(prom: Prometheus, expr: str) -> dict[int, float]:
+    resp = requests.get(f"{prom.url}/api/v1/query", params={"query": expr}, timeout=5)
+    resp.raise_for_status()
+    return {int(r["metric"][catalog.BATCH_SIZE]): float(r["value"][1]) for r in resp.json()["data"]["result"]}
 
 
 def _subset(config: dict[str, Any] | Any) -> dict[str, Any]:
@@ -268,8 +300,15 @@ def test_a_model_without_the_config_series_is_refused_with_the_reason() -> None:
     assert entry["refusal"] == "no tritonwatch_model_batching_info" and entry["recommended"] is None
 
 
-def test_flags_name_the_mode() -> None:
+def test_flags_name_the_mode(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["advise", "--slo", "x.yaml"]) == 2
     assert cli.main(["advise", "--triton", "http://a:1", "--prometheus", "http://b:2", "--slo", "x"]) == 2
     assert cli.main(["advise", "--triton", "http://a:1", "--time", "2026-01-01T00:00:00Z", "--slo", "x"]) == 2
     assert cli.main(["advise", "--prometheus", "http://b:2", "--time", "noon", "--slo", "x"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "tritonwatch advise: error: --triton or --prometheus: exactly one is required (or TRITONWATCH_TRITON, "
+        "TRITONWATCH_PROMETHEUS)",
+    ] * 2 + [
+        "tritonwatch advise: error: --time: only with --prometheus (a live Triton is read now)",
+        "tritonwatch advise: error: --time: not an ISO-8601 time (got 'noon'; e.g. 2026-11-09T00:00:00Z)",
+    ]

@@ -103,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--timeout: must be a positive number of seconds (got {args.timeout})")
     if not 0 <= args.max_instances <= 64:
         raise UsageError(f"--max-instances: must be 0 (keep) to 64 (got {args.max_instances})")
+    at = _time(args.time)
     base = _url("triton" if args.triton else "prometheus", args.triton or args.prometheus)
 
     from tritonwatch import slo
@@ -118,7 +119,6 @@ def run(args: argparse.Namespace) -> int:
         from tritonwatch.reports.advise.prometheus import PrometheusReader
         from tritonwatch.reports.promapi import PromClient
 
-        at = _time(args.time)
         reader = PrometheusReader(PromClient(base, timeout=args.timeout))
         observations = reader.read(args.model, args.interval, at)
     entries = [advice.advise_observed(o, slos, args.slo, args.max_instances) for o in observations]
