@@ -1,14 +1,16 @@
 """A discrete-event simulation of Triton's dynamic batcher on a fitted compute line.
 
 Requests arrive as a Poisson process (one item each); model instances take batches from one FIFO
-queue. A batch holds at most the largest preferred batch size (``max_batch_size`` when none is set):
-Triton's batcher (``DynamicBatchScheduler::GetDynamicBatch``) marks a batch saturated once it would
-pass the largest preferred size, and while an instance is busy the batch waiting for it fills only to
-that point. When an instance is free and requests wait, the batcher sends, at the first moment it can:
-- a full batch once that many wait;
-- everything waiting once the oldest request has waited ``max_queue_delay_microseconds`` (at once when
-  the delay is 0: preferred sizes then only cap the batch);
-- before that, the largest preferred batch size the waiting requests fill.
+queue. A batch holds at most the largest preferred batch size (``max_batch_size`` when none is set) while the
+oldest request has not waited out the delay: Triton's batcher (``DynamicBatchScheduler::GetDynamicBatch``)
+marks a batch saturated once it would pass the largest preferred size. When an instance is free and
+requests wait, the batcher sends, at the first moment it can:
+- once the oldest request has waited ``max_queue_delay_microseconds`` (a delay above 0): everything
+  waiting, up to ``max_batch_size`` (``delay_is_exceeded``: preferred sizes no longer cap it, so a
+  backlog drains in full batches);
+- a batch of the largest preferred size once that many wait;
+- with no delay: at once, the largest preferred size the waiting requests fill, else all of them;
+- before the delay is out: the largest preferred batch size the waiting requests fill.
 A batch of ``b`` runs for ``compute(b)`` from the fit; a request's latency is its wait plus its
 batch's compute plus the per-request overhead the server reported outside queue and compute.
 
@@ -75,10 +77,16 @@ def run(
         t0 = t_free if t_free > oldest else oldest
         waiting = bisect.bisect_right(arr, t0, i) - i
         deadline = oldest + delay
-        if waiting >= big:
+        if delay > 0 and deadline <= t0:
+            # the oldest has waited out the delay: everything waiting goes, up to max_batch_size
+            # (the preferred sizes no longer cap it: Triton's GetDynamicBatch, delay_is_exceeded)
+            t, size = t0, min(waiting, cfg.max_batch_size)
+        elif waiting >= big:
             t, size = t0, big
-        elif deadline <= t0:
-            t, size = t0, waiting
+        elif delay == 0:
+            # no delay: at once, the largest preferred size the waiting requests fill, else all of them
+            fits = [p for p in preferred if p <= waiting]
+            t, size = t0, fits[-1] if fits else waiting
         else:
             fits = [p for p in preferred if p <= waiting]
             if fits:
