@@ -150,6 +150,12 @@ def advise_observed(
         return entry
     extra = obs.overhead_s
     now, best = search.recommend(current, fit, objective, rate, extra, max_instances)
+    # The two reported sides again, simulated longer: the search compares candidates on the same
+    # arrivals, but the figures printed must not carry one short run's luck (simulate.PRECISE_REQUESTS).
+    precise = simulate.PRECISE_REQUESTS
+    now_p = search.evaluate(now.config, fit, objective, rate, extra, precise)
+    best = now_p if best == now else search.evaluate(best.config, fit, objective, rate, extra, precise)
+    now = now_p
     entry["current"] = _side(now)
     entry["recommended"] = _side(best)
     entry["details"] = {
@@ -202,7 +208,7 @@ def _more(o: search.Outcome, fit: observed.Fit, objective: search.Objective, ext
     )
     return {
         "slo_capacity_rps_pessimistic": simulate.slo_capacity(
-            o.config, worse, objective.threshold_s, objective.quantile, extra
+            o.config, worse, objective.threshold_s, objective.quantile, extra, n=simulate.PRECISE_REQUESTS
         ),
         "objective_quantile_seconds": o.now.quantile_s,
         "mean_batch": o.now.mean_batch,
