@@ -102,9 +102,12 @@ class Bench:
         """One run at ``rate``; again (at most ``RETRIES`` times) while the sender ran late.
 
         A sender late by more than ``LATE_LIMIT`` against its schedule means the shared CPU was taken
-        by others during the run: its tail measures them, not Triton. The last try is kept either way,
-        and how many it took is counted in ``self.retries``.
+        by others during the run: its tail measures them, not Triton. When every try ran late, the
+        least late is kept (the last one was kept before: a run 117 ms late then stood for the
+        recommendation's p99 at today's load where a try 58 ms late had measured 1 % off the
+        prediction); how many tries it took is counted in ``self.retries``.
         """
+        tries: list[Run] = []
         for attempt in range(RETRIES + 1):
             self.seed += 1
             run = drive(self.base, MODEL, rate, seconds or self.seconds, seed=self.seed)
@@ -112,11 +115,12 @@ class Bench:
                 f"  {rate:7.1f} req/s: p99 {run.quantile(QUANTILE) * 1000:7.1f} ms over {len(run.latencies)}"
                 f" answers, {run.failed} failed, sender late {run.late_s * 1000:.1f} ms at worst"
             )
+            tries.append(run)
             if run.late_s <= LATE_LIMIT:
                 break
             if attempt < RETRIES:
                 self.retries += 1
-        return run
+        return min(tries, key=lambda r: r.late_s)
 
     def capacity(self, predicted: float) -> tuple[float, list[dict[str, float]]]:
         """Bisection on the load between 0.8 and 1.2 x the prediction: the measured SLO-bound capacity.
