@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import platform
 import signal
 import sys
@@ -101,9 +102,12 @@ class Bench:
         """One run at ``rate``; again (at most ``RETRIES`` times) while the sender ran late.
 
         A sender late by more than ``LATE_LIMIT`` against its schedule means the shared CPU was taken
-        by others during the run: its tail measures them, not Triton. The last try is kept either way,
-        and how many it took is counted in ``self.retries``.
+        by others during the run: its tail measures them, not Triton. When every try ran late, the
+        least late is kept (the last one was kept before: a run 117 ms late then stood for the
+        recommendation's p99 at today's load where a try 58 ms late had measured 1 % off the
+        prediction); how many tries it took is counted in ``self.retries``.
         """
+        tries: list[Run] = []
         for attempt in range(RETRIES + 1):
             self.seed += 1
             run = drive(self.base, MODEL, rate, seconds or self.seconds, seed=self.seed)
@@ -111,15 +115,19 @@ class Bench:
                 f"  {rate:7.1f} req/s: p99 {run.quantile(QUANTILE) * 1000:7.1f} ms over {len(run.latencies)}"
                 f" answers, {run.failed} failed, sender late {run.late_s * 1000:.1f} ms at worst"
             )
+            tries.append(run)
             if run.late_s <= LATE_LIMIT:
                 break
             if attempt < RETRIES:
                 self.retries += 1
-        return run
+        return min(tries, key=lambda r: r.late_s)
 
     def capacity(self, predicted: float) -> tuple[float, list[dict[str, float]]]:
-        """Bisection on the load between 0.6 and 1.4 x the prediction: the measured SLO-bound capacity."""
-        lo, hi = 0.6 * predicted, 1.4 * predicted
+        """Bisection on the load between 0.8 and 1.2 x the prediction: the measured SLO-bound capacity.
+
+        Four runs: the answer is within ±1.25 % of the prediction's scale (±2.5 % with 0.6-1.4, which
+        alone moved the measured change in capacity by several per cent)."""
+        lo, hi = 0.8 * predicted, 1.2 * predicted
         runs = []
         for _ in range(self.steps):
             mid = (lo + hi) / 2
@@ -193,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     seconds, steps, interval = (10.0, 3, 10.0) if args.quick else (20.0, 4, 30.0)
     started = time.monotonic()
+    load_before = os.getloadavg()
     result: dict[str, Any] = {
         "generated_by": "python -m bench.advise" + (" --quick" if args.quick else ""),
         "machine": f"{platform.machine()} {platform.system()}, shared 2-core CPU, no GPU",
@@ -268,6 +277,10 @@ def main(argv: list[str] | None = None) -> int:
             "capacity_change": (rec["slo_capacity_predicted_rps"] - cur["slo_capacity_predicted_rps"])
             / (rec["slo_capacity_rps"] - cur["slo_capacity_rps"])
             - 1,
+            # the same change as a ratio (recommended / current), predicted over measured
+            "capacity_ratio": (rec["slo_capacity_predicted_rps"] / cur["slo_capacity_predicted_rps"])
+            / (rec["slo_capacity_rps"] / cur["slo_capacity_rps"])
+            - 1,
         }
 
         # 4. the sweep
@@ -309,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
             ],
         }
     result["runs_taken_again_for_a_late_sender"] = bench.retries
+    # the machine is shared (other sessions' tests run beside this): its load, before and after
+    result["load_average_1_5_15"] = {"before": load_before, "after": os.getloadavg()}
     result["total_seconds"] = time.monotonic() - started
     name = "advise-quick.json" if args.quick else "advise.json"
     out = ROOT / "bench" / "results" / name

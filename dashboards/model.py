@@ -26,6 +26,13 @@ PROBE_LEG = "{{model}} {{instance}}"
 BAD_RATIO = (("green", None), ("orange", 0.01), ("red", 0.05))
 
 
+def _advised(side: str) -> str:
+    """issue 27: the predicted batch-size shares ``tritonwatch advise --textfile`` writes (per model,
+    whatever host runs it: no instance matcher)."""
+    sel = f'{q.MODEL_SELECTOR},{catalog.ADVISED}="{side}"'
+    return f"avg by ({catalog.BATCH_SIZE}) ({catalog.ADVISED_BATCH_SHARE}{{{sel}}})"
+
+
 def _pct(quantile: str) -> str:
     return "p" + format(float(quantile) * 100, "g")
 
@@ -103,6 +110,23 @@ def build() -> core.Dashboard:
             "Executions per batch size over the dashboard's time range (Triton statistics API batch_stats).",
             "short",
             [Q(q.batch_distribution(), "batch {{batch_size}}", instant=True)],
+            lay.place(8, 8),
+        ),
+        p.bargauge(
+            "Batch sizes: executed vs advised",
+            "Share of executions per batch size: executed over the time range, and as `tritonwatch advise "
+            "--textfile` predicts at today's load for the configuration as it is and as recommended "
+            "(docs/advise.md). Empty until the advisor's file is scraped.",
+            "percentunit",
+            [
+                Q(
+                    f"{q.batch_distribution()} / scalar(sum({q.batch_distribution()}))",
+                    "executed {{batch_size}}",
+                    instant=True,
+                ),
+                Q(_advised("current"), "predicted as configured {{batch_size}}", instant=True),
+                Q(_advised("recommended"), "predicted as recommended {{batch_size}}", instant=True),
+            ],
             lay.place(8, 8),
         ),
         p.timeseries(

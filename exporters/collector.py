@@ -13,6 +13,7 @@ It never calls Triton on Prometheus's request path. Emits (labels ``model``, ``v
     tritonwatch_model_request_rate, _error_ratio, _latency_seconds{phase}, _queue_time_ratio,
     tritonwatch_model_batch_size, _batch_efficiency_ratio, _cache_hit_ratio, _pending_requests
     tritonwatch_model_batch_executions_total{batch_size}, _batch_compute_seconds_total{batch_size}
+    tritonwatch_model_batching_info{config}     1; config: the batching part of the model config (JSON)
     tritonwatch_model_role_info{role}           1: ensemble, step, bls or model (READY models)
     tritonwatch_ensemble_step_info{step,position}  1 per step of an ensemble (READY ensembles)
 
@@ -198,7 +199,17 @@ class SidecarCollector(Collector):
             for size, stat in sorted(per.items()):
                 execs.add_metric([model, version, str(size)], stat.executions)
                 compute.add_metric([model, version, str(size)], stat.compute_seconds)
-        yield from (ready, mbs, blind, execs, compute)
+        # issue 27: the batching config for advise --prometheus (exporters/batching.py)
+        batching = TextFamily(
+            catalog.MODEL_BATCHING_INFO,
+            catalog.MODEL_BATCHING_INFO_HELP,
+            [*labels, catalog.CONFIG],
+            texts=texts,
+        )
+        for (model, version), ok in sorted(st.ready.items()):
+            if ok and model in st.batching:
+                batching.add_metric([model, version, st.batching[model]], 1.0)
+        yield from (ready, mbs, blind, execs, compute, batching)
         yield from pipeline_families(st, self.bls_models(), texts)
 
     def prepare(self) -> bool:

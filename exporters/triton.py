@@ -19,6 +19,7 @@ from urllib.parse import quote
 from tritonwatch import catalog, uncounted
 from tritonwatch.expfmt import Parser, Samples, per_layout
 from tritonwatch.exporters import memory
+from tritonwatch.exporters.batching import batching_config
 from tritonwatch.exporters.derive import evaluate_many
 from tritonwatch.exporters.http import MAX_LINE_BYTES, Fetcher, ScrapeError
 from tritonwatch.exporters.placement import Placement, placement
@@ -182,6 +183,7 @@ class ModelConfig:
     steps: tuple[str, ...] | None = None  # an ensemble's step models in order; None: not an ensemble
     shape: uncounted.ModelShape | None = None  # what decides whether Triton counts its errors
     placement: Placement | None = None  # its instance groups (GPU attribution without gpu_uuid)
+    batching: str | None = None  # exporters/batching.py: the config's batching part, for advise
 
 
 @dataclass
@@ -194,6 +196,7 @@ class ApiState:
     uncounted: dict[str, tuple[str, ...]] = field(default_factory=dict)
     ensembles: dict[str, tuple[str, ...]] = field(default_factory=dict)  # ensemble -> its step models
     placement: dict[str, Placement] = field(default_factory=dict)  # by model name, like max_batch_size
+    batching: dict[str, str] = field(default_factory=dict)  # by model name: exporters/batching.py
 
 
 @dataclass(frozen=True)
@@ -282,14 +285,15 @@ class TritonApi(Source):
         try:
             shape = uncounted.shape(cfg)
             place = placement(cfg)
+            batch = batching_config(cfg)
         except ValueError as exc:
             raise ScrapeError("bad_json", f"{url}: {exc}") from None
         if cfg.get("platform") != "ensemble":
-            return ModelConfig(mbs, shape=shape, placement=place)
+            return ModelConfig(mbs, shape=shape, placement=place, batching=batch)
         steps = _ensemble_steps(cfg.get("ensemble_scheduling"))
         if steps is None:
             raise ScrapeError("bad_json", f"{url}: ensemble_scheduling.step is not a list of model_name")
-        return ModelConfig(mbs, steps, shape, place)
+        return ModelConfig(mbs, steps, shape, place, batch)
 
     def _batch_stats(self, errors: list[tuple[str, str]]) -> dict[ModelKey, dict[int, BatchStat]]:
         url = f"{self.base}/v2/models/stats"
@@ -370,6 +374,7 @@ class TritonApi(Source):
         ensembles = {m: c.steps for m, c in configs.items() if c.steps is not None}
         blind = uncounted.reasons({m: c.shape for m, c in configs.items() if c.shape is not None})
         place = {m: c.placement for m, c in configs.items() if c.placement is not None}
+        batching = {m: c.batching for m, c in configs.items() if c.batching is not None}
         if ready:  # the index's cap and unloaded models apply to the statistics too
             batch = {k: v for k, v in batch.items() if k in ready}
         elif len(batch) > self.max_models:
@@ -382,6 +387,7 @@ class TritonApi(Source):
             uncounted=blind,
             ensembles=ensembles,
             placement=place,
+            batching=batching,
         )
         return Partial(tuple(errors), up=not self._failed)
 

@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
         slos = slo.load(args.slo)
 
-    from tritonwatch.reports import charts, figures, findings, llm, render
+    from tritonwatch.reports import charts, configuration, figures, findings, llm, render
     from tritonwatch.reports.promapi import Progress, PromClient
     from tritonwatch.reports.week import collect, history_days
 
@@ -124,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             paths = render.write(report, Path(args.out))
             paths += llm.add_to_report(client, end, args.days, week, slos, Path(args.out))  # LLM models
+            paths += configuration.add_to_report(client, end, slos, models, Path(args.out))  # issue 27
         except OSError as exc:
             where = f": {exc.filename}" if exc.filename else ""
             raise TritonwatchError(

@@ -8,7 +8,7 @@ arrival rate, the fit and its error per batch size) and the predictions beyond t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tritonwatch import slo as slo_model
@@ -21,6 +21,28 @@ from tritonwatch.reports.advise.triton import Reading
 MAX_ITEMS_PER_REQUEST = 1.05
 
 
+@dataclass(frozen=True)
+class Observation:
+    """What the advisor knows of one model version, from whichever source read it.
+
+    ``--triton`` fills it from two statistics reads, ``--prometheus`` from the series the sidecar and
+    Triton export; the advice is a function of this alone, so both sources give the same answer on
+    the same figures.
+    """
+
+    model: str
+    version: str
+    config: Mapping[str, Any]  # Triton's model-config JSON (at least the fields ``observed.batching`` reads)
+    seconds: float  # how long the load was read over
+    requests: int  # that reached the batcher in those seconds (successes + failures - cache hits)
+    rate_rps: float  # the load: requests/s that reached the batcher
+    items: float  # inferences in those seconds (one item per request is modelled)
+    costs: tuple[tuple[int, int, int], ...]  # (batch size, executions, compute ns), since the model loaded
+    overhead_s: float  # mean request time outside queue and compute, since the model loaded
+    refusal: str | None = None  # the read itself cannot support advice (a reload during it, ...)
+    replicas: int = 1  # servers the load was summed over: each gets rate_rps
+
+
 def _counter(stats: Mapping[str, Any], key: str, model: str) -> tuple[int, int]:
     infer = stats.get("inference_stats", {}) if stats else {}
     if not isinstance(infer, Mapping):
@@ -28,30 +50,54 @@ def _counter(stats: Mapping[str, Any], key: str, model: str) -> tuple[int, int]:
     return observed.pair(infer, key, model, "inference_stats")
 
 
-def load_now(reading: Reading) -> tuple[float, int]:
-    """(requests/s that reached the batcher during the read, how many); Refusal if none or unmodelled."""
-    m = reading.model
+def _read_refusal(reading: Reading) -> str | None:
     if not reading.first:
-        raise Refusal("the model was loaded during the read: read again")
-    delta = {}
+        return "the model was loaded during the read: read again"
     for key in ("success", "fail", "cache_hit"):
-        before, after = _counter(reading.first, key, m)[0], _counter(reading.second, key, m)[0]
-        if after < before:
-            raise Refusal("the counters went back during the read (model reloaded): read again")
-        delta[key] = after - before
-    items = observed.integer(
-        reading.second.get("inference_count", 0), m, "inference_count"
-    ) - observed.integer(reading.first.get("inference_count", 0), m, "inference_count")
-    requests = delta["success"] + delta["fail"] - delta["cache_hit"]
-    if requests <= 0:
+        if _counter(reading.second, key, reading.model)[0] < _counter(reading.first, key, reading.model)[0]:
+            return "the counters went back during the read (model reloaded): read again"
+    return None
+
+
+def from_reading(reading: Reading) -> Observation:
+    """The observation of two statistics reads of a live Triton (``--triton``)."""
+    m = reading.model
+    refusal = _read_refusal(reading)
+    requests = items = 0
+    if refusal is None:
+        delta = {
+            key: _counter(reading.second, key, m)[0] - _counter(reading.first, key, m)[0]
+            for key in ("success", "fail", "cache_hit")
+        }
+        items = observed.integer(
+            reading.second.get("inference_count", 0), m, "inference_count"
+        ) - observed.integer(reading.first.get("inference_count", 0), m, "inference_count")
+        requests = delta["success"] + delta["fail"] - delta["cache_hit"]
+    return Observation(
+        model=m,
+        version=reading.version,
+        config=reading.config,
+        seconds=reading.seconds,
+        requests=requests,
+        rate_rps=requests / reading.seconds if reading.seconds > 0 else 0.0,
+        items=float(items),
+        costs=tuple(observed.batch_costs(reading.second, m)) if refusal is None else (),
+        overhead_s=overhead_s(reading.second, m) if refusal is None else 0.0,
+        refusal=refusal,
+    )
+
+
+def load_now(obs: Observation) -> tuple[float, int]:
+    """(requests/s that reached the batcher during the read, how many); Refusal if none or unmodelled."""
+    if obs.refusal:
+        raise Refusal(obs.refusal)
+    if obs.requests <= 0 or obs.rate_rps <= 0:
+        raise Refusal(f"no requests reached the batcher in the {obs.seconds:.1f} s read: no load to tune for")
+    if obs.items > obs.requests * MAX_ITEMS_PER_REQUEST:
         raise Refusal(
-            f"no requests reached the batcher in the {reading.seconds:.1f} s read: no load to tune for"
+            f"requests carry {obs.items / obs.requests:.2f} items each on average: the model simulates one item per request"
         )
-    if items > requests * MAX_ITEMS_PER_REQUEST:
-        raise Refusal(
-            f"requests carry {items / requests:.2f} items each on average: the model simulates one item per request"
-        )
-    return requests / reading.seconds, requests
+    return obs.rate_rps, obs.requests
 
 
 def overhead_s(stats: Mapping[str, Any], model: str) -> float:
@@ -76,30 +122,46 @@ def _raw_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def advise(reading: Reading, slos: slo_model.SLOFile, slo_source: str, max_instances: int) -> dict[str, Any]:
+    """The contract entry for a model read from a live Triton."""
+    return advise_observed(from_reading(reading), slos, slo_source, max_instances)
+
+
+def advise_observed(
+    obs: Observation, slos: slo_model.SLOFile, slo_source: str, max_instances: int
+) -> dict[str, Any]:
     entry: dict[str, Any] = {
-        "model": reading.model,
-        "version": reading.version,
+        "model": obs.model,
+        "version": obs.version,
         "refusal": None,
-        "current": {"config": _raw_config(reading.config), "p99_seconds": None, "slo_capacity_rps": None},
+        "current": {"config": _raw_config(obs.config), "p99_seconds": None, "slo_capacity_rps": None},
         "recommended": None,
-        "details": {"read_seconds": round(reading.seconds, 3)},
+        "details": {"read_seconds": round(obs.seconds, 3)},
     }
     try:
-        current = observed.batching(reading.config, reading.model)
+        if not obs.config and obs.refusal:
+            raise Refusal(obs.refusal)  # no config to read (--prometheus: the sidecar exports none)
+        current = observed.batching(obs.config, obs.model)
         entry["current"]["config"] = current.to_config()
-        objective = objective_of(slos, reading.model, slo_source)
-        rate, requests = load_now(reading)
-        fit = observed.fit(observed.batch_costs(reading.second, reading.model), current.max_batch_size)
+        objective = objective_of(slos, obs.model, slo_source)
+        rate, requests = load_now(obs)
+        fit = observed.fit(obs.costs, current.max_batch_size)
     except Refusal as why:
         entry["refusal"] = str(why)
         return entry
-    extra = overhead_s(reading.second, reading.model)
+    extra = obs.overhead_s
     now, best = search.recommend(current, fit, objective, rate, extra, max_instances)
+    # The two reported sides again, simulated longer: the search compares candidates on the same
+    # arrivals, but the figures printed must not carry one short run's luck (simulate.PRECISE_REQUESTS).
+    precise = simulate.PRECISE_REQUESTS
+    now_p = search.evaluate(now.config, fit, objective, rate, extra, precise)
+    best = now_p if best == now else search.evaluate(best.config, fit, objective, rate, extra, precise)
+    now = now_p
     entry["current"] = _side(now)
     entry["recommended"] = _side(best)
     entry["details"] = {
-        "read_seconds": round(reading.seconds, 3),
+        "read_seconds": round(obs.seconds, 3),
         "requests_in_read": requests,
+        "replicas": obs.replicas,
         "arrival_rps": rate,
         "objective": {"threshold_seconds": objective.threshold_s, "quantile": objective.quantile},
         # False when no candidate keeps the objective at today's load: the recommendation is then
@@ -146,7 +208,7 @@ def _more(o: search.Outcome, fit: observed.Fit, objective: search.Objective, ext
     )
     return {
         "slo_capacity_rps_pessimistic": simulate.slo_capacity(
-            o.config, worse, objective.threshold_s, objective.quantile, extra
+            o.config, worse, objective.threshold_s, objective.quantile, extra, n=simulate.PRECISE_REQUESTS
         ),
         "objective_quantile_seconds": o.now.quantile_s,
         "mean_batch": o.now.mean_batch,

@@ -12,6 +12,8 @@ import argparse
 import json
 import math
 import sys
+from datetime import datetime, timezone
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from tritonwatch.errors import UsageError
@@ -24,6 +26,16 @@ HELP = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--triton", metavar="URL", help="Triton's HTTP API base, e.g. http://127.0.0.1:8000")
+    parser.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="read the same from Prometheus instead (the sidecar's and Triton's series), e.g. http://127.0.0.1:9090",
+    )
+    parser.add_argument(
+        "--time",
+        metavar="ISO-8601",
+        help="with --prometheus: advise as of this time (default now), e.g. 2026-11-09T00:00:00Z",
+    )
     parser.add_argument("--slo", metavar="FILE", help="the SLO file: each model's latency objective")
     parser.add_argument(
         "--model", metavar="M", help="advise on this model only (default: every loaded model)"
@@ -34,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=30.0,
         metavar="S",
-        help="seconds between the two statistics reads that give the arrival rate (default 30)",
+        help="seconds the load is read over: between the two statistics reads (--triton), or the rate "
+        "window ending at --time (--prometheus) (default 30)",
     )
     parser.add_argument(
         "--max-instances",
@@ -43,6 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="let the recommendation use up to N model instances (default: keep the current count; the "
         "statistics cannot show how instances sharing a GPU slow each other)",
+    )
+    parser.add_argument(
+        "--textfile",
+        metavar="PATH",
+        help="also write the predicted batch-size distributions as Prometheus text (for node_exporter's "
+        "textfile collector: the model dashboard shows them beside the executed ones)",
     )
     parser.add_argument(
         "--timeout", type=float, default=10.0, metavar="S", help="per HTTP request (default 10)"
@@ -56,10 +75,26 @@ def _url(flag: str, value: str) -> str:
     return value.rstrip("/")
 
 
+def _time(text: str | None) -> datetime:
+    if not text:
+        return datetime.now(timezone.utc)
+    try:
+        t = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(
+            f"--time: not an ISO-8601 time (got {text!r:.60}; e.g. 2026-11-09T00:00:00Z)"
+        ) from None
+    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+
+
 def run(args: argparse.Namespace) -> int:
     # Checked here, not by argparse's required=: the flags may come from TRITONWATCH_* variables.
-    if not args.triton:
-        raise UsageError("--triton: required (or TRITONWATCH_TRITON)")
+    if bool(args.triton) == bool(args.prometheus):
+        raise UsageError(
+            "--triton or --prometheus: exactly one is required (or TRITONWATCH_TRITON, TRITONWATCH_PROMETHEUS)"
+        )
+    if args.time and not args.prometheus:
+        raise UsageError("--time: only with --prometheus (a live Triton is read now)")
     if not args.slo:
         raise UsageError("--slo: required (or TRITONWATCH_SLO)")
     if not (0 < args.interval <= 3600):
@@ -68,15 +103,29 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--timeout: must be a positive number of seconds (got {args.timeout})")
     if not 0 <= args.max_instances <= 64:
         raise UsageError(f"--max-instances: must be 0 (keep) to 64 (got {args.max_instances})")
-    base = _url("triton", args.triton)
+    at = _time(args.time)
+    base = _url("triton" if args.triton else "prometheus", args.triton or args.prometheus)
 
     from tritonwatch import slo
     from tritonwatch.reports.advise import advice, render
-    from tritonwatch.reports.advise.triton import TritonReader
 
     slos = slo.load(args.slo)
-    readings = TritonReader(base, args.timeout).read(args.model, args.interval)
-    entries = [advice.advise(r, slos, args.slo, args.max_instances) for r in readings]
+    if args.triton:
+        from tritonwatch.reports.advise.triton import TritonReader
+
+        readings = TritonReader(base, args.timeout).read(args.model, args.interval)
+        observations = [advice.from_reading(r) for r in readings]
+    else:
+        from tritonwatch.reports.advise.prometheus import PrometheusReader
+        from tritonwatch.reports.promapi import PromClient
+
+        reader = PrometheusReader(PromClient(base, timeout=args.timeout))
+        observations = reader.read(args.model, args.interval, at)
+    entries = [advice.advise_observed(o, slos, args.slo, args.max_instances) for o in observations]
+    if args.textfile:
+        from tritonwatch.reports.advise import textfile
+
+        textfile.write(Path(args.textfile), entries)
     if args.format == "json":
         json.dump({"models": entries}, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")

@@ -49,11 +49,15 @@ def candidates(current: Batching, objective: Objective, max_instances: int) -> l
     return [current.with_(d, p, k) for k in counts for d in sorted(delays) for p in sorted(prefs)]
 
 
-def evaluate(cfg: Batching, fit: Fit, objective: Objective, rate: float, overhead_s: float) -> Outcome:
+def evaluate(
+    cfg: Batching, fit: Fit, objective: Objective, rate: float, overhead_s: float, n: int = simulate.REQUESTS
+) -> Outcome:
     return Outcome(
         config=cfg,
-        capacity_rps=simulate.slo_capacity(cfg, fit, objective.threshold_s, objective.quantile, overhead_s),
-        now=simulate.run(cfg, fit, rate, objective.quantile, overhead_s),
+        capacity_rps=simulate.slo_capacity(
+            cfg, fit, objective.threshold_s, objective.quantile, overhead_s, n=n
+        ),
+        now=simulate.run(cfg, fit, rate, objective.quantile, overhead_s, n),
     )
 
 

@@ -214,3 +214,23 @@ MODEL_UNCOUNTED_ERRORS_HELP = (
     + "; ".join(f"{k}: {v}" for k, v in UNCOUNTED_ERROR_REASONS.items())
     + ". Its error ratio then reads low: take availability from the front (availability.from)."
 )
+
+
+# --- tritonwatch advise (issue 27) ---------------------------------------------------------------
+# `tritonwatch advise --prometheus` reads a model's batching config from Prometheus: the sidecar
+# exports the part of the config it needs (exporters/batching.py) as one label, 1 per model version.
+MODEL_BATCHING_INFO = "tritonwatch_model_batching_info"
+TRITON_CACHE_HIT_DURATION = "nv_cache_hit_duration_per_model"  # microseconds (the advisor's overhead)
+CONFIG = "config"
+MODEL_BATCHING_INFO_HELP = (
+    "1 per model version; label config: max_batch_size, dynamic_batching and instance_group of the model "
+    "config as Triton's config JSON spells them (compact, sorted keys), for tritonwatch advise --prometheus."
+)
+# `tritonwatch advise --textfile` writes the predicted batch-size distribution at today's load, per
+# configuration (current, recommended): the model drill-down shows it beside the executed one.
+ADVISED_BATCH_SHARE = "tritonwatch_model_advised_batch_executions_ratio"
+ADVISED = "config"  # label: current | recommended
+ADVISED_BATCH_SHARE_HELP = (
+    "Predicted share of executions per batch size at the load observed, for the current and the "
+    "recommended configuration (tritonwatch advise --textfile)."
+)
