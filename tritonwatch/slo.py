@@ -18,7 +18,9 @@ from typing import Any
 import yaml
 
 from tritonwatch import catalog, safeyaml, validators
+from tritonwatch.durations import format_duration, parse_duration
 from tritonwatch.errors import UsageError
+from tritonwatch.secrets_check import find_secret
 from tritonwatch.selector import Selector, parse_selector
 
 API_VERSION = "tritonwatch/v1"
@@ -30,26 +32,6 @@ DEFAULT_GPU_MEMORY_USED_MAX = 0.95
 DEFAULT_LATENCY_MIN_SAMPLES = 20
 # Alertmanager receivers the generated routing tree uses; each may be configured in the SLO file.
 RECEIVERS = ("default", "page", "ticket", "watchdog")
-# Receiver fields that hold secrets: they must come from the matching ``*_file`` field (read by
-# Alertmanager at run time) so that no secret is ever written into a generated, committed file.
-SECRET_FIELDS = frozenset(
-    {
-        "api_key",
-        "api_url",
-        "auth_password",
-        "auth_secret",
-        "bearer_token",
-        "bot_token",
-        "password",
-        "routing_key",
-        "service_key",
-        "token",
-        "user_key",
-    }
-)
-
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$")
 _MODEL_NAME = re.compile(r"[A-Za-z0-9_.\-]+")  # fullmatch: "$" would let a final newline through
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 # A link in alert annotations (Go templates) and in YAML: no spaces, quotes, braces or backslashes.
@@ -57,28 +39,9 @@ _RUNBOOK_URL = re.compile(r"https?://[^\s\"'<>{}\\`]+")
 _RESERVED_GROUPING = {catalog.MODEL, catalog.VERSION, "slo", "severity", "alertname", "le", "__name__"}
 
 
-def parse_duration(text: object, where: str) -> float:
-    """``"28d"`` -> 2419200.0 seconds; ``where`` names the field in the error."""
-    m = _DURATION.match(str(text).strip()) if isinstance(text, str) else None
-    if not m:
-        raise UsageError(
-            f"{where}: unknown duration {text!r} (expected a number and a unit: ms, s, m, h, d, w)"
-        )
-    return float(m.group(1)) * _UNITS[m.group(2)]
-
-
 def valid_model_name(name: str) -> bool:
     """Whether ``spec.slos[].model`` accepts ``name`` (what ``tritonwatch init`` may write)."""
     return bool(_MODEL_NAME.fullmatch(name)) and len(name) <= 200
-
-
-def format_duration(seconds: float) -> str:
-    """The shortest Prometheus duration for ``seconds``: 2419200 -> ``28d``, 0.05 -> ``50ms``."""
-    for unit in ("d", "h", "m", "s"):
-        n = seconds / _UNITS[unit]
-        if n >= 1 and abs(n - round(n)) < 1e-9:
-            return f"{round(n)}{unit}"
-    return f"{seconds * 1000:g}ms"  # sub-second thresholds: 50ms, 0.25ms
 
 
 @dataclass(frozen=True)
@@ -389,22 +352,6 @@ def _parse_slo(raw: object, where: str) -> SLO:
     )
 
 
-def _find_secret(value: object, where: str) -> str | None:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if k in SECRET_FIELDS and v is not None:
-                return f"{where}.{k}: secrets must not be written into the SLO file; use {k}_file"
-            found = _find_secret(v, f"{where}.{k}")
-            if found:
-                return found
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            found = _find_secret(v, f"{where}[{i}]")
-            if found:
-                return found
-    return None
-
-
 def _parse_receivers(raw: object, where: str) -> dict[str, dict[str, Any]]:
     f = _Fields(raw, where, RECEIVERS)
     out: dict[str, dict[str, Any]] = {}
@@ -417,7 +364,7 @@ def _parse_receivers(raw: object, where: str) -> dict[str, dict[str, Any]]:
         for key in r:
             if not str(key).endswith("_configs"):
                 raise UsageError(f"{f.at(name)}.{key}: unknown field (expected Alertmanager *_configs lists)")
-        secret = _find_secret(r, f.at(name))
+        secret = find_secret(r, f.at(name))
         if secret:
             raise UsageError(secret)
         out[name] = r
