@@ -151,11 +151,11 @@ def load(week: synthetic.Week, store: Store) -> dict[str, float]:
     started = time.monotonic()
     url = f"{store.url}/api/v1/import"
     for m in week.models:
-        batch = list(synthetic._model_series(week, m, rng))
+        batch = list(synthetic.model_series(week, m, rng))
         samples += sum(s.values.size for s in batch)
         _post(url, b"".join(_lines(iter(batch), stamps)))
     for g in week.gpus:
-        batch = list(synthetic._gpu_series(week, g, rng))
+        batch = list(synthetic.gpu_series(week, g, rng))
         samples += sum(s.values.size for s in batch)
         _post(url, b"".join(_lines(iter(batch), stamps)))
     # Make the imported samples searchable before the report asks.

@@ -37,17 +37,14 @@ from dataclasses import dataclass
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from tritonwatch import catalog
+from tritonwatch.catalog.gpu import ExecIncrease, ModelGpuKey, busy_shares, energy_per_inference
 from tritonwatch.expfmt import parse, per_layout
 from tritonwatch.exporters.context import PartContext
 from tritonwatch.exporters.exposition import TextFamily, Texts
 from tritonwatch.exporters.gpucounters import ConfigCounters
 from tritonwatch.exporters.gpuquery import (
-    ExecIncrease,
     GpuReading,
-    ModelGpuKey,
-    busy_shares,
     dcgm_readings,
-    energy_per_inference,
     model_gpu_key,
     select_used,
     triton_gpu_uuids,

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from prometheus_client.core import CounterMetricFamily
 
 from tritonwatch import catalog
-from tritonwatch.exporters.gpuquery import ModelGpuKey
+from tritonwatch.catalog.gpu import ModelGpuKey
 
 ModelVersion = tuple[str, str]
 

@@ -8,7 +8,7 @@ them recorded payloads.
 * ``select_used``: keep the devices this Triton uses, resolving a MIG GPU to the one GPU instance
   this Triton holds.
 * ``busy_seconds`` / ``busy_shares`` / ``energy_per_inference``: the model-to-GPU join (docs/gpu.md),
-  defined in ``tritonwatch.catalog.gpu`` beside the PromQL of the same formulas, re-exported here.
+  defined in ``tritonwatch.catalog.gpu`` beside the PromQL of the same formulas.
 """
 
 from __future__ import annotations
@@ -18,13 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from tritonwatch import catalog
-from tritonwatch.catalog.gpu import (  # noqa: F401 (re-exported: the sidecar's GPU part uses them here)
-    ExecIncrease,
-    ModelGpuKey,
-    busy_seconds,
-    busy_shares,
-    energy_per_inference,
-)
+from tritonwatch.catalog.gpu import ModelGpuKey
 from tritonwatch.expfmt import LabelSet, Samples
 
 MIB = 1024.0 * 1024.0

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tritonwatch.exporters.gpuquery import ExecIncrease, ModelGpuKey
+from tritonwatch.catalog.gpu import ExecIncrease, ModelGpuKey
 
 KIND_GPU = "KIND_GPU"
 KIND_CPU = "KIND_CPU"

@@ -193,7 +193,7 @@ class Saturation:
     weeks_high: float | None  # None: the band's slow edge does not reach capacity within the horizon
 
 
-def _saturation(f: Fit, capacity: float) -> Saturation:
+def saturation(f: Fit, capacity: float) -> Saturation:
     days = f.days_to(capacity)
     if days is None:
         return Saturation(f, None, None, None)
@@ -308,7 +308,7 @@ def forecast(
     for kind in (LINEAR, COMPOUND):
         f = fit(adjusted, end, kind, weekly)
         if f is not None:
-            models[kind] = _saturation(f, capacity)
+            models[kind] = saturation(f, capacity)
     chosen = min(models, key=lambda k: models[k].fit.aic) if models else None
     # Already over capacity: saturated now, whatever the trend says.
     if math.isfinite(peak) and peak >= capacity:

@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tritonwatch.reports.capacity import Forecast, Saturation, _saturation
+from tritonwatch.reports.capacity import Forecast, Saturation, saturation
 from tritonwatch.reports.figures import ModelFigures, lead_weeks
 from tritonwatch.reports.promapi import PromClient
 from tritonwatch.reports.render import html_table, md_table
@@ -61,7 +61,7 @@ class ConfigRow:
 def scaled(f: Forecast, factor: float) -> Forecast:
     """``f`` against ``factor`` times its capacity: the same fitted trends, new saturation dates."""
     capacity = f.capacity * factor
-    models: dict[str, Saturation] = {k: _saturation(s.fit, capacity) for k, s in f.models.items()}
+    models: dict[str, Saturation] = {k: saturation(s.fit, capacity) for k, s in f.models.items()}
     if math.isfinite(f.peak) and f.peak >= capacity:  # already over it, as capacity.forecast says
         models = {k: Saturation(s.fit, 0.0, 0.0, 0.0) for k, s in models.items()}
     return replace(f, capacity=capacity, models=models)

@@ -12,13 +12,10 @@ from pathlib import Path
 import pytest
 
 from tritonwatch import catalog
+from tritonwatch.catalog.gpu import ExecIncrease, busy_seconds, busy_shares, energy_per_inference
 from tritonwatch.expfmt import Samples, parse
 from tritonwatch.exporters.gpuquery import (
-    ExecIncrease,
-    busy_seconds,
-    busy_shares,
     dcgm_readings,
-    energy_per_inference,
     select_used,
     triton_gpu_uuids,
     triton_readings,

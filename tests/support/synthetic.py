@@ -300,7 +300,7 @@ def _latency_median(model: Model) -> float:
     return model.request_latency_s / math.exp(model.latency_sigma**2 / 2.0)
 
 
-def _model_series(week: Week, model: Model, rng: np.random.Generator) -> Iterator[_Series]:
+def model_series(week: Week, model: Model, rng: np.random.Generator) -> Iterator[_Series]:
     t = week.times()
     for inst in model.instances:
         c = _counters(week, model, inst, rng)
@@ -385,7 +385,7 @@ def _norm_cdf_array(x: np.ndarray) -> np.ndarray:
     return np.asarray(ndtr(x), dtype=np.float64)
 
 
-def _gpu_series(week: Week, gpu: Gpu, rng: np.random.Generator) -> Iterator[_Series]:
+def gpu_series(week: Week, gpu: Gpu, rng: np.random.Generator) -> Iterator[_Series]:
     t = week.times()
     util = np.clip(gpu.peak_utilization * week.shape(t) * _noise(rng, t.size, week.noise), 0.0, 1.0)
     labels = {catalog.GPU_UUID: gpu.uuid, "instance": gpu.instance, "job": "triton"}
@@ -409,9 +409,9 @@ def series(week: Week) -> list[_Series]:
     rng = np.random.default_rng(week.seed)
     out: list[_Series] = []
     for m in week.models:
-        out.extend(_model_series(week, m, rng))
+        out.extend(model_series(week, m, rng))
     for g in week.gpus:
-        out.extend(_gpu_series(week, g, rng))
+        out.extend(gpu_series(week, g, rng))
     return out
 
 
