@@ -34,10 +34,11 @@ def _model_alert_labels(spec: SLOFile, model: str) -> dict[str, str]:
     return {rules.SEVERITY: "ticket", catalog.MODEL: model, catalog.VERSION: VERSION, **_group(spec)}
 
 
-def _objective_inputs(c: Case, spec: SLOFile, model: str, objective: str, value: Decimal) -> None:
+def _objective_inputs(
+    c: Case, spec: SLOFile, model: str, objective: str, value: Decimal, per_minute: Decimal, samples: int
+) -> None:
     """Triton series that make the objective's signal read ``value``, from its catalog entry's inverse
     (and, for a signal over a config value, the sidecar's gauge of that value at ``MAX_BATCH``)."""
-    per_minute, samples, _what, _at = _operational_inputs(objective)
     sig = catalog.entry(objective)
     config: dict[str, Decimal] = {}
     if isinstance(sig, catalog.ConfigRatio):
@@ -76,12 +77,12 @@ def operational_cases(spec: SLOFile, slo: SLO, objective: catalog.OperationalObj
     limit = slo.limit(objective)
     if limit is None:
         return []
-    _per_minute, _samples, what, at = _operational_inputs(objective.signal)
+    per_minute, samples, what, at = _operational_inputs(objective.signal)
     upper = objective.bound == "max"
     out = []
     for fire, value in ((True, _between(limit, upper)), (False, _between(limit, not upper))):
         c = Case(f"{slo.model}: {what.format(pct=pct(value))} {'fires' if fire else 'is quiet'}")
-        _objective_inputs(c, spec, slo.model, objective.signal, value)
+        _objective_inputs(c, spec, slo.model, objective.signal, value, per_minute, samples)
         alert = objective.alert.name
         values = {**rules.operational_texts(spec, alert, slo), "value_pct": pct(value)}
         labels = _model_alert_labels(spec, slo.model)

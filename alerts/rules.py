@@ -30,13 +30,10 @@ from tritonwatch import catalog
 from tritonwatch.alerts import stall, windows
 from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is how the rest reads them)
     ALERTS,
-    BATCH_EFFICIENCY_LOW,
     BUDGET_REMAINING_RECORD,
     BURN,
-    CACHE_HIT_RATIO_LOW,
     CAUSE,
     FOR,
-    GO_VALUES,
     GPU_MEMORY_NEAR_FULL,
     GPU_XID,
     MODEL_NOT_READY,
@@ -53,7 +50,6 @@ from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is ho
     SEVERITY,
     SIDECAR_DOWN,
     SIDECAR_STALE,
-    SLO_ALERTS,
     SLO_LABEL,
     STALE_WINDOW,
     TEXTS,

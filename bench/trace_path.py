@@ -40,6 +40,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from bench.hostile import status_kib
+from bench.scrape import cpu_seconds
 from tests.support.fake_triton import FakeTriton
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
@@ -57,7 +59,6 @@ MARK = "ffffeeee"  # the id prefix rewritten per round of bodies: every request 
 # Four bodies (512 spans each) Triton 2.51 sent at trace rate 10 while fraud_detector served 8 clients
 # (bench/data/README.md): real ids, real timestamps, one request's spans sometimes split across bodies.
 RECORDED = "triton_otlp_fraud_detector.json.gz"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 # --- recorded traffic, renewed ---------------------------------------------------------------------
@@ -90,18 +91,6 @@ def trace_file_entries() -> list[list[dict[str, Any]]]:
 
 
 # --- the sidecar process -----------------------------------------------------------------------------
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime: every thread of the process
-
-
-def rss_kib(pid: int, field: str = "VmRSS") -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return 0
-
-
 class Sidecar:
     def __init__(
         self, triton: str, workdir: Path, *extra: str, otlp_port: int = 0, metrics: str = ""
@@ -283,8 +272,8 @@ def measure(sidecar: Sidecar, drive: Any, settle: float, scrape_every: float) ->
         "metrics_get_median_s": round(statistics.median(gets), 4) if gets else None,
         "metrics_get_max_s": round(max(gets), 4) if gets else None,
         "metrics_get_failures": scraper.failures,
-        "rss_kib": rss_kib(sidecar.pid),
-        "peak_rss_kib": rss_kib(sidecar.pid, "VmHWM"),
+        "rss_kib": status_kib(sidecar.pid, "VmRSS"),
+        "peak_rss_kib": status_kib(sidecar.pid, "VmHWM"),
     }
 
 
@@ -353,7 +342,7 @@ def run_overload(triton: FakeTriton, workdir: Path, rate: float, seconds: float)
 
     try:
         send_otlp(sidecar.otlp_port, 500, 2, templates, per_body, [9 * 10**6])
-        base_rss = rss_kib(sidecar.pid)
+        base_rss = status_kib(sidecar.pid, "VmRSS")
         res = measure(sidecar, drive, 30, 0.5)
         up = http_ok(sidecar.url)
     finally:

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from prometheus_client.core import CounterMetricFamily
 
 from tritonwatch import catalog
-from tritonwatch.catalog.gpu import ModelGpuKey
+from tritonwatch.catalog.gpu import ExecIncrease, ModelGpuKey, busy_seconds
 
 ModelVersion = tuple[str, str]
 
@@ -58,10 +58,8 @@ class ConfigCounters:
                 continue
             busy = f.get("busy")
             if busy is None:  # no statistics API: the mean-batch formula over this increase
-                inferences = f.get("inferences", 0.0)
-                busy = (
-                    f.get("compute", 0.0) * f.get("executions", 0.0) / inferences if inferences > 0 else 0.0
-                )
+                inc = ExecIncrease(f.get("compute", 0.0), f.get("inferences", 0.0), f.get("executions", 0.0))
+                busy = busy_seconds(inc) or 0.0
             for uuid, share in shares.items():
                 key = (model, version, uuid)
                 self.busy[key] = self.busy.get(key, 0.0) + max(busy, 0.0) * share

@@ -76,13 +76,13 @@ def quantiles_of(held: Sequence[tuple[Sequence[float], float, int]], qs: Iterabl
     CPU): the answer is the smallest value whose weight at or below it, ``sum(weight_i *
     count_i(<= value))``, reaches ``q * total``; found by bisecting the merged values, each probe a
     bisection of every slice's sorted values. Slices come sorted (``_Slice.sorted_values``); a sort of
-    a sorted list is linear."""
-    parts: list[tuple[list[float], float]] = []
+    sorted list is not sorted again."""
+    parts: list[tuple[Sequence[float], float]] = []
     count = 0
     for values, weight, seen in held:
         count += seen
         if len(values):
-            parts.append((sorted(values), weight))
+            parts.append((values, weight))
     if not parts:
         return None
     merged = sorted(chain.from_iterable(v for v, _w in parts))  # sorted runs: a merge

@@ -294,8 +294,9 @@ class LlmPart(Part):
             for key, value in sorted(per.items()):
                 fam.add_metric(list(key), value)
             yield fam
-        yield from self._histograms(cumulative)
-        yield from self._quantiles(now, backend_q)
+        topology = self.topology()  # one API scrape for both families
+        yield from self._histograms(cumulative, topology)
+        yield from self._quantiles(now, backend_q, topology)
 
     def _traced_generation(self, now: float) -> dict[ModelKey, float]:
         """Streaming models without token counters: successful requests/s x mean responses per request."""
@@ -304,10 +305,9 @@ class LlmPart(Part):
         return {key: rates[key] * tokens for key, tokens in tokens_of.items() if key in rates}
 
     def _histograms(
-        self, cumulative: dict[HistKey, tuple[list[tuple[float, float]], float, float]]
+        self, cumulative: dict[HistKey, tuple[list[tuple[float, float]], float, float]], topology: Topology
     ) -> Iterator[Metric]:
         traced = {(m, v, measure): (b, s) for (m, v, measure), b, s, _n in self.traces.histograms.snapshot()}
-        topology = self.topology()
         for hist in catalog.LLM_HISTOGRAMS:
             fam = HistogramMetricFamily(hist.name, hist.help, labels=list(catalog.MODEL_KEY))
             per: dict[ModelKey, tuple[list[tuple[str, float]], float]] = {}
@@ -327,9 +327,8 @@ class LlmPart(Part):
             yield fam
 
     def _quantiles(
-        self, now: float, backend_q: dict[HistKey, tuple[dict[str, float], float]]
+        self, now: float, backend_q: dict[HistKey, tuple[dict[str, float], float]], topology: Topology
     ) -> Iterator[Metric]:
-        topology = self.topology()
         for hist in catalog.LLM_HISTOGRAMS:
             fam = GaugeMetricFamily(
                 hist.quantile_name,

@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 from tritonwatch import catalog
+from tritonwatch.validators import promql_string
 
 # Models per query (``--models-per-query``): at 15 s scrapes, 50 models' [7d] counters are 2 M samples
 # per selector, far under Prometheus's 50 M --query.max-samples; 0 asks for the whole fleet at once.
@@ -48,8 +49,7 @@ def batches(models: Sequence[str], size: int) -> Iterator[list[str]]:
 def model_matcher(models: Sequence[str]) -> str:
     """``model=~"..."`` matching exactly these names (RE2 anchors the whole value)."""
     alternatives = "|".join(_META.sub(r"\\\1", m) for m in models)
-    quoted = alternatives.replace("\\", "\\\\").replace('"', '\\"')
-    return f'{catalog.MODEL}=~"{quoted}"'
+    return f"{catalog.MODEL}=~{promql_string(alternatives)}"
 
 
 def restrict(expr: str, models: Sequence[str]) -> str:
@@ -72,7 +72,7 @@ def restrict(expr: str, models: Sequence[str]) -> str:
             i = end
             continue
         m = _PER_MODEL.match(expr, i)
-        if not m or (i > 0 and (expr[i - 1].isalnum() or expr[i - 1] in "_:")):
+        if not m:
             out.append(c)
             i += 1
             continue

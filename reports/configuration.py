@@ -32,7 +32,7 @@ from typing import Any
 from tritonwatch.reports.capacity import Forecast, Saturation, saturation
 from tritonwatch.reports.figures import ModelFigures, lead_weeks
 from tritonwatch.reports.promapi import PromClient
-from tritonwatch.reports.render import html_table, md_table
+from tritonwatch.reports.render import finite_cell, html_table, md_table
 from tritonwatch.reports.week import model_name
 from tritonwatch.slo import SLOFile
 
@@ -121,11 +121,7 @@ def _ms(v: float | None) -> str:
     return "—" if v is None else f"{v * 1000:.0f} ms"
 
 
-def _rps(v: float | None) -> str:
-    return "—" if v is None else f"{v:.1f}"
-
-
-def _w(v: float | None) -> str:
+def _one_decimal(v: float | None) -> str:
     return "—" if v is None else f"{v:.1f}"
 
 
@@ -150,11 +146,11 @@ TABLE: tuple[tuple[str, Callable[[ConfigRow], str]], ...] = (
     (
         "SLO-bound capacity req/s",
         lambda r: (
-            f"{_rps(_side(r, 'current').get('slo_capacity_rps'))} → "
-            f"{_rps(_side(r, 'recommended').get('slo_capacity_rps'))}"
+            f"{_one_decimal(_side(r, 'current').get('slo_capacity_rps'))} → "
+            f"{_one_decimal(_side(r, 'recommended').get('slo_capacity_rps'))}"
         ),
     ),
-    ("weeks to saturation", lambda r: f"{_w(r.weeks(False))} → {_w(r.weeks(True))}"),
+    ("weeks to saturation", lambda r: f"{_one_decimal(r.weeks(False))} → {_one_decimal(r.weeks(True))}"),
     *(
         (f"GPUs at week {w}", lambda r, w=w: f"{_n(r.gpus(w, False))} → {_n(r.gpus(w, True))}")
         for w in HORIZONS_WEEKS
@@ -184,12 +180,6 @@ COLUMNS = (
 )
 
 
-def _cell(v: object) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return ""
-    return f"{v:.10g}" if isinstance(v, float) else str(v)
-
-
 def csv_row(r: ConfigRow) -> list[str]:
     import json
 
@@ -209,7 +199,7 @@ def csv_row(r: ConfigRow) -> list[str]:
         r.weeks(True),
         *(r.gpus(w, s == "recommended") for w in HORIZONS_WEEKS for s in ("configured", "recommended")),
     ]
-    return [_cell(v) for v in values]
+    return [finite_cell(v) for v in values]
 
 
 def sentences(config_rows: Sequence[ConfigRow]) -> list[str]:

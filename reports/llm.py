@@ -24,7 +24,7 @@ import pandas as pd
 from tritonwatch import catalog
 from tritonwatch.reports.promapi import PromClient
 from tritonwatch.reports.queries import PEAK_WINDOW
-from tritonwatch.reports.render import html_table, md_table
+from tritonwatch.reports.render import finite_cell, html_table, md_table
 from tritonwatch.reports.week import PEAK_STEP, Week, by_model, model_name, series_by_model
 from tritonwatch.slo import SLOFile
 
@@ -139,10 +139,6 @@ def collect(
 
 
 # --- output ---------------------------------------------------------------------------------------
-def _cell(v: object) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return ""
-    return f"{v:.10g}" if isinstance(v, float) else str(v)  # as the models.csv cells
 
 
 def _num(v: float | None) -> str:
@@ -187,7 +183,7 @@ def add_to_report(
         w = csv.writer(f, lineterminator="\n")
         w.writerow(COLUMNS)
         for r in rows:
-            w.writerow([_cell(v) for v in r.row().values()])
+            w.writerow([finite_cell(v) for v in r.row().values()])
     md = out / "report.md"
     text = md.read_text()
     marker = "## Method"

@@ -9,6 +9,7 @@ import base64
 import csv
 import errno
 import html
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -53,6 +54,14 @@ class Report:
 
 
 # --- cell formatting ----------------------------------------------------------------------------
+def finite_cell(v: object) -> str:
+    """A CSV cell as the models.csv cells, empty for a missing or non-finite figure (the LLM and
+    configuration tables)."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return ""
+    return f"{v:.10g}" if isinstance(v, float) else str(v)
+
+
 def _csv_cell(v: Cell) -> str:
     if v is None:
         return ""

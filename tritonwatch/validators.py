@@ -69,7 +69,7 @@ def re2_regex(value: str, where: str) -> str:
 
 def promql_string(value: str) -> str:
     """``value`` as a double-quoted PromQL string literal."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def fullmatch(pattern: re.Pattern[str], value: str, where: str, what: str) -> str:

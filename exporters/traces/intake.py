@@ -80,14 +80,12 @@ class Intake:
         A body is never split: an empty queue takes any body (its size is bounded by the
         receiver's --otlp-max-body-bytes), a busy one only what fits."""
         with self._cond:
-            if self._items and self._queued + n > self.max_spans:
-                full = True
-            else:
+            full = self.would_shed(n)
+            if not full:
                 self._items.append((now, payload))
                 self._queued += n
                 self._submitted += 1
                 self._cond.notify_all()
-                full = False
         if full:
             self.shed_body(n)
             return False

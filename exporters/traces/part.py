@@ -65,13 +65,12 @@ class LatencyPart(Part):
         now = self.clock() if now is None else now
         timings = list(timings)
         self.timings.publish((timings, now))
-        n = 0
+        n = len(timings)
         for u in self.updates:
             u.begin()
         try:
             with self._lock:
                 for t in timings:
-                    n += 1
                     for phase, seconds in t.phases.items():
                         key = (t.model, t.version, phase)
                         self.store.add(key, seconds, now)

@@ -28,17 +28,14 @@ from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError
 from tritonwatch.reports.advise.advice import Observation
 from tritonwatch.reports.promapi import Labels, PromClient, label
+from tritonwatch.validators import promql_string
 
 _BY = f"{catalog.MODEL}, {catalog.VERSION}"
 Key = tuple[str, str]
 
 
 def _sel(model: str | None) -> str:
-    return f'{{{catalog.MODEL}="{_escape(model)}"}}' if model else ""
-
-
-def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f"{{{catalog.MODEL}={promql_string(model)}}}" if model else ""
 
 
 def _key(labels: Labels) -> Key:
