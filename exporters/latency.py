@@ -17,7 +17,7 @@ import random
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 
@@ -233,14 +233,30 @@ class Histograms:
             h.n += 1
         return True
 
-    def expire(self, before: float) -> int:
-        """Forget keys with no observation since ``before``; returns how many.
+    def seed(self, keys: Iterable[Key]) -> int:
+        """Start ``keys`` at zero where they have no histogram yet (within ``max_keys``); returns how many.
+
+        A series whose first sample already counts requests loses them: Prometheus' ``rate()`` needs
+        a sample before the increase, and VictoriaMetrics guesses from the first value's size. A model
+        known before its first traced request is exposed at zero, so its first requests count.
+        """
+        added = 0
+        with self._lock:
+            for key in keys:
+                if key not in self._data and len(self._data) < self.max_keys:
+                    self._data[key] = _Hist([0] * (len(self.bounds) + 1))
+                    added += 1
+        return added
+
+    def expire(self, before: float, keep: Container[Key] = ()) -> int:
+        """Forget keys with no observation since ``before``, except ``keep``; returns how many.
 
         A model that stopped being traced (unloaded, renamed, or a name an attacker made up) would
         otherwise hold its series until restart. Prometheus reads a series that comes back as a reset.
+        A model Triton still serves is kept (``keep``): its series stays continuous while idle.
         """
         with self._lock:
-            old = [k for k, h in self._data.items() if h.last < before]
+            old = [k for k, h in self._data.items() if h.last < before and k not in keep]
             for k in old:
                 del self._data[k]
         return len(old)

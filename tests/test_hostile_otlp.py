@@ -78,7 +78,9 @@ def test_spans_of_models_triton_does_not_report_become_no_labels(fake: FakeTrito
     assert len(text) < 200_000, len(text)
     got = parse(text)
     counts = got[catalog.REQUEST_DURATION + "_count"]
-    assert {dict(ls)["model"] for ls in counts} == {"fraud_detector"}
+    # Only models Triton serves have series (those with no traced request yet at zero).
+    assert {dict(ls)["model"] for ls in counts} == {"fraud_detector", "fail_always"}
+    assert {dict(ls)["model"] for ls, n in counts.items() if n} == {"fraud_detector"}
     assert counts[(("model", "fraud_detector"), ("version", "1"), *REQUEST)] == 12  # 6 in each body
     assert got[catalog.SPANS_DROPPED][(("reason", "unknown_model"),)] == 22  # 11 sleeper + 11 huge
     assert got[catalog.SPANS_RECEIVED][()] == 96
@@ -220,3 +222,33 @@ def test_the_receiver_takes_the_web_configs_tls_and_basic_auth(certs: Path) -> N
         assert received == 48 and dropped == {"unauthorized": 2}
     finally:
         receiver.stop()
+
+
+def test_served_models_start_at_zero_and_stay_while_idle() -> None:
+    """Before: a model's histogram appeared with its first traced requests already counted, so
+    Prometheus' rate() dropped them and VictoriaMetrics' increase() guessed (0 or all, by size).
+    A name Triton does not serve still expires."""
+    now = [1000.0]
+    served = [("fraud_detector", "1")]
+    part = LatencyPart(300.0, clock=lambda: now[0], served=lambda: served)
+
+    def counts() -> dict[tuple[str, str], float]:
+        part.prepare()
+        return {
+            (s.labels["model"], s.labels["phase"]): s.value
+            for fam in part.collect()
+            if fam.name == catalog.REQUEST_DURATION
+            for s in fam.samples
+            if s.name.endswith("_count")
+        }
+
+    zero = {("fraud_detector", phase): 0.0 for phase in catalog.HISTOGRAM_PHASES}
+    assert counts() == zero  # before any trace
+    part.record([RequestTiming("fraud_detector", "1", "t1", "", {"request": 0.02})], now=1000.0)
+    part.record([RequestTiming("made_up", "1", "t2", "", {"request": 0.02})], now=1000.0)
+    assert counts() == {**zero, ("fraud_detector", "request"): 1.0, ("made_up", "request"): 1.0}
+    now[0] = 1321.0  # 321 s without a trace: the served model stays, counted; the made-up one goes
+    assert counts() == {**zero, ("fraud_detector", "request"): 1.0}
+    served.clear()  # unloaded: forgotten like any other
+    now[0] = 1351.0
+    assert counts() == {}

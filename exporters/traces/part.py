@@ -29,7 +29,8 @@ class LatencyPart(Part):
 
     Every recorded batch is published to ``timings`` (the LLM and step parts subscribe); ``updates``
     are told before and after it; ``prepared`` as ``PartContext.prepared``; ``snapshots``: the
-    Triton scrape's, for its summaries."""
+    Triton scrape's, for its summaries; ``served``: the (model, version) pairs Triton serves, where
+    traces can arrive: their histograms start at zero and stay while the model is idle."""
 
     def __init__(
         self,
@@ -43,6 +44,7 @@ class LatencyPart(Part):
         updates: Sequence[Updates] = (),
         prepared: bool = False,
         texts: Texts | None = None,
+        served: Callable[[], Iterable[tuple[str, str]]] | None = None,
     ) -> None:
         self.quantile_window = quantile_window
         self.store = SampleStore(quantile_window, per_slice=per_slice, max_keys=max_keys)
@@ -60,6 +62,7 @@ class LatencyPart(Part):
         self.updates = list(updates)
         self.prepared = prepared
         self.texts = texts
+        self.served = served
 
     def record(self, timings: Iterable[RequestTiming], now: float | None = None) -> int:
         now = self.clock() if now is None else now
@@ -119,8 +122,10 @@ class LatencyPart(Part):
             "Per-request latency by phase from sampled Triton traces (cumulative since sidecar start).",
             labels=key_labels,
         )
+        served = self._served_keys()
         with self._lock:  # copies only: the receiver waits on this lock
-            self.histograms.expire(now - self.quantile_window)
+            self.histograms.expire(now - self.quantile_window, served)
+            self.histograms.seed(sorted(served))
             snapshot = self.histograms.snapshot()
             held = {k: self.store.held(k, now) for k in self.store.keys(now)}
         found = {k: quantiles_of(h, catalog.QUANTILES) for k, h in held.items()}
@@ -155,6 +160,12 @@ class LatencyPart(Part):
             labels, found_values = list(compress(labels, keep)), list(compress(found_values, keep))
         quant.add_many(labels, found_values)
         return [hist, quant, samples]
+
+    def _served_keys(self) -> frozenset[tuple[str, str, str]]:
+        if self.served is None:
+            return frozenset()
+        served = self.served()
+        return frozenset((m, v, phase) for m, v in served for phase in catalog.HISTOGRAM_PHASES)
 
     def _summary_labels(self, rows: list[Row]) -> list[tuple[str, ...]]:
         """The rows' label sets (source "summary"), the same tuples while the rows are the same."""

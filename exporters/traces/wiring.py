@@ -39,6 +39,18 @@ def make_part(context: PartContext) -> list[tuple[Part, Source | None]]:
     cfg = context.config
     buckets = cfg.latency_bucket_bounds or catalog.DEFAULT_BUCKETS
     max_keys = max(cfg.max_models * len(catalog.PHASES), 1)
+    api_state, snapshots = context.api_state, context.snapshots
+
+    def served() -> frozenset[tuple[str, str]]:
+        # Triton's ready models, and the models its /metrics names (while the index is unread).
+        ready = frozenset(key for key, ok in api_state().ready.items() if ok)
+        return ready | snapshots.latest.tracked
+
+    def known_models() -> frozenset[str]:
+        return frozenset(m for m, _v in api_state().ready) | frozenset(
+            m for m, _v in snapshots.latest.tracked
+        )
+
     latency = LatencyPart(
         cfg.quantile_window,
         buckets,
@@ -48,14 +60,9 @@ def make_part(context: PartContext) -> list[tuple[Part, Source | None]]:
         updates=context.updates,
         prepared=context.prepared,
         texts=context.texts,
+        # Only where traces come in: a sidecar without a trace source has no histograms to start.
+        served=served if cfg.otlp_listen or cfg.trace_file else None,
     )
-    api_state, snapshots = context.api_state, context.snapshots
-
-    def known_models() -> frozenset[str]:
-        # Triton's repository index, and the models its /metrics names (while the index is unread).
-        tracked = snapshots.latest.tracked
-        return frozenset(m for m, _v in api_state().ready) | frozenset(m for m, _v in tracked)
-
     out: list[tuple[Part, Source | None]] = [(latency, None)]
     if cfg.otlp_listen:
         authorize, wrap = None, None

@@ -8,8 +8,9 @@ the statistics cannot show how instances sharing one GPU slow each other; and on
 one instance group). ``max_batch_size`` stays.
 
 A candidate must keep the objective at the load observed now. Among those within ``TIE`` of the best
-capacity the advisor prefers fewer instances, then the lower predicted latency at today's load, so that
-it never recommends a change for a gain the simulation cannot tell from noise.
+capacity the advisor prefers fewer instances, then fewer changed settings, then the lower predicted
+latency at today's load, so that it never recommends a change for a gain the simulation cannot tell
+from noise.
 """
 
 from __future__ import annotations
@@ -102,10 +103,13 @@ def recommend(
         return now, max([now, *widest], key=lambda o: (o.capacity_rps, -o.now.quantile_s))
     if now in good and now.capacity_rps >= best * (1 - TIE):
         return now, now
-    # Near the best, a smaller gain is noise: fewer instances, then lower latency today, then fewer changes.
+    # Near the best, a smaller gain is noise: fewer instances, then fewer changes, then lower latency
+    # today. A batcher change inside the tie buys no capacity the simulation can show, and where the
+    # simulation's knee is sharper than the real one it cannot rank them past it (bench/advise.py
+    # measured a queue delay losing there: docs/advise.md).
     near = [o for o in good if o.capacity_rps >= best * (1 - TIE)]
     fewest = min(o.config.instances for o in near)
     near = [o for o in near if o.config.instances == fewest]
-    fastest = min(o.now.quantile_s for o in near)
-    near = [o for o in near if o.now.quantile_s <= fastest * (1 + TIE)]
-    return now, min(near, key=lambda o: (_changes(o.config, current), o.config.delay_us, o.config.preferred))
+    least = min(_changes(o.config, current) for o in near)
+    near = [o for o in near if _changes(o.config, current) == least]
+    return now, min(near, key=lambda o: (o.now.quantile_s, o.config.delay_us, o.config.preferred))
