@@ -24,10 +24,6 @@ before anything is written. Each file is written to a temporary name and renamed
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import stat
-import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -35,6 +31,7 @@ from typing import Any
 import yaml
 
 from tritonwatch.errors import UsageError
+from tritonwatch.files import may_write, replace_file, written_by
 
 HELP = "generate Prometheus rules, Alertmanager config and promtool tests from an SLO file"
 
@@ -108,14 +105,8 @@ def render(slo_path: str) -> dict[str, str]:
 
 
 def ours(path: Path) -> bool:
-    """Whether ``path`` is a regular file this command wrote (never follows a link, never reads a FIFO)."""
-    try:
-        if not stat.S_ISREG(path.lstat().st_mode):
-            return False
-        with path.open("rb") as f:
-            return f.read(len(MARKER)) == MARKER.encode()
-    except OSError:
-        return False
+    """Whether ``path`` is a regular file this command wrote."""
+    return written_by(path, MARKER)
 
 
 def write(files: dict[str, str], out: Path) -> list[Path]:
@@ -125,7 +116,7 @@ def write(files: dict[str, str], out: Path) -> list[Path]:
         raise UsageError(f"--out {out}: not a directory")
     targets = [out / rel for rel in files]
     for path in targets:
-        if os.path.lexists(path) and not ours(path):
+        if not may_write(path, MARKER):
             raise UsageError(
                 f"--out {out}: {path} exists and was not written by tritonwatch rules; "
                 "move it away or choose another directory (nothing written)"
@@ -134,7 +125,7 @@ def write(files: dict[str, str], out: Path) -> list[Path]:
     try:
         for path, text in zip(targets, files.values(), strict=True):
             path.parent.mkdir(parents=True, exist_ok=True)
-            _replace(path, text)
+            replace_file(path, text)
             written.append(path)
         for pattern in GENERATED_GLOBS:
             for stale in out.glob(pattern):
@@ -143,20 +134,6 @@ def write(files: dict[str, str], out: Path) -> list[Path]:
     except OSError as exc:
         raise TritonwatchError(f"--out {out}: cannot write ({exc.strerror}: {exc.filename})") from None
     return written
-
-
-def _replace(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically: a reader sees the old file or the new one, never half."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def default_slo() -> Path:

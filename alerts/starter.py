@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -28,6 +27,7 @@ import yaml
 
 from tritonwatch import catalog, slo
 from tritonwatch.errors import TritonwatchError, UsageError
+from tritonwatch.files import may_write, replace_file
 
 log = logging.getLogger("tritonwatch.init")
 
@@ -354,22 +354,11 @@ def render(entries: Sequence[Entry], name: str, source: str) -> str:
 
 def write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` unless something there was not written by this command."""
-    if path.is_symlink() or path.exists():
-        try:
-            with path.open() as f:
-                first = f.readline()
-        except (OSError, UnicodeDecodeError):
-            first = ""
-        if not (path.is_file() and not path.is_symlink() and first.startswith(MARKER)):
-            raise UsageError(
-                f"--out {path}: exists and was not written by tritonwatch init; not overwriting it"
-            )
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    if not may_write(path, MARKER):
+        raise UsageError(f"--out {path}: exists and was not written by tritonwatch init; not overwriting it")
     try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        replace_file(path, text)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise UsageError(f"--out {path}: cannot write ({exc.strerror})") from None
 
 

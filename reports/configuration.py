@@ -32,7 +32,7 @@ from typing import Any
 from tritonwatch.reports.capacity import Forecast, Saturation, saturation
 from tritonwatch.reports.figures import ModelFigures, lead_weeks
 from tritonwatch.reports.promapi import PromClient
-from tritonwatch.reports.render import finite_cell, html_table, md_table
+from tritonwatch.reports.render import finite_cell, html_table, insert_section, md_table
 from tritonwatch.reports.week import model_name
 from tritonwatch.slo import SLOFile
 
@@ -233,8 +233,5 @@ def add_to_report(
     page = f"<h2>Configuration</h2>{html_table(TABLE, config_rows)}" + "".join(
         f"<p>{html.escape(s)}</p>" for s in [*said, METHOD]
     )
-    for name, section, marker in (("report.md", md, "## Method"), ("report.html", page, "<h2>Method</h2>")):
-        target = out / name
-        text = target.read_text()
-        target.write_text(text.replace(marker, section + marker, 1) if marker in text else text + section)
+    insert_section(out, md, page)
     return [path]

@@ -24,7 +24,7 @@ import pandas as pd
 from tritonwatch import catalog
 from tritonwatch.reports.promapi import PromClient
 from tritonwatch.reports.queries import PEAK_WINDOW
-from tritonwatch.reports.render import finite_cell, html_table, md_table
+from tritonwatch.reports.render import finite_cell, html_table, insert_section, md_table
 from tritonwatch.reports.week import PEAK_STEP, Week, by_model, model_name, series_by_model
 from tritonwatch.slo import SLOFile
 
@@ -184,15 +184,5 @@ def add_to_report(
         w.writerow(COLUMNS)
         for r in rows:
             w.writerow([finite_cell(v) for v in r.row().values()])
-    md = out / "report.md"
-    text = md.read_text()
-    marker = "## Method"
-    md.write_text(
-        text.replace(marker, markdown(rows) + marker, 1) if marker in text else text + markdown(rows)
-    )
-    page = out / "report.html"
-    text = page.read_text()
-    marker = "<h2>Method</h2>"
-    section = html_section(rows)
-    page.write_text(text.replace(marker, section + marker, 1) if marker in text else text + section)
+    insert_section(out, markdown(rows), html_section(rows))
     return [path]

@@ -54,6 +54,18 @@ class Report:
 
 
 # --- cell formatting ----------------------------------------------------------------------------
+def insert_section(out: Path, markdown: str, page: str) -> None:
+    """Put a section into the written report.md and report.html before their "Method" (at the end
+    where there is none): a part of the report that runs after the report is rendered."""
+    for name, section, marker in (
+        ("report.md", markdown, "## Method"),
+        ("report.html", page, "<h2>Method</h2>"),
+    ):
+        target = out / name
+        text = target.read_text()
+        target.write_text(text.replace(marker, section + marker, 1) if marker in text else text + section)
+
+
 def finite_cell(v: object) -> str:
     """A CSV cell as the models.csv cells, empty for a missing or non-finite figure (the LLM and
     configuration tables)."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from tritonwatch.errors import TritonwatchError, UsageError
+from tritonwatch.flags import utc_time
 from tritonwatch.reports.batching import DEFAULT_MODELS_PER_QUERY
 
 HELP = (
@@ -58,13 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_end(text: str | None) -> datetime:
-    if not text:
-        return datetime.now(timezone.utc).replace(microsecond=0)
-    try:
-        t = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise UsageError(f"--end: not an ISO-8601 time (got {text!r}; e.g. 2026-11-09T00:00:00Z)") from None
-    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+    return utc_time(text, "--end") if text else datetime.now(timezone.utc).replace(microsecond=0)
 
 
 def run(args: argparse.Namespace) -> int:

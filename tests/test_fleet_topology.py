@@ -13,7 +13,8 @@ Topology, all real processes on loopback:
   the records back to it and alerting one Alertmanager (the generated config).
 
 Shown: the fleet request rate recorded by vmalert equals the sum of the replicas' rates read from
-the store at the same instant; the SLO burn pages once for the model (not per shard or replica);
+the store at the same instant; each of the model's SLOs (availability, latency) burns and pages once
+(not per shard or replica);
 a replica that goes away (dropped from its shard's targets) pages nobody; every dashboard query
 parses on VictoriaMetrics and returns data there wherever it does on a shard.
 """
@@ -250,6 +251,10 @@ def _diagnosis(fleet: Fleet) -> str:
         rows.append(f"vmalert {a['state']} {a['labels']} active since {a.get('activeAt')}")
     for a in requests.get(f"{fleet.alertmanager.url}/api/v2/alerts", timeout=10).json():
         rows.append(f"alertmanager {a['status']} {a['labels']} {a['startsAt']} .. {a['endsAt']}")
+    # Whether vmalert sent, failed to send, or took longer per round than an alert's 3-interval expiry.
+    metrics = requests.get(f"{fleet.vmalert.url}/metrics", timeout=10).text.splitlines()
+    keep = ("vmalert_alerts_sent_total", "vmalert_alerts_send_errors_total", "vmalert_iteration_duration")
+    rows += [line for line in metrics if line.startswith(keep) and 'quantile="0.5"' not in line]
     rows.append(f"now {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
     return "\n".join(rows)
 

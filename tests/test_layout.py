@@ -33,6 +33,7 @@ CORE = {
     "tritonwatch.durations",
     "tritonwatch.errors",
     "tritonwatch.expfmt",
+    "tritonwatch.files",
     "tritonwatch.flags",
     "tritonwatch.inputs",
     "tritonwatch.otlp",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from datetime import datetime, timezone
 
 from tritonwatch.errors import UsageError
 
@@ -40,3 +41,14 @@ def env_defaults(parser: argparse.ArgumentParser, prefix: str = "TRITONWATCH_") 
                 action.default = raw
         if action.help and action.help is not argparse.SUPPRESS:
             action.help += f" [env {env}]"
+
+
+def utc_time(text: str, flag: str) -> datetime:
+    """An ISO-8601 time given to ``flag``, in UTC (a time without a zone is read as UTC)."""
+    try:
+        t = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(
+            f"{flag}: not an ISO-8601 time (got {text!r:.60}; e.g. 2026-11-09T00:00:00Z)"
+        ) from None
+    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)

@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from tritonwatch.errors import UsageError
+from tritonwatch.flags import utc_time
 
 HELP = (
     "Recommend dynamic batching settings (max_queue_delay_microseconds, preferred_batch_size, instance "
@@ -75,18 +76,6 @@ def _url(flag: str, value: str) -> str:
     return value.rstrip("/")
 
 
-def _time(text: str | None) -> datetime:
-    if not text:
-        return datetime.now(timezone.utc)
-    try:
-        t = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise UsageError(
-            f"--time: not an ISO-8601 time (got {text!r:.60}; e.g. 2026-11-09T00:00:00Z)"
-        ) from None
-    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
-
-
 def run(args: argparse.Namespace) -> int:
     # Checked here, not by argparse's required=: the flags may come from TRITONWATCH_* variables.
     if bool(args.triton) == bool(args.prometheus):
@@ -103,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--timeout: must be a positive number of seconds (got {args.timeout})")
     if not 0 <= args.max_instances <= 64:
         raise UsageError(f"--max-instances: must be 0 (keep) to 64 (got {args.max_instances})")
-    at = _time(args.time)
+    at = utc_time(args.time, "--time") if args.time else datetime.now(timezone.utc)
     base = _url("triton" if args.triton else "prometheus", args.triton or args.prometheus)
 
     from tritonwatch import slo

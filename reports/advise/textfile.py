@@ -17,14 +17,13 @@ renamed (the collector never reads half a file), and only over a file this comma
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError
+from tritonwatch.files import may_write, replace_file
 
 HEADER = "# Written by tritonwatch advise --textfile: do not edit (rewritten on every run).\n"
 
@@ -53,24 +52,11 @@ def render(entries: Sequence[Mapping[str, Any]]) -> str:
 
 def write(path: Path, entries: Sequence[Mapping[str, Any]]) -> None:
     """Write ``render(entries)`` to ``path`` atomically; refuse to replace a file this did not write."""
-    if path.is_symlink() or (path.exists() and not _ours(path)):
+    if not may_write(path, HEADER):
         raise TritonwatchError(
             f"--textfile {path}: exists and was not written by tritonwatch advise: left alone"
         )
-    text = render(entries)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or Path("."))
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        replace_file(path, render(entries))
     except OSError as exc:
         raise TritonwatchError(f"--textfile {path}: cannot write ({exc.strerror})") from None
-
-
-def _ours(path: Path) -> bool:
-    try:
-        with path.open() as f:
-            return f.readline() == HEADER
-    except (OSError, UnicodeDecodeError):
-        return False
