@@ -63,6 +63,8 @@ class LatencyPart(Part):
         self.prepared = prepared
         self.texts = texts
         self.served = served
+        # (the served pairs, their histogram keys): built and seeded again only when the pairs change
+        self._served: tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str, str]]] | None = None
 
     def record(self, timings: Iterable[RequestTiming], now: float | None = None) -> int:
         now = self.clock() if now is None else now
@@ -122,10 +124,11 @@ class LatencyPart(Part):
             "Per-request latency by phase from sampled Triton traces (cumulative since sidecar start).",
             labels=key_labels,
         )
-        served = self._served_keys()
+        served, changed = self._served_keys()
         with self._lock:  # copies only: the receiver waits on this lock
             self.histograms.expire(now - self.quantile_window, served)
-            self.histograms.seed(sorted(served))
+            if changed:  # kept by expire, a seeded key needs no second seed
+                self.histograms.seed(sorted(served))
             snapshot = self.histograms.snapshot()
             held = {k: self.store.held(k, now) for k in self.store.keys(now)}
         found = {k: quantiles_of(h, catalog.QUANTILES) for k, h in held.items()}
@@ -161,11 +164,17 @@ class LatencyPart(Part):
         quant.add_many(labels, found_values)
         return [hist, quant, samples]
 
-    def _served_keys(self) -> frozenset[tuple[str, str, str]]:
+    def _served_keys(self) -> tuple[frozenset[tuple[str, str, str]], bool]:
+        """The histogram keys of the served models, and whether they changed since the last build."""
         if self.served is None:
-            return frozenset()
-        served = self.served()
-        return frozenset((m, v, phase) for m, v in served for phase in catalog.HISTOGRAM_PHASES)
+            return frozenset(), False
+        pairs = frozenset(self.served())
+        cached = self._served
+        if cached is not None and cached[0] == pairs:
+            return cached[1], False
+        keys = frozenset((m, v, phase) for m, v in pairs for phase in catalog.HISTOGRAM_PHASES)
+        self._served = (pairs, keys)
+        return keys, True
 
     def _summary_labels(self, rows: list[Row]) -> list[tuple[str, ...]]:
         """The rows' label sets (source "summary"), the same tuples while the rows are the same."""
