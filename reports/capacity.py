@@ -17,6 +17,7 @@ capacity only beyond ``HORIZON_DAYS``, gives no date.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -193,7 +194,7 @@ class Saturation:
     weeks_high: float | None  # None: the band's slow edge does not reach capacity within the horizon
 
 
-def saturation(f: Fit, capacity: float) -> Saturation:
+def _saturation(f: Fit, capacity: float) -> Saturation:
     days = f.days_to(capacity)
     if days is None:
         return Saturation(f, None, None, None)
@@ -304,13 +305,14 @@ def forecast(
     recent = peaks[peaks.index > pd.Timestamp(end - timedelta(days=min(days, period_days or days)))]
     peak = float(recent.max()) if not recent.empty else math.nan
     adjusted, weekly = adjust(peaks)
-    models: dict[str, Saturation] = {}
-    for kind in (LINEAR, COMPOUND):
-        f = fit(adjusted, end, kind, weekly)
-        if f is not None:
-            models[kind] = saturation(f, capacity)
-    chosen = min(models, key=lambda k: models[k].fit.aic) if models else None
-    # Already over capacity: saturated now, whatever the trend says.
+    fits = {kind: f for kind in (LINEAR, COMPOUND) if (f := fit(adjusted, end, kind, weekly)) is not None}
+    chosen = min(fits, key=lambda k: fits[k].aic) if fits else None
+    return Forecast(capacity, source, peak, peaks, adjusted, saturations(fits, peak, capacity), chosen)
+
+
+def saturations(fits: Mapping[str, Fit], peak: float, capacity: float) -> dict[str, Saturation]:
+    """Each trend's saturation at ``capacity``; already over it (``peak``), saturated now whatever
+    the trend says."""
     if math.isfinite(peak) and peak >= capacity:
-        models = {k: Saturation(s.fit, 0.0, 0.0, 0.0) for k, s in models.items()}
-    return Forecast(capacity, source, peak, peaks, adjusted, models, chosen)
+        return {k: Saturation(f, 0.0, 0.0, 0.0) for k, f in fits.items()}
+    return {k: _saturation(f, capacity) for k, f in fits.items()}

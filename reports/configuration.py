@@ -20,7 +20,6 @@ Writes ``configuration.csv`` and a "Configuration" section before "Method" in re
 
 from __future__ import annotations
 
-import csv
 import html
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -29,15 +28,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tritonwatch.reports.capacity import Forecast, Saturation, saturation
-from tritonwatch.reports.figures import ModelFigures, lead_weeks
+from tritonwatch.reports.capacity import Forecast, saturations
+from tritonwatch.reports.figures import HORIZONS_WEEKS, ModelFigures, lead_weeks
 from tritonwatch.reports.promapi import PromClient
-from tritonwatch.reports.render import finite_cell, html_table, insert_section, md_table
+from tritonwatch.reports.render import finite_cell, html_table, insert_section, md_table, write_rows
 from tritonwatch.reports.week import model_name
 from tritonwatch.slo import SLOFile
 
 LOAD_WINDOW_S = 3600.0
-HORIZONS_WEEKS = (4, 12)
 
 
 @dataclass(frozen=True)
@@ -61,10 +59,8 @@ class ConfigRow:
 def scaled(f: Forecast, factor: float) -> Forecast:
     """``f`` against ``factor`` times its capacity: the same fitted trends, new saturation dates."""
     capacity = f.capacity * factor
-    models: dict[str, Saturation] = {k: saturation(s.fit, capacity) for k, s in f.models.items()}
-    if math.isfinite(f.peak) and f.peak >= capacity:  # already over it, as capacity.forecast says
-        models = {k: Saturation(s.fit, 0.0, 0.0, 0.0) for k, s in models.items()}
-    return replace(f, capacity=capacity, models=models)
+    fits = {k: s.fit for k, s in f.models.items()}
+    return replace(f, capacity=capacity, models=saturations(fits, f.peak, capacity))
 
 
 def factor_of(entry: Mapping[str, Any], source: str) -> float | None:
@@ -224,10 +220,7 @@ def add_to_report(
     if not config_rows:
         return []
     path = out / "configuration.csv"
-    with path.open("w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(COLUMNS)
-        w.writerows(csv_row(r) for r in config_rows)
+    write_rows(path, COLUMNS, (csv_row(r) for r in config_rows))
     said = sentences(config_rows)
     md = "\n".join(["## Configuration", "", *md_table(TABLE, config_rows), "", *said, "", METHOD, "", ""])
     page = f"<h2>Configuration</h2>{html_table(TABLE, config_rows)}" + "".join(

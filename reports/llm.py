@@ -11,7 +11,6 @@ when the period holds no LLM model.
 
 from __future__ import annotations
 
-import csv
 import html
 import math
 from collections.abc import Callable
@@ -24,7 +23,7 @@ import pandas as pd
 from tritonwatch import catalog
 from tritonwatch.reports.promapi import PromClient
 from tritonwatch.reports.queries import PEAK_WINDOW
-from tritonwatch.reports.render import finite_cell, html_table, insert_section, md_table
+from tritonwatch.reports.render import finite_cell, html_table, insert_section, md_table, write_rows
 from tritonwatch.reports.week import PEAK_STEP, Week, by_model, model_name, series_by_model
 from tritonwatch.slo import SLOFile
 
@@ -179,10 +178,6 @@ def add_to_report(
     if not rows:
         return []
     path = out / "llm.csv"
-    with path.open("w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(COLUMNS)
-        for r in rows:
-            w.writerow([finite_cell(v) for v in r.row().values()])
+    write_rows(path, COLUMNS, ([finite_cell(v) for v in r.row().values()] for r in rows))
     insert_section(out, markdown(rows), html_section(rows))
     return [path]

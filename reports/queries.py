@@ -61,10 +61,9 @@ def cache_hit_ratio(window: str) -> str:
     return figure(catalog.signal(catalog.CACHE_HIT_RATIO), window)
 
 
-def figure(entry: catalog.Signal | catalog.ConfigRatio, window: str) -> str:
-    """A reported figure (``catalog.REPORTED``) over the window: its entry's formula across replicas."""
-    if isinstance(entry, catalog.ConfigRatio):
-        return catalog.config_ratio_promql(entry, window)
+def figure(entry: catalog.Signal, window: str) -> str:
+    """A reported signal (``catalog.REPORTED``) over the window: its formula across replicas (the
+    config ratio, batch efficiency, is worked out in ``week`` from two of these)."""
     return catalog.promql(entry, window)
 
 

@@ -10,7 +10,7 @@ import csv
 import errno
 import html
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -194,11 +194,15 @@ def _rows(report: Report) -> tuple[list[dict[str, Cell]], list[dict[str, Cell]]]
 
 # --- files --------------------------------------------------------------------------------------
 def write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Cell]]) -> None:
+    write_rows(path, columns, ([_csv_cell(r[c]) for c in columns] for r in rows))
+
+
+def write_rows(path: Path, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+    """A CSV file: the header, then rows of cells already written as text."""
     with path.open("w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(columns)
-        for r in rows:
-            w.writerow([_csv_cell(r[c]) for c in columns])
+        w.writerows(rows)
 
 
 def _period(week: Week) -> str:

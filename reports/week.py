@@ -210,12 +210,10 @@ def collect(
     record = q.request_rate_record()
     edge = PEAK_STEP * 3
     recorded = client.has_series(record, start, start + edge) and client.has_series(record, end - edge, end)
-    hist_first = end - timedelta(days=history) + PEAK_STEP
+    hist_first = hist_start + PEAK_STEP
     if history > days:
         # The recording rule may be younger than the history: the raw counters reach as far back as data.
-        recorded_hist = recorded and client.has_series(
-            record, end - timedelta(days=history), end - timedelta(days=history) + edge
-        )
+        recorded_hist = recorded and client.has_series(record, hist_start, hist_start + edge)
     else:
         recorded_hist = recorded
     rates = series_by_model(

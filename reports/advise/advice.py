@@ -50,29 +50,27 @@ def _counter(stats: Mapping[str, Any], key: str, model: str) -> tuple[int, int]:
     return observed.pair(infer, key, model, "inference_stats")
 
 
-def _read_refusal(reading: Reading) -> str | None:
-    if not reading.first:
-        return "the model was loaded during the read: read again"
-    for key in ("success", "fail", "cache_hit"):
-        if _counter(reading.second, key, reading.model)[0] < _counter(reading.first, key, reading.model)[0]:
-            return "the counters went back during the read (model reloaded): read again"
-    return None
-
-
 def from_reading(reading: Reading) -> Observation:
     """The observation of two statistics reads of a live Triton (``--triton``)."""
     m = reading.model
-    refusal = _read_refusal(reading)
-    requests = items = 0
-    if refusal is None:
-        delta = {
-            key: _counter(reading.second, key, m)[0] - _counter(reading.first, key, m)[0]
-            for key in ("success", "fail", "cache_hit")
-        }
-        items = observed.integer(
-            reading.second.get("inference_count", 0), m, "inference_count"
-        ) - observed.integer(reading.first.get("inference_count", 0), m, "inference_count")
-        requests = delta["success"] + delta["fail"] - delta["cache_hit"]
+
+    def refused(why: str) -> Observation:
+        return Observation(
+            m, reading.version, reading.config, reading.seconds, 0, 0.0, 0.0, (), 0.0, refusal=why
+        )
+
+    if not reading.first:
+        return refused("the model was loaded during the read: read again")
+    delta = {
+        key: _counter(reading.second, key, m)[0] - _counter(reading.first, key, m)[0]
+        for key in ("success", "fail", "cache_hit")
+    }
+    if min(delta.values()) < 0:
+        return refused("the counters went back during the read (model reloaded): read again")
+    items = observed.integer(
+        reading.second.get("inference_count", 0), m, "inference_count"
+    ) - observed.integer(reading.first.get("inference_count", 0), m, "inference_count")
+    requests = delta["success"] + delta["fail"] - delta["cache_hit"]
     return Observation(
         model=m,
         version=reading.version,
@@ -81,9 +79,8 @@ def from_reading(reading: Reading) -> Observation:
         requests=requests,
         rate_rps=requests / reading.seconds if reading.seconds > 0 else 0.0,
         items=float(items),
-        costs=tuple(observed.batch_costs(reading.second, m)) if refusal is None else (),
-        overhead_s=overhead_s(reading.second, m) if refusal is None else 0.0,
-        refusal=refusal,
+        costs=tuple(observed.batch_costs(reading.second, m)),
+        overhead_s=overhead_s(reading.second, m),
     )
 
 
@@ -156,6 +153,9 @@ def advise_observed(
     now_p = search.evaluate(now.config, fit, objective, rate, extra, precise)
     best = now_p if best == now else search.evaluate(best.config, fit, objective, rate, extra, precise)
     now = now_p
+    # "Keep as it is": one outcome on both sides, and its pessimistic capacity (seconds of CPU) once.
+    current_more = _more(now, fit, objective, extra)
+    recommended_more = dict(current_more) if best is now else _more(best, fit, objective, extra)
     entry["current"] = _side(now)
     entry["recommended"] = _side(best)
     entry["details"] = {
@@ -184,9 +184,7 @@ def advise_observed(
                 for c in fit.costs
             ],
         },
-        "predicted": {
-            name: _more(o, fit, objective, extra) for name, o in (("current", now), ("recommended", best))
-        },
+        "predicted": {"current": current_more, "recommended": recommended_more},
     }
     return entry
 

@@ -30,7 +30,7 @@ from tritonwatch.reports.advise.advice import Observation
 from tritonwatch.reports.promapi import Labels, PromClient, label
 from tritonwatch.validators import promql_string
 
-_BY = f"{catalog.MODEL}, {catalog.VERSION}"
+_BY = catalog.by_clause()  # "model, version"
 Key = tuple[str, str]
 
 
@@ -78,6 +78,7 @@ class PrometheusReader:
         for key in sorted(set(configs) | set(success)):
             requests = success.get(key, 0.0) + failure.get(key, 0.0) - hits.get(key, 0.0)
             distinct = sorted(set(configs.get(key, [])))
+            replicas = max(1, len(configs.get(key, [])))  # one config series per replica
             refusal = None
             config: Mapping[str, Any] = {}
             if not distinct:
@@ -96,14 +97,14 @@ class PrometheusReader:
                     config=config,
                     seconds=window_s,
                     requests=max(0, round(requests)),
-                    rate_rps=max(0.0, requests) / window_s / max(1, len(configs.get(key, []))),
+                    rate_rps=max(0.0, requests) / window_s / replicas,
                     items=items.get(key, 0.0),
                     costs=tuple(
                         (b, round(n), round(s * 1e9)) for b, (n, s) in sorted(costs.get(key, {}).items())
                     ),
                     overhead_s=overhead.get(key, 0.0),
                     refusal=refusal,
-                    replicas=max(1, len(configs.get(key, []))),
+                    replicas=replicas,
                 )
             )
         return out

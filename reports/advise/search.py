@@ -108,8 +108,13 @@ def recommend(
     # simulation's knee is sharper than the real one it cannot rank them past it (bench/advise.py
     # measured a queue delay losing there: docs/advise.md).
     near = [o for o in good if o.capacity_rps >= best * (1 - TIE)]
-    fewest = min(o.config.instances for o in near)
-    near = [o for o in near if o.config.instances == fewest]
-    least = min(_changes(o.config, current) for o in near)
-    near = [o for o in near if _changes(o.config, current) == least]
-    return now, min(near, key=lambda o: (o.now.quantile_s, o.config.delay_us, o.config.preferred))
+    return now, min(
+        near,
+        key=lambda o: (
+            o.config.instances,
+            _changes(o.config, current),
+            o.now.quantile_s,
+            o.config.delay_us,
+            o.config.preferred,
+        ),
+    )

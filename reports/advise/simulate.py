@@ -87,14 +87,11 @@ def run(
             t, size = t0, min(waiting, cfg.max_batch_size)
         elif waiting >= big:
             t, size = t0, big
-        elif delay == 0:
-            # no delay: at once, the largest preferred size the waiting requests fill, else all of them
-            fits = [p for p in preferred if p <= waiting]
-            t, size = t0, fits[-1] if fits else waiting
         else:
             fits = [p for p in preferred if p <= waiting]
-            if fits:
-                t, size = t0, fits[-1]
+            if fits or delay == 0:
+                # at once: the largest preferred size the waiting requests fill, else (no delay) all
+                t, size = t0, fits[-1] if fits else waiting
             else:
                 # the batch reaches a preferred size (or the cap) when its target-th request arrives
                 target = next((p for p in preferred if p > waiting), big)

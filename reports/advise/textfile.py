@@ -24,12 +24,9 @@ from typing import Any
 from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError
 from tritonwatch.files import may_write, replace_file
+from tritonwatch.validators import promql_string
 
 HEADER = "# Written by tritonwatch advise --textfile: do not edit (rewritten on every run).\n"
-
-
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def render(entries: Sequence[Mapping[str, Any]]) -> str:
@@ -42,8 +39,8 @@ def render(entries: Sequence[Mapping[str, Any]]) -> str:
             counts = {int(b): n for b, n in e["details"]["predicted"][side]["batch_executions"].items()}
             total = sum(counts.values())
             for size, n in sorted(counts.items()):
-                labels = (
-                    f'{catalog.MODEL}="{_label(e["model"])}",{catalog.VERSION}="{_label(e["version"])}",'
+                labels = (  # the text format escapes a label value as a PromQL string literal does
+                    f"{catalog.MODEL}={promql_string(e['model'])},{catalog.VERSION}={promql_string(e['version'])},"
                     f'{catalog.ADVISED}="{side}",{catalog.BATCH_SIZE}="{size}"'
                 )
                 lines.append(f"{name}{{{labels}}} {n / total!r}\n")
