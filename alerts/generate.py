@@ -7,12 +7,12 @@ Writes into DIR, and nothing else::
     DIR/operational.rules.yml      TritonServerDown (no target), TritonModelStalled, ..., Watchdog
     DIR/replica.rules.yml          the alerts on one target's own series (TritonServerDown on a failed
                                    scrape, TritonModelNotReady, GPU memory and XID, sidecar stale)
+    DIR/alertmanager.yml           routing (page, ticket), grouping by model, inhibitions
+    DIR/tests/*.test.yml           promtool unit tests (promtool test rules DIR/tests/*.test.yml)
 
 ``replica.rules.yml`` is the replica layer (every Prometheus that scrapes, e.g. each shard); the other
 rule files are the global layer (once, where the whole fleet is visible). A single Prometheus loads
 both. Each file's header names its layer (``tritonwatch.alerts.layers`` says why each rule is where).
-    DIR/alertmanager.yml           routing (page, ticket), grouping by model, inhibitions
-    DIR/tests/*.test.yml           promtool unit tests (promtool test rules DIR/tests/*.test.yml)
 
 The output depends only on the SLO file: same file, same bytes. Files of an earlier run that this
 run does not write (a rule file for a model since removed) are deleted. Only files that this command
@@ -104,11 +104,6 @@ def render(slo_path: str) -> dict[str, str]:
     return dict(sorted(files.items()))
 
 
-def ours(path: Path) -> bool:
-    """Whether ``path`` is a regular file this command wrote."""
-    return written_by(path, MARKER)
-
-
 def write(files: dict[str, str], out: Path) -> list[Path]:
     from tritonwatch.errors import TritonwatchError
 
@@ -129,7 +124,7 @@ def write(files: dict[str, str], out: Path) -> list[Path]:
             written.append(path)
         for pattern in GENERATED_GLOBS:
             for stale in out.glob(pattern):
-                if stale not in written and ours(stale):
+                if stale not in written and written_by(stale, MARKER):
                     stale.unlink()
     except OSError as exc:
         raise TritonwatchError(f"--out {out}: cannot write ({exc.strerror}: {exc.filename})") from None

@@ -20,6 +20,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
+from typing import cast
 
 from prometheus_client.utils import floatToGoString
 
@@ -35,13 +36,30 @@ class _Slice:
         self.values = array("d")
         self._sorted: tuple[int, list[float]] | None = None  # (seen when sorted, the values sorted)
 
-    def sorted_values(self) -> list[float]:
-        """The values sorted, sorted again only when a value came since: a closed slice once for all
-        the scrapes of its window (its list is replaced, never changed: callers may keep it)."""
+    def take(self) -> tuple[_Slice, int, Sequence[float], bool]:
+        """(itself, requests seen, its values sorted if sorted since the last value came, else a copy
+        of them, whether sorted): taken under the store's lock, sorted outside it (``settle``)."""
         cached = self._sorted
-        if cached is None or cached[0] != self.seen:
-            cached = self._sorted = (self.seen, sorted(self.values))
-        return cached[1]
+        if cached is not None and cached[0] == self.seen:
+            return self, self.seen, cached[1], True
+        return self, self.seen, array("d", self.values), False
+
+
+Taken = tuple[_Slice, int, Sequence[float], bool]
+
+
+def settle(taken: Sequence[Taken]) -> list[tuple[list[float], float, int]]:
+    """Taken slices as (values sorted, weight of each, requests seen); a slice sorted here keeps its
+    sorted list for the next scrape while no value comes (a closed slice is sorted once)."""
+    out: list[tuple[list[float], float, int]] = []
+    for s, seen, values, done in taken:
+        if done:
+            ordered = cast(list[float], values)  # the slice's own sorted list, never changed
+        else:
+            ordered = sorted(values)
+            s._sorted = (seen, ordered)  # replaced whole, keyed by seen: a late writer is harmless
+        out.append((ordered, seen / len(values), seen))
+    return out
 
 
 def weighted_quantile(pairs: Sequence[tuple[float, float]], q: float) -> float:
@@ -75,7 +93,7 @@ def quantiles_of(held: Sequence[tuple[Sequence[float], float, int]], qs: Iterabl
     making one pair per value (issue 24: that sort, once per update, was most of the trace path's
     CPU): the answer is the smallest value whose weight at or below it, ``sum(weight_i *
     count_i(<= value))``, reaches ``q * total``; found by bisecting the merged values, each probe a
-    bisection of every slice's sorted values. Slices come sorted (``_Slice.sorted_values``); a sort of
+    bisection of every slice's sorted values. Slices come sorted (``settle``); a sort of
     sorted list is not sorted again."""
     parts: list[tuple[Sequence[float], float]] = []
     count = 0
@@ -92,9 +110,6 @@ def quantiles_of(held: Sequence[tuple[Sequence[float], float, int]], qs: Iterabl
         q = float(label)
         threshold = q * total - 1e-9 * total  # weighted_quantile's tolerance for rounded weights
         lo, hi = 0, len(merged) - 1
-        if sum(w * bisect_right(v, merged[hi]) for v, w in parts) < threshold:
-            out[label] = merged[hi]
-            continue
         while lo < hi:  # the first index whose value's weight at or below reaches the threshold
             mid = (lo + hi) // 2
             if sum(w * bisect_right(v, merged[mid]) for v, w in parts) >= threshold:
@@ -178,18 +193,16 @@ class SampleStore:
         return quantiles_of(self.held(key, now), qs)
 
     def held(self, key: Key, now: float) -> list[tuple[list[float], float, int]]:
-        """The key's slices in the window: (values sorted, weight of each, requests seen).
+        """The key's slices in the window: (values sorted, weight of each, requests seen)."""
+        return settle(self.take(key, now))
 
-        Each list is the slice's own sorted copy (``_Slice.sorted_values``), never changed once
-        made: a closed slice is sorted once, not at every update, and callers read it outside the
-        store's lock and whatever lock makes a request land in the store and the histograms together."""
+    def take(self, key: Key, now: float) -> list[Taken]:
+        """The key's slices in the window as taken under the lock (``_Slice.take``), for ``settle``:
+        the sorting happens outside this lock and whatever lock makes a request land in the store
+        and the histograms together."""
         oldest = self._index(now) - self.slices
         with self._lock:
-            return [
-                (s.sorted_values(), s.seen / len(s.values), s.seen)
-                for s in self._data.get(key, [])
-                if s.index >= oldest and s.values
-            ]
+            return [s.take() for s in self._data.get(key, []) if s.index >= oldest and s.values]
 
     def kept(self) -> int:
         """Values held now (for tests of the memory bound)."""

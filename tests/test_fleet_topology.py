@@ -244,12 +244,16 @@ def _pages(am: Alertmanager) -> list[dict[str, str]]:
     return [a for a in _firing(am) if a.get("severity") == "page"]
 
 
-def _slowest_rounds(vmalert: VMAlert) -> dict[str, float]:
+def _vmalert_metrics(vmalert: VMAlert) -> list[str]:
+    return requests.get(f"{vmalert.url}/metrics", timeout=10).text.splitlines()
+
+
+def _slowest_rounds(metrics: list[str]) -> dict[str, float]:
     """Per group, vmalert's slowest recent evaluation round (seconds, its 0.99 quantile): a firing
     alert is sent with an expiry 3 evaluation intervals ahead, so a round slower than that (a loaded
-    machine) reaches Alertmanager already expired."""
+    machine) would reach Alertmanager already expired."""
     out: dict[str, float] = {}
-    for line in requests.get(f"{vmalert.url}/metrics", timeout=10).text.splitlines():
+    for line in metrics:
         if line.startswith("vmalert_iteration_duration_seconds{") and 'quantile="0.99"' in line:
             group = line.split('group="', 1)[1].split('"', 1)[0]
             out[group] = float(line.rsplit(" ", 1)[1])
@@ -264,10 +268,10 @@ def _diagnosis(fleet: Fleet) -> str:
     for a in requests.get(f"{fleet.alertmanager.url}/api/v2/alerts", timeout=10).json():
         rows.append(f"alertmanager {a['status']} {a['labels']} {a['startsAt']} .. {a['endsAt']}")
     # Whether vmalert sent, failed to send, or took longer per round than an alert's 3-interval expiry.
-    metrics = requests.get(f"{fleet.vmalert.url}/metrics", timeout=10).text.splitlines()
+    metrics = _vmalert_metrics(fleet.vmalert)
     keep = ("vmalert_alerts_sent_total", "vmalert_alerts_send_errors_total")
     rows += [line for line in metrics if line.startswith(keep)]
-    rows.append(f"slowest rounds: {_slowest_rounds(fleet.vmalert)}")
+    rows.append(f"slowest rounds: {_slowest_rounds(metrics)}")
     rows.append(f"now {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
     return "\n".join(rows)
 
@@ -377,7 +381,7 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
     except TritonwatchError as e:
         raise AssertionError(f"{e}\n{_diagnosis(fleet)}") from None
     burn = burning()
-    print(f"vmalert's slowest rounds (s) by group: {_slowest_rounds(fleet.vmalert)}")
+    print(f"vmalert's slowest rounds (s) by group: {_slowest_rounds(_vmalert_metrics(fleet.vmalert))}")
     assert sorted(a["slo"] for a in burn) == sorted(slos), burn
     assert all(a["model"] == MODEL and "shard" not in a and "instance" not in a for a in burn), burn
     before = {json.dumps(a, sort_keys=True) for a in _firing(fleet.alertmanager)}

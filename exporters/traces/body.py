@@ -16,7 +16,6 @@ MAX_BODY_BYTES = SidecarConfig.otlp_max_body_bytes  # 4 MiB
 MAX_CONCURRENT_BODIES = 1
 # A body sent without valid credentials is read (and dropped) up to this size; a larger one is cut.
 UNAUTHORIZED_DRAIN = 1024 * 1024
-# Triton 2.51 crashed (signal 11, issue #7795) with OpenTelemetry tracing at rates below this under load.
 
 
 def _status_proto(code: int, message: str) -> bytes:

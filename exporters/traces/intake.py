@@ -70,8 +70,8 @@ class Intake:
     def queued(self) -> int:
         return self._queued
 
-    def would_shed(self, n: int) -> bool:
-        """Whether a body of ``n`` spans would be shed now (the handler then skips its decoding)."""
+    def _full(self, n: int) -> bool:
+        """Whether a body of ``n`` spans must be shed now."""
         return bool(self._items) and self._queued + n > self.max_spans
 
     def submit(self, payload: object, n: int, now: float) -> bool:
@@ -80,7 +80,7 @@ class Intake:
         A body is never split: an empty queue takes any body (its size is bounded by the
         receiver's --otlp-max-body-bytes), a busy one only what fits."""
         with self._cond:
-            full = self.would_shed(n)
+            full = self._full(n)
             if not full:
                 self._items.append((now, payload))
                 self._queued += n

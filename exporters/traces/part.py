@@ -13,7 +13,7 @@ from prometheus_client.core import HistogramMetricFamily, Metric
 from tritonwatch import catalog
 from tritonwatch.exporters.context import Timings
 from tritonwatch.exporters.exposition import TextFamily, Texts
-from tritonwatch.exporters.latency import Histograms, SampleStore, quantiles_of
+from tritonwatch.exporters.latency import Histograms, SampleStore, quantiles_of, settle
 from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.snapshot import Feed, Snapshots
 from tritonwatch.exporters.source import Updates
@@ -130,8 +130,8 @@ class LatencyPart(Part):
             if changed:  # kept by expire, a seeded key needs no second seed
                 self.histograms.seed(sorted(served))
             snapshot = self.histograms.snapshot()
-            held = {k: self.store.held(k, now) for k in self.store.keys(now)}
-        found = {k: quantiles_of(h, catalog.QUANTILES) for k, h in held.items()}
+            taken = {k: self.store.take(k, now) for k in self.store.keys(now)}
+        found = {k: quantiles_of(settle(t), catalog.QUANTILES) for k, t in taken.items()}
         for key, buckets, total, _n in snapshot:
             hist.add_metric(list(key), buckets, total)
         quant = TextFamily(

@@ -156,15 +156,16 @@ class OtlpReceiver(Source):
             raise
         forward = (body if raw is None else raw, headers)
         self.counters.receive(n)  # as the body's lists count them: counted when the answer goes
-        if self.intake.would_shed(n):  # shed before any decoding: overload must stay cheap
-            if self.forwarder:
-                self.forwarder.submit(forward[0], headers, n)
-            self.intake.shed_body(n)
-            return False
         # Keeping up, and the exporter not waiting on us: answer once processed (read-your-writes).
         gap = time.monotonic() - self._last_answer
         wait = self.intake.idle() and gap > BACKPRESSURE_GAP
-        return self.intake.submit((payload, forward), n, now) and wait
+        if self.intake.submit((payload, forward), n, now):
+            return wait
+        # Shed (counted by the intake) before the worker decodes it: overload stays cheap. The
+        # Collector behind us still gets the body.
+        if self.forwarder:
+            self.forwarder.submit(forward[0], headers, n)
+        return False
 
     def _process_bodies(self, bodies: list[Any], now: float) -> None:
         """The intake's worker: decode the bodies queued meanwhile, forward them, record them as one."""
