@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DURATION ?= 0
 BENCH_SECONDS ?= 600
-DEBS := prometheus prometheus-alertmanager chromium kubectl haproxy victoria-metrics
+DEBS := prometheus prometheus-alertmanager chromium kubectl haproxy victoria-metrics caddy
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: venv debs demo test check lint typecheck pytest generate bench clean
@@ -19,10 +19,11 @@ $(BIN)/tritonwatch: pyproject.toml
 
 # Debian packages: Prometheus 2.42, promtool, Alertmanager 0.25, amtool, Chromium (report render test),
 # kubectl (kustomize render test), HAProxy 2.6 (a front for the availability-from test), VictoriaMetrics 1.79
-# and vmalert (the fleet topology test). The suite fails, never skips, when one is missing.
+# and vmalert (the fleet topology test), Caddy 2.6 (a front for the latency-from test). The suite fails,
+# never skips, when one is missing.
 debs:
 	@missing=""; \
-	for b in prometheus promtool prometheus-alertmanager amtool chromium kubectl haproxy victoria-metrics vmalert; do command -v $$b >/dev/null || missing=1; done; \
+	for b in prometheus promtool prometheus-alertmanager amtool chromium kubectl haproxy victoria-metrics vmalert caddy; do command -v $$b >/dev/null || missing=1; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages: $(DEBS)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEBS) >/dev/null; \

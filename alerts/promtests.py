@@ -19,6 +19,7 @@ from typing import Any
 from tritonwatch import catalog
 from tritonwatch.alerts import rules, windows
 from tritonwatch.errors import UsageError
+from tritonwatch.fronthistogram import le_text
 from tritonwatch.selector import satisfying_labels
 from tritonwatch.slo import Objective, SLOFile
 
@@ -179,11 +180,25 @@ def _front_traffic(spec: SLOFile, case: Case, obj: Objective, bad_per_minute: De
     case.add(front.total.metric, other, counter(RPM - bad_per_minute if included else RPM, samples))
 
 
+def _front_buckets(spec: SLOFile, case: Case, obj: Objective, under: Decimal, n: Decimal, size: int) -> None:
+    """``size`` samples of the front's bucket at the threshold (``under`` a minute, none if < 0) and +Inf."""
+    front, lat = rules.front_histogram(spec, obj), spec.slo_for(obj.model).latency
+    assert front is not None and lat is not None
+    labels = satisfying_labels(front.buckets, {"instance": FRONT_INSTANCE, "job": FRONT_JOB, **_group(spec)})
+    if labels is None:
+        raise UsageError(f"{obj.name}: latency.from.histogram: cannot build promtool test series it selects")
+    for le, per_minute in ((le_text(front.bound(lat.threshold)), under), ("+Inf", n)):
+        if per_minute >= 0:
+            case.add(front.buckets.metric, {**labels, "le": le}, counter(per_minute, size))
+
+
 def _traffic(spec: SLOFile, case: Case, obj: Objective, bad_per_minute: Decimal, samples: int) -> Case:
     """RPM requests a minute for the objective's model, ``bad_per_minute`` of them bad."""
     model = obj.model
     if rules.front_counters(spec, obj) is not None:
         _front_traffic(spec, case, obj, bad_per_minute, samples)
+    elif rules.front_histogram(spec, obj) is not None:
+        _front_buckets(spec, case, obj, RPM - bad_per_minute, RPM, samples)
     elif obj.kind == "availability":
         case.add(catalog.TRITON_SUCCESS, triton_labels(spec, model), counter(RPM - bad_per_minute, samples))
         case.add(
@@ -266,18 +281,50 @@ def burn_cases(spec: SLOFile, obj: Objective) -> list[Case]:
         per_minute = Decimal(lat.min_samples - 1) / Decimal(LONG * 1.2)
         sparse = Case(f"{obj.name}: fewer than {lat.min_samples} samples per window never fire")
         name, hist = _histogram(spec, obj)
-        sparse.add(f"{name}_bucket", {**hist, "le": repr(lat.threshold)}, counter(0, LONG))
-        sparse.add(f"{name}_count", hist, counter(per_minute.quantize(Decimal("0.0001")), LONG))
+        if lat.source is not None:  # latency.from: the front's requests, not the sidecar's samples
+            _front_buckets(spec, sparse, obj, Decimal(0), per_minute.quantize(Decimal("0.0001")), LONG)
+            blind = Case(f"{obj.name}: the sidecar's histogram is not read")
+            blind.add(f"{name}_bucket", {**hist, "le": repr(lat.threshold)}, counter(0, 30))
+            blind.add(f"{name}_count", hist, counter(RPM, 30))
+            _front_buckets(spec, blind, obj, RPM, RPM, 30)
+            out.append(blind)
+            blind.checks.append(Check("10m", rules.BURN))
+        else:
+            sparse.add(f"{name}_bucket", {**hist, "le": repr(lat.threshold)}, counter(0, LONG))
+            sparse.add(f"{name}_count", hist, counter(per_minute.quantize(Decimal("0.0001")), LONG))
         sparse.checks += [Check("10m", rules.BURN), Check(f"{LONG}m", rules.BURN)]
         out.append(sparse)
     return out
 
 
+def _sampled(spec: SLOFile, case: Case, obj: Objective) -> None:
+    """Series that keep ``obj``'s own no-data alert quiet in another objective's case."""
+    if rules.front_histogram(spec, obj) is not None:
+        return _front_buckets(spec, case, obj, RPM, RPM, 40)
+    labels = {catalog.MODEL: obj.model, catalog.VERSION: VERSION, catalog.PHASE: "request"}
+    case.add(f"{catalog.REQUEST_DURATION}_count", sidecar_labels(spec, **labels), counter(60, 40))
+
+
 def nodata_cases(spec: SLOFile, obj: Objective) -> list[Case]:
     if obj.kind != "latency":
         return []
-    values = rules.nodata_texts(spec, obj)
+    others = [o for o in spec.objectives() if o.kind == "latency" and o.model != obj.model]
     base = {rules.SEVERITY: "ticket", rules.SLO_LABEL: obj.name, catalog.MODEL: obj.model}
+    if (front := rules.front_histogram(spec, obj)) is not None:
+        # No bucket at the threshold raises the no-data alert; absent() keeps the equality matchers.
+        labels = {**{m.label: m.value for m in front.buckets.matchers if m.op == "="}, **base}
+        alert = expected(spec, rules.NO_DATA, labels, rules.nodata_texts(spec, obj), rules.NO_DATA_FRONT)
+        missing = Case(f"{obj.name}: a front without a bucket at the threshold raises TritonSLONoData")
+        _front_buckets(spec, missing, obj, Decimal(-1), RPM, 40)
+        missing.checks.append(Check("30m", rules.NO_DATA, (alert,)))
+        quiet = Case(f"{obj.name}: the front's bucket at the threshold keeps TritonSLONoData quiet")
+        _front_buckets(spec, quiet, obj, RPM, RPM, 40)
+        quiet.checks.append(Check("30m", rules.NO_DATA))
+        for case in (missing, quiet):
+            for other in others:
+                _sampled(spec, case, other)
+        return [missing, quiet]
+    values = rules.nodata_texts(spec, obj)
     hist = sidecar_labels(
         spec, **{catalog.MODEL: obj.model, catalog.VERSION: VERSION, catalog.PHASE: "request"}
     )
@@ -299,11 +346,9 @@ def nodata_cases(spec: SLOFile, obj: Objective) -> list[Case]:
     quiet.checks.append(Check("30m", rules.NO_DATA))
     # Every other latency SLI is sampled in these cases: else its own absent_over_time fires beside
     # this one's (an SLO file with two latency objectives failed its own generated tests).
-    for other in spec.objectives():
-        if other.kind == "latency" and other.model != obj.model:
-            labels = {catalog.MODEL: other.model, catalog.VERSION: VERSION, catalog.PHASE: "request"}
-            for case in (absent, frozen, quiet):
-                case.add(f"{catalog.REQUEST_DURATION}_count", sidecar_labels(spec, **labels), counter(60, 40))
+    for case in (absent, frozen, quiet):
+        for other in others:
+            _sampled(spec, case, other)
     return [absent, frozen, quiet]
 
 

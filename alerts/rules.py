@@ -40,6 +40,7 @@ from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is ho
     MODEL_STALLED,
     NO_DATA,
     NO_DATA_ABSENT,
+    NO_DATA_FRONT,
     NO_DATA_TRAFFIC_WINDOW,
     OBJECTIVE_RECORD,
     OPERATIONAL,
@@ -59,6 +60,7 @@ from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is ho
     render,
 )
 from tritonwatch.catalog import le_matcher
+from tritonwatch.fronthistogram import FrontHistogram, le_text
 from tritonwatch.slo import SLO, FrontCounters, Objective, SLOFile, format_duration
 from tritonwatch.validators import promql_string
 
@@ -203,6 +205,8 @@ def sli_expr(spec: SLOFile, obj: Objective, window: str) -> str:
         return availability_error_ratio(spec, obj.model, window)
     lat = spec.slo_for(obj.model).latency_for(obj.kind)
     assert lat is not None
+    if lat.source is not None:
+        return lat.source.error_ratio_promql(window, lat.threshold, lat.min_samples, spec.grouping)
     return latency_error_ratio(spec, obj.model, window, lat.threshold, lat.min_samples, obj.kind)
 
 
@@ -216,9 +220,15 @@ def front_counters(spec: SLOFile, obj: Objective) -> FrontCounters | None:
     return a.source if obj.kind == "availability" and a is not None else None
 
 
+def front_histogram(spec: SLOFile, obj: Objective) -> FrontHistogram | None:
+    """The front's histogram a latency objective reads (``latency.from``), None when it reads the sidecar's."""
+    lat = spec.slo_for(obj.model).latency_for(obj.kind)
+    return lat.source if lat is not None else None
+
+
 def sli_rules(spec: SLOFile, obj: Objective) -> list[Rule]:
     labels = {SLO_LABEL: obj.name}
-    if front_counters(spec, obj) is not None:
+    if front_counters(spec, obj) is not None or front_histogram(spec, obj) is not None:
         labels[catalog.MODEL] = obj.model  # the front's series do not name the model
     return [
         {"record": sli_record(w), "expr": sli_expr(spec, obj, w), "labels": dict(sorted(labels.items()))}
@@ -305,10 +315,13 @@ def burn_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
 
 def nodata_texts(spec: SLOFile, obj: Objective) -> dict[str, str]:
     # Static rule labels are not in $labels at template time: the SLO and model are spelled out.
+    front, lat = front_histogram(spec, obj), spec.slo_for(obj.model).latency
+    bound = {} if front is None or lat is None else {"bound": le_text(front.bound(lat.threshold))}
     return {
+        **bound,
         "slo": obj.name,
         "model": obj.model,
-        "histogram": catalog.REQUEST_DURATION,
+        "histogram": catalog.REQUEST_DURATION if front is None else front.buckets.promql(),
         "absent": NO_DATA_ABSENT,
         "traffic_window": NO_DATA_TRAFFIC_WINDOW,
     }
@@ -318,6 +331,12 @@ def nodata_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
     """A latency SLI without samples alerts on its own instead of going quiet."""
     if obj.kind != "latency":
         return []
+    labels = {SEVERITY: "ticket", SLO_LABEL: obj.name, catalog.MODEL: obj.model}
+    front, lat = front_histogram(spec, obj), spec.slo_for(obj.model).latency
+    if front is not None and lat is not None:
+        # The front sees every request: no bucket at the threshold is what leaves this SLI blind.
+        expr = f"absent_over_time({front.under(lat.threshold)}[{NO_DATA_ABSENT}])"
+        return [_alert(NO_DATA, expr, labels, nodata_texts(spec, obj), NO_DATA_FRONT)]
     by = _by(spec, catalog.MODEL)
     count = _select(f"{catalog.REQUEST_DURATION}_count", _request_phase(), _model(obj.model))
     success = _select(catalog.TRITON_SUCCESS, _model(obj.model))
@@ -327,7 +346,6 @@ def nodata_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
         f"  sum by ({by}) (increase({count}[{w}])) < 1\nand on ({by})\n"
         f"  sum by ({by}) (increase({success}[{w}])) > 0\n)"
     )
-    labels = {SEVERITY: "ticket", SLO_LABEL: obj.name, catalog.MODEL: obj.model}
     return [_alert(NO_DATA, expr, labels, nodata_texts(spec, obj))]
 
 

@@ -72,9 +72,20 @@ SLO_ALERTS = (
         "Triton's traces reach the sidecar (--otlp-listen, --trace-rate).",
     ),
 )
+# The no-data alert of a latency SLI read from a front's histogram (``latency.from``).
+NO_DATA_FRONT = "TritonSLONoDataFront"
 TEXTS: dict[str, catalog.Alert] = {
     **{a.name: a for a in (*SLO_ALERTS, *catalog.OPERATIONAL_ALERTS)},
     SERVER_ABSENT_TEXTS: catalog.SERVER_ABSENT,
+    NO_DATA_FRONT: catalog.Alert(
+        NO_DATA,
+        watches="",
+        hold="10m",
+        summary="No latency samples for {model}: the {slo} SLI is blind",
+        description="The latency SLI {slo} of {model} reads the front's histogram {histogram}, which has "
+        "had no bucket at the threshold (le={bound}) for {absent}: the front is not scraped, or its "
+        "buckets do not include the threshold (docs/latency-sources.md).",
+    ),
 }
 FOR = {name: a.hold for name, a in TEXTS.items() if a.hold and name in ALERTS}
 

@@ -36,6 +36,7 @@ PACKAGES = {
     "vmalert": "the Debian package victoria-metrics",
     "kubectl": "kubectl (apt-get install kubectl, or the upstream binary)",
     "haproxy": "the Debian package haproxy",
+    "caddy": "the Debian package caddy",
 }
 
 

@@ -35,6 +35,7 @@ CORE = {
     "tritonwatch.expfmt",
     "tritonwatch.files",
     "tritonwatch.flags",
+    "tritonwatch.fronthistogram",
     "tritonwatch.inputs",
     "tritonwatch.otlp",
     "tritonwatch.safeyaml",

@@ -62,29 +62,31 @@ class Selector:
         return metric == self.metric and all(m.matches(labels.get(m.label, "")) for m in self.matchers)
 
 
-def parse_selector(text: object, where: str) -> Selector:
-    """Parse ``text`` strictly; every problem is a ``UsageError`` line that starts with ``where``."""
+def parse_selector(text: object, where: str, what: str = "counter") -> Selector:
+    """Parse ``text`` strictly; every problem is a ``UsageError`` line that starts with ``where``
+    (``what``: the kind of series the field selects, as its messages name it)."""
     if not isinstance(text, str):
-        raise UsageError(f"{where}: must be a counter selector string (got {type(text).__name__})")
+        raise UsageError(f"{where}: must be a {what} selector string (got {type(text).__name__})")
     if len(text) > MAX_LENGTH:
         raise UsageError(f"{where}: longer than {MAX_LENGTH} characters")
     bad = next((c for c in text if ord(c) < 0x20 or ord(c) == 0x7F), None)
     if bad is not None:
         raise UsageError(f"{where}: control character {bad!r} in selector (expected one line)")
-    return _Reader(text, where).selector()
+    return _Reader(text, where, what).selector()
 
 
 class _Reader:
-    def __init__(self, text: str, where: str) -> None:
+    def __init__(self, text: str, where: str, what: str = "counter") -> None:
         self.text = text
         self.where = where
+        self.what = what
         self.pos = 0
 
     def fail(self, expected: str) -> UsageError:
         rest = self.text[self.pos :]
         got = repr(rest[:20]) if rest else "the end"
         return UsageError(
-            f"{self.where}: not a counter selector (a metric name and label matchers only, "
+            f"{self.where}: not a {self.what} selector (a metric name and label matchers only, "
             f'e.g. requests_total{{code="5xx"}}): expected {expected} at column {self.pos + 1}, got {got}'
         )
 

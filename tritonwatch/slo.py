@@ -20,6 +20,7 @@ import yaml
 from tritonwatch import catalog, safeyaml, validators
 from tritonwatch.durations import format_duration, parse_duration
 from tritonwatch.errors import UsageError
+from tritonwatch.fronthistogram import FrontHistogram, parse_front_histogram
 from tritonwatch.secrets_check import find_secret
 from tritonwatch.selector import Selector, parse_selector
 
@@ -79,11 +80,15 @@ class Availability:
 
 @dataclass(frozen=True)
 class Latency:
-    """Share of requests (percent) whose request phase is at most ``threshold`` seconds."""
+    """Share of requests (percent) whose request phase is at most ``threshold`` seconds.
+
+    ``source`` None: from the sidecar's histogram; else from the front's (``latency.from``).
+    """
 
     threshold: float
     objective: Decimal
     min_samples: int = DEFAULT_LATENCY_MIN_SAMPLES
+    source: FrontHistogram | None = None
 
 
 @dataclass(frozen=True)
@@ -264,14 +269,18 @@ def _bucket(threshold: float) -> float | None:
     return None
 
 
-def _parse_latency(raw: object, where: str) -> Latency:
-    f = _Fields(raw, where, ("threshold", "objective", "min_samples"))
+def _parse_latency(raw: object, where: str, front: bool = False) -> Latency:
+    """``front``: the objective may read a front's histogram (``from``), whose bounds are its own."""
+    f = _Fields(raw, where, ("threshold", "objective", "min_samples", *(("from",) if front else ())))
     raw_threshold = f.required("threshold")
     if isinstance(raw_threshold, int | float) and not isinstance(raw_threshold, bool):
         threshold = float(raw_threshold)  # plain number: seconds
     else:
         threshold = parse_duration(raw_threshold, f.at("threshold"))
-    bucket = _bucket(threshold)
+    source = parse_front_histogram(f.raw["from"], f.at("from")) if f.has("from") else None
+    if source is not None and not threshold > 0:
+        raise UsageError(f"{f.at('threshold')}: must be greater than 0 (got {raw_threshold})")
+    bucket = threshold if source is not None else _bucket(threshold)
     if bucket is None:
         choices = ", ".join(format_duration(b) for b in catalog.DEFAULT_BUCKETS)
         raise UsageError(
@@ -283,7 +292,7 @@ def _parse_latency(raw: object, where: str) -> Latency:
         lambda d: None if d >= 1 and d == int(d) else "must be a whole number of at least 1",
         DEFAULT_LATENCY_MIN_SAMPLES,
     )
-    return Latency(threshold=bucket, objective=objective, min_samples=int(min_samples))
+    return Latency(threshold=bucket, objective=objective, min_samples=int(min_samples), source=source)
 
 
 def _parse_front(raw: object, where: str) -> FrontCounters:
@@ -322,7 +331,7 @@ def _parse_slo(raw: object, where: str) -> SLO:
         a = _Fields(f.raw["availability"], f.at("availability"), ("objective", "from"))
         source = _parse_front(a.raw["from"], a.at("from")) if a.has("from") else None
         availability = Availability(objective=a.number("objective", _percent), source=source)
-    latency = _parse_latency(f.raw["latency"], f.at("latency")) if f.has("latency") else None
+    latency = _parse_latency(f.raw["latency"], f.at("latency"), front=True) if f.has("latency") else None
     capacity = None
     if f.has("capacity"):
         capacity = Capacity(_one(f.raw["capacity"], f.at("capacity"), "max_request_rate", _positive))
