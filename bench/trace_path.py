@@ -405,8 +405,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--file-rates", default="2000,10000", help="trace-file traced requests/s")
     ap.add_argument("--real", action="store_true", help="also the bundled real Triton (about 1 minute)")
     ap.add_argument("--only-real", action="store_true", help="the real Triton run alone")
+    ap.add_argument(
+        "--triton-default-batch",
+        action="store_true",
+        help="the real Triton with OpenTelemetry's default batch processor, not local-triton's (issue 37)",
+    )
     ap.add_argument("--out", type=Path, default=RESULTS / "trace_path.json")
     args = ap.parse_args(argv)
+    if args.triton_default_batch:
+        from tritonwatch.local import triton as local_triton
+
+        local_triton.OTEL_BATCH = ()  # the figures before issue 37, for comparison
     rates = [float(r) for r in args.rates.split(",")]
     file_rates = [float(r) for r in args.file_rates.split(",")]
     runs: list[dict[str, Any]] = []

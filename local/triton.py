@@ -38,6 +38,16 @@ CACHE_SIZE_BYTES = 16 * 1024 * 1024
 # Triton 2.51 crashed (issue #7795) with OpenTelemetry tracing at little or no sampling under load.
 MIN_SAFE_OTEL_RATE = 10
 DEFAULT_TRACE_RATE = 10
+# Triton's OpenTelemetry batch span processor (server#6842; docs/user_guide/trace.md), set so that
+# Triton sends fewer, fuller bodies: the sidecar's cost is mostly per body, not per span (issue 37;
+# docs/latency-sources.md has the figures). A batch of 1,024 spans is about 1.3 MB of OTLP JSON, well
+# under the receiver's 4 MiB body limit; the queue holds 8 batches (Triton drops spans past it); a
+# batch leaves at least every 2 s, so traces still reach the sidecar's 300 s quantile window fresh.
+OTEL_BATCH = (
+    ("bsp_max_queue_size", 8192),
+    ("bsp_max_export_batch_size", 1024),
+    ("bsp_schedule_delay", 2000),
+)
 SHM_DIR = Path("/dev/shm")
 # Names of what a LocalTriton leaves on disk carry the owning process id, so a later start can sweep
 # what a killed owner left behind (a SIGKILLed Triton never unlinks its stubs' shared memory).
@@ -111,6 +121,7 @@ def trace_args(
                 MIN_SAFE_OTEL_RATE,
             )
         mode = ["mode=opentelemetry", f"opentelemetry,url={trace_to}"]
+        mode += [f"opentelemetry,{key}={value}" for key, value in OTEL_BATCH]
     else:
         assert trace_file is not None
         mode = ["mode=triton", f"triton,file={trace_file}"]

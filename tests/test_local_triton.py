@@ -121,6 +121,9 @@ def test_trace_flags() -> None:
     assert trace_args("http://127.0.0.1:4318/v1/traces", 100, None) == [
         "--trace-config", "mode=opentelemetry",
         "--trace-config", "opentelemetry,url=http://127.0.0.1:4318/v1/traces",
+        "--trace-config", "opentelemetry,bsp_max_queue_size=8192",
+        "--trace-config", "opentelemetry,bsp_max_export_batch_size=1024",
+        "--trace-config", "opentelemetry,bsp_schedule_delay=2000",
         "--trace-config", "rate=100",
         "--trace-config", "level=TIMESTAMPS",
     ]  # fmt: skip
