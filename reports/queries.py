@@ -9,6 +9,7 @@ formula over the raw Triton series.
 from __future__ import annotations
 
 from tritonwatch import catalog
+from tritonwatch.fronthistogram import FrontHistogram
 from tritonwatch.slo import FrontCounters
 
 BY = catalog.by_clause()  # "model, version"
@@ -117,6 +118,13 @@ def latency_within(threshold: float, window: str = PEAK_WINDOW, phase: str = "re
 def latency_sampled(window: str = PEAK_WINDOW, phase: str = "request") -> str:
     """Sampled requests/s (the latency SLI's valid events), across replicas."""
     return f'sum by ({BY}) (rate({catalog.REQUEST_DURATION}_count{{{catalog.PHASE}="{phase}"}}[{window}]))'
+
+
+def front_latency(front: FrontHistogram, threshold: float | None, window: str = PEAK_WINDOW) -> str:
+    """Requests/s the front timed within ``threshold`` (None: all of them), as its SLO rules read them
+    (``latency.from``): the front's series do not name the model, so nothing is kept but the sum."""
+    bucket = front.total() if threshold is None else front.under(threshold)
+    return f"sum(rate({bucket}[{window}]))"
 
 
 def gpu_busy_seconds(window: str) -> str:

@@ -92,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
     from tritonwatch.reports.promapi import Progress, PromClient
     from tritonwatch.reports.week import collect, history_days
 
-    thresholds = {s.model: s.latency.threshold for s in slos.slos if s.latency} if slos else {}
+    lats = {s.model: s.latency for s in slos.slos if s.latency} if slos else {}
+    thresholds = {m: lat.threshold for m, lat in lats.items() if lat.source is None}
+    front_latency = {m: (lat.source, lat.threshold) for m, lat in lats.items() if lat.source is not None}
     progress = Progress()
     client = PromClient(
         args.prometheus, timeout=args.timeout, progress=progress, models_per_query=args.models_per_query
@@ -104,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             if slos
             else {}
         )
-        week = collect(client, end, args.days, days, thresholds, note, fronts)
+        week = collect(client, end, args.days, days, thresholds, note, fronts, front_latency)
         progress.step("capacity, forecasts and charts")
         models, gpus = figures.build(week, slos)
         report = render.Report(

@@ -19,6 +19,7 @@ import pandas as pd
 
 from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError
+from tritonwatch.fronthistogram import FrontHistogram
 from tritonwatch.reports import queries as q
 from tritonwatch.reports.promapi import Labels, PromClient, label
 from tritonwatch.slo import FrontCounters
@@ -142,9 +143,11 @@ def collect(
     thresholds: dict[str, float] | None = None,
     history_note: str = "",
     fronts: Mapping[str, FrontCounters] | None = None,
+    front_latency: Mapping[str, tuple[FrontHistogram, float]] | None = None,
 ) -> Week:
     """``history``: days of request rate and GPU utilisation to fetch (default ``days``);
-    ``thresholds``: model -> latency threshold (s) whose SLI series to fetch for the period."""
+    ``thresholds``: model -> latency threshold (s) whose SLI series to fetch for the period;
+    ``front_latency``: model -> the front's histogram and threshold where the SLO reads latency there."""
     start = end - timedelta(days=days)
     history = max(days, history or days)
     window = f"{days}d"
@@ -246,6 +249,14 @@ def collect(
         for k, s in sampled.items():
             if k in models and k[0] in thresholds:
                 models[k].latency_sampled = s
+    for model, (hist, threshold) in sorted((front_latency or {}).items()):
+        # What the clients lived through, as the SLO reads it; the front cannot tell versions apart.
+        for attr, limit in (("latency_within", threshold), ("latency_sampled", None)):
+            got = client.range(q.front_latency(hist, limit), first, end, PEAK_STEP, f"{model}: front latency")
+            for s in got.values():
+                for k, m in models.items():
+                    if k[0] == model:
+                        setattr(m, attr, s.where(s.map(math.isfinite)).dropna())
 
     hour = start + CHART_STEP
     w = q.CHART_WINDOW

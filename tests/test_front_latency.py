@@ -319,3 +319,13 @@ def test_recorded_latency_error_ratio_is_the_share_clients_timed_over_the_thresh
     assert abs(clients_share - 1 / SLOW_EVERY) <= 0.05  # the load made the share it meant to
     # The no-data alert stays quiet: Caddy's buckets include the threshold.
     assert _scalar(prom, 'ALERTS{alertname="TritonSLONoData",slo="sleeper-latency"}') is None
+
+
+def test_the_report_reads_the_fronts_buckets_where_the_slo_does() -> None:
+    from tritonwatch.reports import queries
+
+    lat = slo.load(EXAMPLE).slo_for("sleeper").latency
+    assert lat is not None and lat.source is not None
+    under = f'{CADDY[:-1]},le=~"0\\\\.050*"}}'
+    assert queries.front_latency(lat.source, lat.threshold) == f"sum(rate({under}[5m]))"
+    assert queries.front_latency(lat.source, None) == f'sum(rate({CADDY[:-1]},le="+Inf"}}[5m]))'
