@@ -99,7 +99,8 @@ def build() -> core.Dashboard:
         p.timeseries(
             "SLI",
             "Share of good events (successful, or under the latency threshold) over 5m and 1h, "
-            "against the objective.",
+            "against the objective. Each SLI reads the source its SLO file names: Triton's counters "
+            "or the front's (availability.from), sampled traces or the front's histogram (latency.from).",
             "percentunit",
             [
                 Q(q.slo_sli("5m"), f"5m {LEG}"),
