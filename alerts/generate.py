@@ -141,9 +141,9 @@ def run(args: argparse.Namespace) -> int:
     files = render(slo_path)
     if args.triton:
         from tritonwatch import slo
-        from tritonwatch.alerts import blind
+        from tritonwatch.alerts import triton_check
 
-        blind.warn(slo.load(slo_path), args.triton)
+        triton_check.warn(slo.load(slo_path), args.triton)
     written = write(files, Path(args.out))
     for path in written:
         print(path)

@@ -366,7 +366,7 @@ def test_rules_triton_names_a_model_without_config_and_an_unreachable_url(
     with fake_triton() as fake:
         fake.configs["fraud_detector"] = cfg(platform="onnxruntime_onnx")
         fake.configs["pipeline"] = cfg(backend="python")
-        with caplog.at_level("WARNING", logger="tritonwatch.alerts.blind"):
+        with caplog.at_level("WARNING", logger="tritonwatch.alerts.triton_check"):
             code = main(["rules", "--slo", str(f), "--out", str(tmp_path / "out"), "--triton", fake.base_url])
         assert code == 0
         assert [r.getMessage() for r in caplog.records] == [
