@@ -27,7 +27,7 @@ COMMANDS: dict[str, str] = {
     "alerts": "tritonwatch.cli.alerts",
     "dashboards": "tritonwatch.dashboards.generate",
     "report": "tritonwatch.reports.report",
-    "advise": "tritonwatch.reports.advise.command",
+    "advise": "tritonwatch.advise.command",
 }
 
 

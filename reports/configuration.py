@@ -1,7 +1,7 @@
 """The weekly report's configuration section: per model, the batching settings it runs with against the
 ones ``tritonwatch advise`` recommends, and the capacity forecast twice, as configured and as recommended.
 
-The advice is ``advise --prometheus`` at the end of the period (reports/advise/: the same model of the
+The advice is ``advise --prometheus`` at the end of the period (advise/: the same model of the
 server, on the sidecar's series), the load being the mean over the period's last ``LOAD_WINDOW_S``;
 the instance count is kept (as ``advise`` does by default: the series cannot show how instances
 sharing a GPU slow each other).
@@ -93,8 +93,8 @@ def collect(client: PromClient, end: datetime, slos: SLOFile | None) -> list[Map
     """``advise --prometheus`` at the period's end for every model Prometheus knows; [] without an SLO file."""
     if slos is None:
         return []
-    from tritonwatch.reports.advise import advice
-    from tritonwatch.reports.advise.prometheus import PrometheusReader
+    from tritonwatch.advise import advice
+    from tritonwatch.advise.prometheus import PrometheusReader
 
     observations = PrometheusReader(client).read(None, LOAD_WINDOW_S, end)
     return [advice.advise_observed(o, slos, "the SLO file", 0) for o in observations]

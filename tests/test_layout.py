@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "tritonwatch"
-SUBPACKAGES = ("exporters", "alerts", "dashboards", "reports", "local")
+SUBPACKAGES = ("exporters", "alerts", "dashboards", "reports", "advise", "local", "cli")
 
 # What the others stand on. It imports nothing of tritonwatch but itself.
 CORE = {
@@ -56,7 +56,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "tritonwatch.exporters": set(),
     "tritonwatch.alerts": set(),
     "tritonwatch.dashboards": set(),
-    "tritonwatch.reports": set(),
+    # the report's configuration section is the advice at the period's end
+    "tritonwatch.reports": {"tritonwatch.advise"},
+    # advise reads Prometheus through the report's client (reports.promapi) and nothing else of it
+    "tritonwatch.advise": {"tritonwatch.reports"},
     # the demo runs the sidecar and writes the rules, as `tritonwatch sidecar` and `rules` would
     "tritonwatch.local": {"tritonwatch.exporters", "tritonwatch.alerts"},
 }
@@ -156,6 +159,10 @@ def test_the_directions_the_issue_names() -> None:
     assert not {t for t in imports_of("tritonwatch.reports") if t.startswith("tritonwatch.alerts")}
     assert "tritonwatch.cli" not in imports_of("tritonwatch.cli.alerts")
     assert not {t for t in imports_of("tritonwatch.exporters") if t.startswith("tritonwatch.local")}
+    # advise (issue 36) leans on the report for its Prometheus client only
+    assert {t for t in imports_of("tritonwatch.advise") if t.startswith("tritonwatch.reports")} == {
+        "tritonwatch.reports.promapi"
+    }
 
 
 def test_no_sidecar_part_imports_the_sidecar_or_the_collector() -> None:
@@ -200,6 +207,7 @@ def test_ruff_bans_bare_subpackage_imports(tmp_path: Path) -> None:
         "from alerts import rules",
         "import reports.report as report",
         "from dashboards.panels import Panel",
+        "import advise.command",
     ]
     good = ["from tritonwatch.exporters.sidecar import Sidecar", "from tritonwatch import alerts"]
     sample.write_text("\n".join(bad + good) + "\n")
