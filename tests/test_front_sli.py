@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from support.fake_triton import FakeTriton, fake_triton
 
 from tritonwatch import catalog, slo, uncounted
-from tritonwatch.alerts import promtests, rules
+from tritonwatch.alerts import promtestfiles, rules
 from tritonwatch.alerts.generate import render, write
 from tritonwatch.cli import main
 from tritonwatch.errors import UsageError
@@ -274,7 +274,7 @@ def test_promtool_tests_for_the_front_sli_pass_and_catch_a_rule_that_reads_trito
 def test_promtests_refuse_a_total_that_selects_only_errors() -> None:
     spec = slo.parse(doc(errors='x{code=~"5.*"}', total='x{code=~"5.."}'))
     with pytest.raises(UsageError) as exc:
-        promtests.test_files(spec)
+        promtestfiles.test_files(spec)
     assert str(exc.value) == f"{FIELD}.total: every series it selects is an error too"
 
 

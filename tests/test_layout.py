@@ -36,7 +36,7 @@ CORE = {
     "tritonwatch.files",
     "tritonwatch.flags",
     "tritonwatch.inputs",
-    "tritonwatch.otlp",
+    "tritonwatch.exporters.traces.otlp",
     "tritonwatch.safeyaml",
     "tritonwatch.secrets_check",
     "tritonwatch.selector",
@@ -219,3 +219,81 @@ def test_ruff_bans_bare_subpackage_imports(tmp_path: Path) -> None:
     )  # fmt: skip
     flagged = sorted(int(line.split(":")[1]) for line in result.stdout.splitlines() if "TID251" in line)
     assert flagged == list(range(1, len(bad) + 1)), result.stdout + result.stderr
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Product module -> the product modules it imports (function-level and by-string imports included).
+
+    ``from tritonwatch.x import y`` counts as importing ``tritonwatch.x.y`` when that is a module, else
+    ``tritonwatch.x``; a package's own ``__init__`` is not counted as an import of its submodules.
+    """
+    mods = modules()
+    known = set(mods)
+    graph: dict[str, set[str]] = {}
+    for mod, path in mods.items():
+        targets = set()
+        for target in imported(path, known):
+            # ``from pkg import sub`` adds both pkg and pkg.sub: keep the most specific known module
+            if target in known and target != mod:
+                targets.add(target)
+        graph[mod] = targets - {t for t in targets if any(o.startswith(t + ".") for o in targets)}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each strongly connected component of more than one module (Tarjan), as a sorted list."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1 or node in graph.get(node, ()):
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_no_import_cycle_anywhere() -> None:
+    """No product module reaches itself through imports, those inside functions included (issue 36):
+    a cycle makes the import order matter and hides which module stands on which."""
+    assert _cycles(_import_graph()) == []
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+PRODUCT_LINES = 500
+
+
+def test_no_product_module_over_500_lines() -> None:
+    """A module past 500 lines holds more than one idea (issue 36): split it by what it does."""
+    long = {
+        mod: n for mod, path in modules().items() if (n := len(path.read_text().splitlines())) > PRODUCT_LINES
+    }
+    assert long == {}
