@@ -25,13 +25,12 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from tritonwatch.reports.capacity import Forecast, saturations
 from tritonwatch.reports.figures import HORIZONS_WEEKS, ModelFigures, lead_weeks
 from tritonwatch.reports.promapi import PromClient
-from tritonwatch.reports.render import finite_cell, html_table, insert_section, md_table, write_rows
+from tritonwatch.reports.render import Section, finite_cell, html_table, md_table
 from tritonwatch.reports.week import model_name
 from tritonwatch.slo import SLOFile
 
@@ -212,19 +211,16 @@ def sentences(config_rows: Sequence[ConfigRow]) -> list[str]:
     return out
 
 
-def add_to_report(
-    client: PromClient, end: datetime, slos: SLOFile | None, models: Sequence[ModelFigures], out: Path
-) -> list[Path]:
-    """Advise, and add the configuration section to the written report; returns the files it wrote."""
+def section(
+    client: PromClient, end: datetime, slos: SLOFile | None, models: Sequence[ModelFigures]
+) -> Section | None:
+    """Advise: the report's configuration section (``configuration.csv`` beside it); None without advice."""
     config_rows = rows(collect(client, end, slos), models)
     if not config_rows:
-        return []
-    path = out / "configuration.csv"
-    write_rows(path, COLUMNS, (csv_row(r) for r in config_rows))
+        return None
     said = sentences(config_rows)
     md = "\n".join(["## Configuration", "", *md_table(TABLE, config_rows), "", *said, "", METHOD, "", ""])
     page = f"<h2>Configuration</h2>{html_table(TABLE, config_rows)}" + "".join(
         f"<p>{html.escape(s)}</p>" for s in [*said, METHOD]
     )
-    insert_section(out, md, page)
-    return [path]
+    return Section(md, page, "configuration.csv", COLUMNS, [csv_row(r) for r in config_rows])
