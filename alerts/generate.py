@@ -89,7 +89,7 @@ def header(slo_path: str, name: str) -> str:
 def render(slo_path: str) -> dict[str, str]:
     """Every output file, relative path -> text."""
     from tritonwatch import slo
-    from tritonwatch.alerts import alertmanager, layers, promtests, rules, windows
+    from tritonwatch.alerts import alertmanager, layers, promtestfiles, rules, windows
 
     spec = slo.load(slo_path)
     try:
@@ -100,7 +100,7 @@ def render(slo_path: str) -> dict[str, str]:
     split = layers.split(rules.rule_files(spec))
     files = {name: dump(doc, top + layers.comment(name)) for name, doc in split.items()}
     files["alertmanager.yml"] = dump(alertmanager.config(spec), top)
-    files.update({name: dump(doc, top) for name, doc in promtests.test_files(spec).items()})
+    files.update({name: dump(doc, top) for name, doc in promtestfiles.test_files(spec).items()})
     return dict(sorted(files.items()))
 
 
@@ -141,9 +141,9 @@ def run(args: argparse.Namespace) -> int:
     files = render(slo_path)
     if args.triton:
         from tritonwatch import slo
-        from tritonwatch.alerts import blind
+        from tritonwatch.alerts import triton_check
 
-        blind.warn(slo.load(slo_path), args.triton)
+        triton_check.warn(slo.load(slo_path), args.triton)
     written = write(files, Path(args.out))
     for path in written:
         print(path)

@@ -1,7 +1,7 @@
 """promtool unit tests for the generated rules: for every alert, input series where it must fire
 (with its exact labels and rendered annotations) and series where it must stay quiet.
 
-``test_files(spec)`` returns ``{"tests/slo.test.yml": ..., "tests/operational.test.yml": ...}``,
+``promtestfiles.test_files(spec)`` assembles these cases (and ``objectivecases``, ``stallcases``) into ``{"tests/slo.test.yml": ..., "tests/operational.test.yml": ...}``,
 each runnable with ``promtool test rules``. The series are built from the same catalog names and
 the same SLO objects as the rules, but the expected values are worked out here, by hand, from the
 inputs: a rule that computes the wrong thing fails its test. (Watchdog has no quiet case: it fires
@@ -470,31 +470,3 @@ def watchdog_cases(spec: SLOFile) -> list[Case]:
         Check("1m", rules.WATCHDOG, (expected(spec, rules.WATCHDOG, {rules.SEVERITY: "none"}, {}),))
     )
     return [c]
-
-
-# --- files --------------------------------------------------------------------------------------
-def _file(cases: list[Case], rule_files: tuple[str, ...]) -> dict[str, Any]:
-    # Only the rule files the cases read: promtool evaluates every loaded rule at every step.
-    return {
-        "rule_files": [f"../{f}" for f in rule_files],
-        "evaluation_interval": INTERVAL,
-        "tests": [c.to_yaml() for c in cases],
-    }
-
-
-def test_files(spec: SLOFile) -> dict[str, dict[str, Any]]:
-    slo_cases: list[Case] = []
-    for obj in sorted(spec.objectives(), key=lambda o: o.name):
-        slo_cases += burn_cases(spec, obj) + nodata_cases(spec, obj)
-    from tritonwatch.alerts.objectivecases import operational_cases  # they build on this module's cases
-    from tritonwatch.alerts.stallcases import stall_cases
-
-    ops: list[Case] = server_cases(spec) + stall_cases(spec) + ready_cases(spec)
-    for slo in sorted(spec.slos, key=lambda s: s.model):
-        for objective in catalog.OPERATIONAL_OBJECTIVES:
-            ops += operational_cases(spec, slo, objective)
-    ops += gpu_cases(spec) + sidecar_cases(spec) + watchdog_cases(spec)
-    files = {"tests/operational.test.yml": _file(ops, OPERATIONAL_RULES)}
-    if slo_cases:
-        files["tests/slo.test.yml"] = _file(slo_cases, SLO_RULES)
-    return dict(sorted(files.items()))

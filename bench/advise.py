@@ -44,9 +44,9 @@ import requests
 
 from tests.support.poisson import Run, drive
 from tritonwatch import cli
+from tritonwatch.advise import simulate
+from tritonwatch.advise.observed import Batching, Fit
 from tritonwatch.local.triton import LocalTriton
-from tritonwatch.reports.advise import simulate
-from tritonwatch.reports.advise.observed import Batching, Fit
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "linear"

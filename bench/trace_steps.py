@@ -17,9 +17,8 @@ import pstats
 import time
 
 from bench.trace_path import MARK, otlp_templates
-from tritonwatch import otlp
-from tritonwatch.exporters.spans import SpanJoiner
-from tritonwatch.exporters.traces import LatencyPart
+from tritonwatch.exporters.traces import LatencyPart, otlp
+from tritonwatch.exporters.traces.join import SpanJoiner
 
 
 def main(argv: list[str] | None = None) -> int:

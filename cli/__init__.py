@@ -22,12 +22,12 @@ COMMANDS: dict[str, str] = {
     "local-triton": "tritonwatch.local.triton",
     "load": "tritonwatch.local.load",
     "demo": "tritonwatch.local.demo",
-    "init": "tritonwatch.alerts.starter",
+    "init": "tritonwatch.cli.init",
     "rules": "tritonwatch.alerts.generate",
-    "alerts": "tritonwatch.alerts.amclient",
+    "alerts": "tritonwatch.cli.alerts",
     "dashboards": "tritonwatch.dashboards.generate",
     "report": "tritonwatch.reports.report",
-    "advise": "tritonwatch.reports.advise.command",
+    "advise": "tritonwatch.advise.command",
 }
 
 

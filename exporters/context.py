@@ -10,17 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tritonwatch.exporters.config import SidecarConfig
 from tritonwatch.exporters.exposition import Texts
 from tritonwatch.exporters.snapshot import Feed, Snapshots
 from tritonwatch.exporters.source import Health, Updates
-from tritonwatch.exporters.spans import RequestTiming
+from tritonwatch.exporters.traces.timing import Timings
 from tritonwatch.exporters.triton import ApiState
 from tritonwatch.exporters.window import ModelKey
 
-Timings = tuple[list[RequestTiming], float]  # one recorded batch of traced requests, and when
+if TYPE_CHECKING:
+    from tritonwatch.exporters.webconfig import Authorize, Wrap
 
 
 class RequestRates(Protocol):
@@ -66,6 +67,8 @@ class PartContext:
     timings: Feed[Timings] = field(default_factory=Feed)  # every recorded batch of traced requests
     bls: BlsModels = field(default_factory=BlsModels)
     texts: Texts = field(default_factory=Texts)  # label texts kept across builds, this sidecar's
+    # --web-config's basic auth and TLS, loaded once by the sidecar: /metrics and the OTLP receiver share them
+    web: tuple[Authorize | None, Wrap | None] = (None, None)
 
 
 def standalone(config: SidecarConfig | None = None, health: Health | None = None) -> PartContext:

@@ -42,11 +42,11 @@ from tritonwatch import catalog
 from tritonwatch.catalog import LlmSignal
 from tritonwatch.expfmt import Samples
 from tritonwatch.exporters.context import PartContext, RequestRates, no_request_rates
-from tritonwatch.exporters.latency import Histograms, SampleStore
 from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.snapshot import Snapshots
 from tritonwatch.exporters.source import Source
-from tritonwatch.exporters.spans import RequestTiming
+from tritonwatch.exporters.traces.store import Histograms, SampleStore
+from tritonwatch.exporters.traces.timing import RequestTiming
 from tritonwatch.exporters.window import IncreaseWindow, ModelKey, model_key
 
 HistKey = tuple[str, ModelKey]  # (exported histogram name, model)

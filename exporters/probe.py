@@ -28,9 +28,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from tritonwatch import catalog
 from tritonwatch.exporters.context import PartContext
-from tritonwatch.exporters.latency import Histograms
 from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.source import Source
+from tritonwatch.exporters.traces.store import Histograms
 
 log = logging.getLogger(__name__)
 

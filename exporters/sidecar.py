@@ -33,7 +33,7 @@ HELP = "Scrape a Triton server (and DCGM, traces) and serve derived per-model si
 # stays free of their dependencies and a part that is not installed costs only itself.
 PART_MODULES: tuple[str, ...] = (
     "tritonwatch.exporters.gpu",
-    "tritonwatch.exporters.traces",
+    "tritonwatch.exporters.traces.wiring",
     "tritonwatch.exporters.probe",
     "tritonwatch.exporters.llm",
 )
@@ -151,6 +151,7 @@ class Sidecar:
         # /metrics is rendered once per update of anything it shows, not once per request; the
         # costly families are prepared by its render thread, never on a request's time.
         self.exposition = CachedExposition(self.registry)
+        authorize, wrap = _web_security(cfg)
         context = PartContext(
             cfg,
             self.metrics.snapshots,
@@ -158,6 +159,7 @@ class Sidecar:
             self.metrics.request_rates,
             updates=[self.exposition],  # what parts show changes outside a source's step too
             prepared=True,
+            web=(authorize, wrap),
         )
         parts: list[Part] = []
         for module_name in PART_MODULES:
@@ -179,7 +181,6 @@ class Sidecar:
         for source in self.sources:
             source.updates.append(self.exposition)
         host, port = cfg.listen_host_port
-        authorize, wrap = _web_security(cfg)
         try:
             self.server = MetricsServer(host, port, self.exposition, authorize, wrap)
         except OSError as exc:

@@ -31,49 +31,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client.core import Metric
 
 from tritonwatch import catalog
 from tritonwatch.exporters.exposition import TextFamily, Texts
-from tritonwatch.exporters.latency import SampleStore
 from tritonwatch.exporters.part import Part
-
-if TYPE_CHECKING:
-    from tritonwatch.exporters.spans import RequestTiming
-
-
-@dataclass(frozen=True)
-class StepSegment:
-    """One step's share of an ensemble request (ns)."""
-
-    step: str
-    queue_ns: int
-    compute_ns: int
-
-
-def segments(
-    root: Mapping[str, int], children: Sequence[tuple[str, Mapping[str, int]]]
-) -> tuple[StepSegment, ...]:
-    """The ensemble request ``root``'s steps (``(model, events)``, any order) cut at each next step's
-    REQUEST_START; () when the times do not line up (a step outside the request, an event missing)."""
-    start, end = root.get("REQUEST_START"), root.get("REQUEST_END")
-    chain = sorted((ev["REQUEST_START"], model, ev) for model, ev in children if "REQUEST_START" in ev)
-    if start is None or end is None or not chain or len(chain) != len(children):
-        return ()
-    bounds = [start] + [s for s, _m, _e in chain[1:]] + [end]
-    if chain[0][0] < start or any(b > a for a, b in zip(bounds[1:], bounds, strict=False)):
-        return ()  # not in order within the request: not a chain we can cut
-    out = []
-    for (_s, model, ev), a, b in zip(chain, bounds, bounds[1:], strict=False):
-        # No COMPUTE_START (a cache hit, or refused before running): the whole segment waited.
-        compute_start = min(max(ev.get("COMPUTE_START", b), a), b)
-        out.append(StepSegment(model, compute_start - a, b - compute_start))
-    return tuple(out)
-
+from tritonwatch.exporters.traces.store import SampleStore
+from tritonwatch.exporters.traces.timing import RequestTiming
 
 StepKey = tuple[str, str, str, str]  # ensemble, version, step, phase
 

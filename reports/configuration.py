@@ -1,7 +1,7 @@
 """The weekly report's configuration section: per model, the batching settings it runs with against the
 ones ``tritonwatch advise`` recommends, and the capacity forecast twice, as configured and as recommended.
 
-The advice is ``advise --prometheus`` at the end of the period (reports/advise/: the same model of the
+The advice is ``advise --prometheus`` at the end of the period (advise/: the same model of the
 server, on the sidecar's series), the load being the mean over the period's last ``LOAD_WINDOW_S``;
 the instance count is kept (as ``advise`` does by default: the series cannot show how instances
 sharing a GPU slow each other).
@@ -25,13 +25,12 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from tritonwatch.reports.capacity import Forecast, saturations
 from tritonwatch.reports.figures import HORIZONS_WEEKS, ModelFigures, lead_weeks
 from tritonwatch.reports.promapi import PromClient
-from tritonwatch.reports.render import finite_cell, html_table, insert_section, md_table, write_rows
+from tritonwatch.reports.render import Section, finite_cell, html_table, md_table
 from tritonwatch.reports.week import model_name
 from tritonwatch.slo import SLOFile
 
@@ -93,8 +92,8 @@ def collect(client: PromClient, end: datetime, slos: SLOFile | None) -> list[Map
     """``advise --prometheus`` at the period's end for every model Prometheus knows; [] without an SLO file."""
     if slos is None:
         return []
-    from tritonwatch.reports.advise import advice
-    from tritonwatch.reports.advise.prometheus import PrometheusReader
+    from tritonwatch.advise import advice
+    from tritonwatch.advise.prometheus import PrometheusReader
 
     observations = PrometheusReader(client).read(None, LOAD_WINDOW_S, end)
     return [advice.advise_observed(o, slos, "the SLO file", 0) for o in observations]
@@ -212,19 +211,16 @@ def sentences(config_rows: Sequence[ConfigRow]) -> list[str]:
     return out
 
 
-def add_to_report(
-    client: PromClient, end: datetime, slos: SLOFile | None, models: Sequence[ModelFigures], out: Path
-) -> list[Path]:
-    """Advise, and add the configuration section to the written report; returns the files it wrote."""
+def section(
+    client: PromClient, end: datetime, slos: SLOFile | None, models: Sequence[ModelFigures]
+) -> Section | None:
+    """Advise: the report's configuration section (``configuration.csv`` beside it); None without advice."""
     config_rows = rows(collect(client, end, slos), models)
     if not config_rows:
-        return []
-    path = out / "configuration.csv"
-    write_rows(path, COLUMNS, (csv_row(r) for r in config_rows))
+        return None
     said = sentences(config_rows)
     md = "\n".join(["## Configuration", "", *md_table(TABLE, config_rows), "", *said, "", METHOD, "", ""])
     page = f"<h2>Configuration</h2>{html_table(TABLE, config_rows)}" + "".join(
         f"<p>{html.escape(s)}</p>" for s in [*said, METHOD]
     )
-    insert_section(out, md, page)
-    return [path]
+    return Section(md, page, "configuration.csv", COLUMNS, [csv_row(r) for r in config_rows])

@@ -16,14 +16,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pandas as pd
 
 from tritonwatch import catalog
 from tritonwatch.reports.promapi import PromClient
 from tritonwatch.reports.queries import PEAK_WINDOW
-from tritonwatch.reports.render import finite_cell, html_table, insert_section, md_table, write_rows
+from tritonwatch.reports.render import Section, finite_cell, html_table, md_table
 from tritonwatch.reports.week import PEAK_STEP, Week, by_model, model_name, series_by_model
 from tritonwatch.slo import SLOFile
 
@@ -170,14 +169,10 @@ def html_section(rows: list[LlmFigures]) -> str:
     return f"<h2>LLM models</h2>{html_table(TABLE, rows)}<p>{html.escape(METHOD)}</p>"
 
 
-def add_to_report(
-    client: PromClient, end: datetime, days: int, week: Week, slos: SLOFile | None, out: Path
-) -> list[Path]:
-    """Collect the LLM figures and add them to the written report; returns the files it wrote."""
+def section(client: PromClient, end: datetime, days: int, week: Week, slos: SLOFile | None) -> Section | None:
+    """The report's LLM section (``llm.csv`` beside it); None where no model serves an LLM."""
     rows = collect(client, end, days, week, slos)
     if not rows:
-        return []
-    path = out / "llm.csv"
-    write_rows(path, COLUMNS, ([finite_cell(v) for v in r.row().values()] for r in rows))
-    insert_section(out, markdown(rows), html_section(rows))
-    return [path]
+        return None
+    csv_rows = [[finite_cell(v) for v in r.row().values()] for r in rows]
+    return Section(markdown(rows), html_section(rows), "llm.csv", COLUMNS, csv_rows)

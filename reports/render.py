@@ -43,6 +43,18 @@ METHOD = [capacity.METHOD, knee.METHOD, GPU_METHOD]
 
 
 @dataclass(frozen=True)
+class Section:
+    """A part of the report gathered before it is rendered (the LLM models, the configuration advice):
+    its markdown and HTML, placed before "Method" in the order given, and the CSV file written beside."""
+
+    markdown: str
+    html: str
+    csv: str  # the file's name in --out
+    columns: Sequence[str]
+    rows: Sequence[Sequence[str]]
+
+
+@dataclass(frozen=True)
 class Report:
     week: Week
     prometheus: str
@@ -51,21 +63,10 @@ class Report:
     findings: Sequence[Finding]
     charts: Sequence[Chart]
     generated: datetime
+    sections: Sequence[Section] = ()
 
 
 # --- cell formatting ----------------------------------------------------------------------------
-def insert_section(out: Path, markdown: str, page: str) -> None:
-    """Put a section into the written report.md and report.html before their "Method" (at the end
-    where there is none): a part of the report that runs after the report is rendered."""
-    for name, section, marker in (
-        ("report.md", markdown, "## Method"),
-        ("report.html", page, "<h2>Method</h2>"),
-    ):
-        target = out / name
-        text = target.read_text()
-        target.write_text(text.replace(marker, section + marker, 1) if marker in text else text + section)
-
-
 def finite_cell(v: object) -> str:
     """A CSV cell as the models.csv cells, empty for a missing or non-finite figure (the LLM and
     configuration tables)."""
@@ -254,7 +255,8 @@ def markdown(report: Report) -> str:
         out += ["", "SLO-bound capacity:", "", *[f"- {n}" for n in notes]]
     out += ["", "## GPUs", ""]
     out += md_table(GPU_TABLE, gpus) if gpus else ["No GPU utilisation series in the period."]
-    out += ["", "## Method", ""]
+    # Each section's markdown ends with its blank line.
+    out += ["", "".join(s.markdown for s in report.sections) + "## Method", ""]
     for para in METHOD:
         out += [para, ""]
     out += ["## Charts", ""]
@@ -321,8 +323,7 @@ def html_page(report: Report) -> str:
         f"<h2>Findings</h2><ul>{findings}</ul>"
         f"<h2>Models</h2>{html_table(MODEL_TABLE, models)}"
         f"<h2>Capacity and what to do</h2>{html_table(CAPACITY_TABLE, models)}{slo_notes}"
-        f"<h2>GPUs</h2>{gpu_table}"
-        f"<h2>Method</h2>{method}"
+        f"<h2>GPUs</h2>{gpu_table}" + "".join(s.html for s in report.sections) + f"<h2>Method</h2>{method}"
         f"<h2>Charts</h2>{charts}"
         f'<p class="meta">Generated {report.generated:%Y-%m-%d %H:%M} UTC by tritonwatch report.</p>'
         "</body></html>\n"
@@ -347,5 +348,9 @@ def write(report: Report, out: Path) -> list[Path]:
     for c in report.charts:
         p = out / "charts" / f"{c.key}.png"
         p.write_bytes(c.png)
+        paths.append(p)
+    for section in report.sections:
+        p = out / section.csv
+        write_rows(p, section.columns, section.rows)
         paths.append(p)
     return paths

@@ -109,6 +109,15 @@ def run(args: argparse.Namespace) -> int:
         week = collect(client, end, args.days, days, thresholds, note, fronts, front_latency)
         progress.step("capacity, forecasts and charts")
         models, gpus = figures.build(week, slos)
+        # Every section is gathered before anything is written: the report is rendered once.
+        sections = [
+            s
+            for s in (
+                llm.section(client, end, args.days, week, slos),  # LLM models
+                configuration.section(client, end, slos, models),  # issue 27
+            )
+            if s is not None
+        ]
         report = render.Report(
             week=week,
             prometheus=client.url,
@@ -117,11 +126,10 @@ def run(args: argparse.Namespace) -> int:
             findings=findings.findings(models, gpus, end),
             charts=charts.all_charts(models, gpus, week),
             generated=datetime.now(timezone.utc),
+            sections=sections,
         )
         try:
             paths = render.write(report, Path(args.out))
-            paths += llm.add_to_report(client, end, args.days, week, slos, Path(args.out))  # LLM models
-            paths += configuration.add_to_report(client, end, slos, models, Path(args.out))  # issue 27
         except OSError as exc:
             where = f": {exc.filename}" if exc.filename else ""
             raise TritonwatchError(

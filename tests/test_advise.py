@@ -20,10 +20,10 @@ import pytest
 from support.static_endpoint import serve, shutdown
 
 from tritonwatch import cli, slo
+from tritonwatch.advise import advice, observed, search, simulate
+from tritonwatch.advise.observed import Batching, Fit, Refusal
+from tritonwatch.advise.triton import Reading
 from tritonwatch.errors import TritonwatchError
-from tritonwatch.reports.advise import advice, observed, search, simulate
-from tritonwatch.reports.advise.observed import Batching, Fit, Refusal
-from tritonwatch.reports.advise.triton import Reading
 
 DATA = Path(__file__).resolve().parent / "data"
 THRESHOLD = 0.25
@@ -542,7 +542,7 @@ def test_the_command_prints_the_contract_for_every_model(
 
 
 def test_the_text_shows_the_diff_the_prediction_and_the_evidence() -> None:
-    from tritonwatch.reports.advise import render
+    from tritonwatch.advise import render
 
     entry = advice.advise(reading(), slo_file(LINEAR_SLO), "slo.yaml", 2)
     text = render.text([entry])

@@ -30,11 +30,11 @@ from support.poisson import Run, drive
 from support.static_endpoint import StaticEndpoint
 
 from tritonwatch import catalog, cli, slo
+from tritonwatch.advise import advice, textfile
+from tritonwatch.advise.prometheus import PrometheusReader
+from tritonwatch.advise.triton import TritonReader
 from tritonwatch.local.procs import wait_until
 from tritonwatch.local.promstack import Prometheus, ScrapeTarget, prometheus_config
-from tritonwatch.reports.advise import advice, textfile
-from tritonwatch.reports.advise.prometheus import PrometheusReader
-from tritonwatch.reports.advise.triton import TritonReader
 from tritonwatch.reports.promapi import PromClient
 
 ROOT = Path(__file__).resolve().parent.parent

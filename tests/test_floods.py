@@ -113,7 +113,7 @@ def test_span_flood_keeps_memory_bounded_and_counts_the_dropped() -> None:
     import requests
 
     import tritonwatch.exporters.traces as traces
-    from tritonwatch.exporters.spans import SpanJoiner
+    from tritonwatch.exporters.traces.join import SpanJoiner
 
     cap, batch, batches = 500, 250, 40  # 10 000 orphan spans against room for 500
     receiver = traces.OtlpReceiver(

@@ -220,7 +220,7 @@ def test_rules_warn_where_an_availability_slo_reads_tritons_counters_for_a_pytho
     """steady's availability reads Triton's counters and steady is a python model: one warning line;
     flaky's comes from HAProxy: none. The rules written are those of a run without --triton."""
     out = tmp_path / "with-triton"
-    with caplog.at_level(logging.WARNING, logger="tritonwatch.alerts.blind"):
+    with caplog.at_level(logging.WARNING, logger="tritonwatch.alerts.triton_check"):
         assert main(["rules", "--slo", str(SLO_FILE), "--out", str(out), "--triton", stack.triton_url]) == 0
     assert [r.getMessage() for r in caplog.records] == [
         "spec.slos[1].availability (steady): reads Triton's counters, which do not count this model's "

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from support.fake_triton import FakeTriton, fake_triton
 
 from tritonwatch import catalog, slo, uncounted
-from tritonwatch.alerts import promtests, rules
+from tritonwatch.alerts import promtestfiles, rules
 from tritonwatch.alerts.generate import render, write
 from tritonwatch.cli import main
 from tritonwatch.errors import UsageError
@@ -274,7 +274,7 @@ def test_promtool_tests_for_the_front_sli_pass_and_catch_a_rule_that_reads_trito
 def test_promtests_refuse_a_total_that_selects_only_errors() -> None:
     spec = slo.parse(doc(errors='x{code=~"5.*"}', total='x{code=~"5.."}'))
     with pytest.raises(UsageError) as exc:
-        promtests.test_files(spec)
+        promtestfiles.test_files(spec)
     assert str(exc.value) == f"{FIELD}.total: every series it selects is an error too"
 
 
@@ -366,7 +366,7 @@ def test_rules_triton_names_a_model_without_config_and_an_unreachable_url(
     with fake_triton() as fake:
         fake.configs["fraud_detector"] = cfg(platform="onnxruntime_onnx")
         fake.configs["pipeline"] = cfg(backend="python")
-        with caplog.at_level("WARNING", logger="tritonwatch.alerts.blind"):
+        with caplog.at_level("WARNING", logger="tritonwatch.alerts.triton_check"):
             code = main(["rules", "--slo", str(f), "--out", str(tmp_path / "out"), "--triton", fake.base_url])
         assert code == 0
         assert [r.getMessage() for r in caplog.records] == [

@@ -4,7 +4,7 @@
   text it agrees with prometheus_client's own parser (names, labels, values); a ``Parser`` reused
   across payloads (its caches) gives exactly what a fresh parse gives, errors included; any single
   line that is not the format fails the whole payload, whatever family it claims.
-* ``tritonwatch.otlp``: on any bytes or JSON shaped like an export, nothing but ``OtlpError`` escapes.
+* ``tritonwatch.exporters.traces.otlp``: on any bytes or JSON shaped like an export, nothing but ``OtlpError`` escapes.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ from tritonwatch import catalog
 from tritonwatch.expfmt import parse
 from tritonwatch.exporters.config import SidecarConfig
 from tritonwatch.exporters.sidecar import Sidecar
-from tritonwatch.exporters.spans import RequestTiming
 from tritonwatch.exporters.traces import MAX_CONCURRENT_BODIES, LatencyPart, OtlpReceiver
+from tritonwatch.exporters.traces.timing import RequestTiming
 from tritonwatch.exporters.webconfig import load_web_config
 from tritonwatch.local.procs import free_port, wait_until
 

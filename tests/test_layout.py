@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "tritonwatch"
-SUBPACKAGES = ("exporters", "alerts", "dashboards", "reports", "local")
+SUBPACKAGES = ("exporters", "alerts", "dashboards", "reports", "advise", "local", "cli")
 
 # What the others stand on. It imports nothing of tritonwatch but itself.
 CORE = {
@@ -37,7 +37,7 @@ CORE = {
     "tritonwatch.flags",
     "tritonwatch.fronthistogram",
     "tritonwatch.inputs",
-    "tritonwatch.otlp",
+    "tritonwatch.exporters.traces.otlp",
     "tritonwatch.safeyaml",
     "tritonwatch.secrets_check",
     "tritonwatch.selector",
@@ -45,17 +45,22 @@ CORE = {
     "tritonwatch.uncounted",
     "tritonwatch.validators",
 }
-# Leaves at the top: the entry point (``cli/``, and ``__main__`` for ``python -m tritonwatch``).
+# Leaves at the top: the entry point (``cli/__init__``, and ``__main__`` for ``python -m tritonwatch``).
 TOP = {
     "tritonwatch.__main__",
     "tritonwatch.cli",
 }
 # subpackage -> the other subpackages it may import (besides the core and itself)
 MAY_IMPORT: dict[str, set[str]] = {
+    # the commands that stand on the core alone (``init``, ``alerts``), modules named after them
+    "tritonwatch.cli": set(),
     "tritonwatch.exporters": set(),
     "tritonwatch.alerts": set(),
     "tritonwatch.dashboards": set(),
-    "tritonwatch.reports": set(),
+    # the report's configuration section is the advice at the period's end
+    "tritonwatch.reports": {"tritonwatch.advise"},
+    # advise reads Prometheus through the report's client (reports.promapi) and nothing else of it
+    "tritonwatch.advise": {"tritonwatch.reports"},
     # the demo runs the sidecar and writes the rules, as `tritonwatch sidecar` and `rules` would
     "tritonwatch.local": {"tritonwatch.exporters", "tritonwatch.alerts"},
 }
@@ -153,8 +158,12 @@ def test_the_directions_the_issue_names() -> None:
 
     assert not {t for t in imports_of("tritonwatch.exporters.probe") if t.startswith("tritonwatch.local")}
     assert not {t for t in imports_of("tritonwatch.reports") if t.startswith("tritonwatch.alerts")}
-    assert "tritonwatch.cli" not in imports_of("tritonwatch.alerts.amclient")
+    assert "tritonwatch.cli" not in imports_of("tritonwatch.cli.alerts")
     assert not {t for t in imports_of("tritonwatch.exporters") if t.startswith("tritonwatch.local")}
+    # advise (issue 36) leans on the report for its Prometheus client only
+    assert {t for t in imports_of("tritonwatch.advise") if t.startswith("tritonwatch.reports")} == {
+        "tritonwatch.reports.promapi"
+    }
 
 
 def test_no_sidecar_part_imports_the_sidecar_or_the_collector() -> None:
@@ -199,6 +208,7 @@ def test_ruff_bans_bare_subpackage_imports(tmp_path: Path) -> None:
         "from alerts import rules",
         "import reports.report as report",
         "from dashboards.panels import Panel",
+        "import advise.command",
     ]
     good = ["from tritonwatch.exporters.sidecar import Sidecar", "from tritonwatch import alerts"]
     sample.write_text("\n".join(bad + good) + "\n")
@@ -210,3 +220,81 @@ def test_ruff_bans_bare_subpackage_imports(tmp_path: Path) -> None:
     )  # fmt: skip
     flagged = sorted(int(line.split(":")[1]) for line in result.stdout.splitlines() if "TID251" in line)
     assert flagged == list(range(1, len(bad) + 1)), result.stdout + result.stderr
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Product module -> the product modules it imports (function-level and by-string imports included).
+
+    ``from tritonwatch.x import y`` counts as importing ``tritonwatch.x.y`` when that is a module, else
+    ``tritonwatch.x``; a package's own ``__init__`` is not counted as an import of its submodules.
+    """
+    mods = modules()
+    known = set(mods)
+    graph: dict[str, set[str]] = {}
+    for mod, path in mods.items():
+        targets = set()
+        for target in imported(path, known):
+            # ``from pkg import sub`` adds both pkg and pkg.sub: keep the most specific known module
+            if target in known and target != mod:
+                targets.add(target)
+        graph[mod] = targets - {t for t in targets if any(o.startswith(t + ".") for o in targets)}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each strongly connected component of more than one module (Tarjan), as a sorted list."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1 or node in graph.get(node, ()):
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_no_import_cycle_anywhere() -> None:
+    """No product module reaches itself through imports, those inside functions included (issue 36):
+    a cycle makes the import order matter and hides which module stands on which."""
+    assert _cycles(_import_graph()) == []
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+PRODUCT_LINES = 500
+
+
+def test_no_product_module_over_500_lines() -> None:
+    """A module past 500 lines holds more than one idea (issue 36): split it by what it does."""
+    long = {
+        mod: n for mod, path in modules().items() if (n := len(path.read_text().splitlines())) > PRODUCT_LINES
+    }
+    assert long == {}

@@ -18,9 +18,10 @@ from tritonwatch import catalog
 from tritonwatch.expfmt import parse
 from tritonwatch.exporters.llm import LlmTraces
 from tritonwatch.exporters.sidecar import Sidecar
-from tritonwatch.exporters.spans import RequestTiming, SpanJoiner, trace_file_timings
+from tritonwatch.exporters.traces.join import SpanJoiner, trace_file_timings
+from tritonwatch.exporters.traces.otlp import decode_request
+from tritonwatch.exporters.traces.timing import RequestTiming
 from tritonwatch.local.procs import wait_until
-from tritonwatch.otlp import decode_request
 
 DATA = Path(__file__).resolve().parent / "data"
 # (tokens, time to first token ms, gap ms) the recorder asked, in order (record_llm_traces.STREAMS).

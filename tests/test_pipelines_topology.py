@@ -18,7 +18,8 @@ from support.fake_triton import FakeTriton, fake_triton
 from tritonwatch import catalog
 from tritonwatch.errors import TritonwatchError
 from tritonwatch.exporters.collector import pipeline_families
-from tritonwatch.exporters.steps import StepPart, StepSegment, segments
+from tritonwatch.exporters.steps import StepPart
+from tritonwatch.exporters.traces.timing import StepSegment, segments
 from tritonwatch.exporters.triton import TritonApi
 from tritonwatch.local.modelrepo import entry_models, prepare_copy, read_repository
 
@@ -130,7 +131,7 @@ def test_times_that_do_not_line_up_give_no_segments(children: list[tuple[str, di
 
 
 def test_step_means_are_per_traced_request_and_quantiles_nearest_rank() -> None:
-    from tritonwatch.exporters.spans import RequestTiming
+    from tritonwatch.exporters.traces.timing import RequestTiming
 
     part = StepPart(60.0, clock=lambda: 100.0)
     full = (StepSegment("pre", 1_000_000, 2_000_000), StepSegment("core", 3_000_000, 10_000_000))

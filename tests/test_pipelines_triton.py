@@ -438,7 +438,7 @@ def test_traced_steps_add_up_to_each_request_and_give_exact_quantiles(triton: An
         want = ["pre"] if x == "nan" else ["pre", "core"] if float(x) == OVER else list(STEPS)
         assert [s for s, _q, _c in chain] == want, (root["request_id"], chain)
     # The product's own cut gives the same segments for every traced ensemble request.
-    from tritonwatch.exporters.steps import segments
+    from tritonwatch.exporters.traces.timing import segments
 
     for tid, chain in chains.items():
         children = [(t["model_name"], t["events"]) for t in traces.values() if t.get("parent_id") == tid]

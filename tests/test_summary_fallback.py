@@ -15,8 +15,14 @@ from pathlib import Path
 from tritonwatch import catalog
 from tritonwatch.expfmt import Layout, parse
 from tritonwatch.exporters.snapshot import scraped
-from tritonwatch.exporters.summaries import SummaryReader, SummaryRows, _as_rows, _plan, merge_summaries
 from tritonwatch.exporters.traces import SOURCE_SUMMARY, LatencyPart
+from tritonwatch.exporters.traces.summaries import (
+    SummaryReader,
+    SummaryRows,
+    _as_rows,
+    _plan,
+    merge_summaries,
+)
 from tritonwatch.exporters.triton import TritonMetrics
 from tritonwatch.exporters.window import CounterWindow
 

@@ -22,9 +22,9 @@ from support.otlp_capture import OtlpCapture
 
 from tritonwatch import catalog
 from tritonwatch.exporters.sidecar import Sidecar
+from tritonwatch.exporters.traces.otlp import decode
 from tritonwatch.local.load import LoadDriver
 from tritonwatch.local.procs import wait_until
-from tritonwatch.otlp import decode
 
 MODEL = "sleeper"
 BUDGET = 4.0

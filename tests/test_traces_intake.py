@@ -25,9 +25,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from tritonwatch import catalog, otlp
 from tritonwatch.expfmt import parse
-from tritonwatch.exporters.latency import quantiles_of, weighted_quantile
 from tritonwatch.exporters.traces import LatencyPart, OtlpReceiver
 from tritonwatch.exporters.traces.intake import Intake
+from tritonwatch.exporters.traces.store import quantiles_of, weighted_quantile
 from tritonwatch.local.procs import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent

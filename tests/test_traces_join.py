@@ -7,8 +7,9 @@ from typing import Any
 
 from conftest import DATA
 
-from tritonwatch.exporters.spans import PHASE_EVENTS, SpanJoiner, phase_durations, trace_file_timings
-from tritonwatch.otlp import Span, decode_request
+from tritonwatch.exporters.traces.join import SpanJoiner, trace_file_timings
+from tritonwatch.exporters.traces.otlp import Span, decode_request
+from tritonwatch.exporters.traces.timing import PHASE_EVENTS, phase_durations
 
 
 def recorded_spans() -> list[Span]:

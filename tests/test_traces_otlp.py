@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from conftest import DATA
 
-from tritonwatch.otlp import OtlpError, decode, decode_request
+from tritonwatch.exporters.traces.otlp import OtlpError, decode, decode_request
 
 
 def bodies() -> list[Any]:

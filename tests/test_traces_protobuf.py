@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from tritonwatch import catalog
 from tritonwatch.expfmt import parse
 from tritonwatch.exporters.traces import LatencyPart, OtlpReceiver
-from tritonwatch.otlp import OtlpError, decode, decode_body, decode_protobuf
+from tritonwatch.exporters.traces.otlp import OtlpError, decode, decode_body, decode_protobuf
 
 DOCS: list[Any] = json.loads((DATA / "otlp_sleeper.json").read_text())
 JSON_BODY = json.dumps(DOCS[0]).encode()

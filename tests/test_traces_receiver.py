@@ -181,7 +181,7 @@ def test_summaries_fill_in_where_no_trace_covers_the_model_and_phase() -> None:
     # The request summary is NaN (response cache on): absent, not NaN.
     assert not any(dict(k)["phase"] == "request" and dict(k)["model"] == "fraud_detector" for k in q)
     # Once traces cover fraud_detector's compute_infer, that key switches to source=trace only.
-    from tritonwatch.exporters.spans import RequestTiming
+    from tritonwatch.exporters.traces.timing import RequestTiming
 
     part.record([RequestTiming("fraud_detector", "1", "t1", "", {"compute_infer": 0.002})])
     q = families(part)[catalog.LATENCY_QUANTILE]

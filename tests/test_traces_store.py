@@ -9,7 +9,7 @@ import pytest
 from support.sleeper import nearest_rank
 
 from tritonwatch import catalog
-from tritonwatch.exporters.latency import Histograms, SampleStore, weighted_quantile
+from tritonwatch.exporters.traces.store import Histograms, SampleStore, weighted_quantile
 
 KEY = ("sleeper", "1", "compute_infer")
 QS = ("0.5", "0.9", "0.99")

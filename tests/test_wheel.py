@@ -1,7 +1,7 @@
 """The wheel is the product: built from this checkout, installed into a clean virtualenv outside it, and
 run there from a directory that is not the checkout (issues 15 and 26).
 
-- the wheel holds ``tritonwatch/`` only (no top-level ``exporters``/``alerts``/``dashboards``/``reports``)
+- the wheel holds ``tritonwatch/`` only (no top-level ``exporters``/``alerts``/``dashboards``/``reports``/``advise``)
   plus the package data commands need: the default SLO file, the demo model repository, the GPU replay;
   its LICENSE and metadata; no development script;
 - ``tritonwatch sidecar --help`` works; ``tritonwatch rules --out DIR`` (the bundled SLO) and
@@ -46,7 +46,7 @@ from tritonwatch.slo import parse_duration
 
 ROOT = Path(__file__).resolve().parent.parent
 HAVE_PYTRITON = importlib.util.find_spec("pytriton") is not None
-SUBPACKAGES = ("exporters", "alerts", "dashboards", "reports")
+SUBPACKAGES = ("exporters", "alerts", "dashboards", "reports", "advise")
 NOT_SOURCE = (".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", "dist")
 
 
@@ -123,6 +123,8 @@ def test_the_wheel_holds_one_package_and_its_data(installed: Installed) -> None:
         "tritonwatch/local/replay/dcgm_node2gpu_1.txt",
         "tritonwatch/local/replay/triton_gpu_node2gpu_2.txt",
         "tritonwatch/exporters/sidecar.py",
+        "tritonwatch/advise/command.py",
+        "tritonwatch/cli/init.py",
         "tritonwatch/py.typed",
         "tritonwatch-0.1.0.dist-info/licenses/LICENSE",
     ):

@@ -64,7 +64,6 @@ from tritonwatch.exporters.traces.settings import (
     MIN_SAFE_OTEL_RATE,
     TraceSettings,
 )
-from tritonwatch.exporters.traces.wiring import make_part, total_request_rate
 
 __all__ = [
     "BUDGET_TOLERANCE",
@@ -84,6 +83,4 @@ __all__ = [
     "OtlpReceiver",
     "TraceFileReader",
     "TraceSettings",
-    "make_part",
-    "total_request_rate",
 ]

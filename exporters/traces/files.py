@@ -13,8 +13,8 @@ from pathlib import Path
 from prometheus_client.core import Metric
 
 from tritonwatch.exporters.source import Source
-from tritonwatch.exporters.spans import TraceFileError, trace_file_timings
-from tritonwatch.exporters.traces.part import LatencyPart
+from tritonwatch.exporters.traces.join import TraceFileError, trace_file_timings
+from tritonwatch.exporters.traces.timing import TimingSink
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class TraceFileReader(Source):
 
     target = "trace_file"
 
-    def __init__(self, path: str, latency: LatencyPart, interval: float, skip_older_than: float) -> None:
+    def __init__(self, path: str, latency: TimingSink, interval: float, skip_older_than: float) -> None:
         super().__init__(interval)
         self.path = Path(path)
         self.latency = latency

@@ -11,14 +11,13 @@ from itertools import compress
 from prometheus_client.core import HistogramMetricFamily, Metric
 
 from tritonwatch import catalog
-from tritonwatch.exporters.context import Timings
 from tritonwatch.exporters.exposition import TextFamily, Texts
-from tritonwatch.exporters.latency import Histograms, SampleStore, quantiles_of, settle
 from tritonwatch.exporters.part import Part
-from tritonwatch.exporters.snapshot import Feed, Snapshots
+from tritonwatch.exporters.snapshot import Snapshots
 from tritonwatch.exporters.source import Updates
-from tritonwatch.exporters.spans import RequestTiming
-from tritonwatch.exporters.summaries import Row, SummaryReader, SummaryRows
+from tritonwatch.exporters.traces.store import Histograms, SampleStore, quantiles_of, settle
+from tritonwatch.exporters.traces.summaries import Row, SummaryReader, SummaryRows
+from tritonwatch.exporters.traces.timing import RequestTiming
 
 SOURCE_TRACE = "trace"
 SOURCE_SUMMARY = "summary"
@@ -27,8 +26,8 @@ SOURCE_SUMMARY = "summary"
 class LatencyPart(Part):
     """Per-request phase durations -> histograms and windowed quantiles; summary fallback at scrape time.
 
-    Every recorded batch is published to ``timings`` (the LLM and step parts subscribe); ``updates``
-    are told before and after it; ``prepared`` as ``PartContext.prepared``; ``snapshots``: the
+    A subscriber of the joiner's timings (``join.TimingPublisher``), as the step and LLM parts are;
+    ``updates`` are told before and after a batch it records itself (a part tried alone); ``prepared`` as ``PartContext.prepared``; ``snapshots``: the
     Triton scrape's, for its summaries; ``served``: the (model, version) pairs Triton serves, where
     traces can arrive: their histograms start at zero and stay while the model is idle."""
 
@@ -40,7 +39,6 @@ class LatencyPart(Part):
         max_keys: int = 2000,
         clock: Callable[[], float] = time.time,
         per_slice: int = 1024,
-        timings: Feed[Timings] | None = None,
         updates: Sequence[Updates] = (),
         prepared: bool = False,
         texts: Texts | None = None,
@@ -56,7 +54,6 @@ class LatencyPart(Part):
         self._summary_cache: tuple[int, SummaryRows] | None = None
         self._summary_reader = SummaryReader()
         self._labels_cache: tuple[list[Row], list[tuple[str, ...]]] | None = None
-        self.timings: Feed[Timings] = timings or Feed()
         self._recorded = 0  # batches recorded: with the Triton scrape and the time slice, the cache key
         self._families: tuple[tuple[object, ...], list[Metric]] | None = None
         self.updates = list(updates)
@@ -69,7 +66,6 @@ class LatencyPart(Part):
     def record(self, timings: Iterable[RequestTiming], now: float | None = None) -> int:
         now = self.clock() if now is None else now
         timings = list(timings)
-        self.timings.publish((timings, now))
         n = len(timings)
         for u in self.updates:
             u.begin()

@@ -27,7 +27,6 @@ from tritonwatch.errors import TritonwatchError
 from tritonwatch.exporters.config import parse_listen
 from tritonwatch.exporters.server import MetricsHTTPServer
 from tritonwatch.exporters.source import Source
-from tritonwatch.exporters.spans import SpanJoiner
 from tritonwatch.exporters.traces.body import (
     GRPC_INVALID_ARGUMENT,
     MAX_BODY_BYTES,
@@ -40,8 +39,8 @@ from tritonwatch.exporters.traces.body import (
 from tritonwatch.exporters.traces.counters import Counters
 from tritonwatch.exporters.traces.forward import Forwarder
 from tritonwatch.exporters.traces.intake import BACKPRESSURE_GAP, MAX_QUEUED_SPANS, SYNC_TIMEOUT, Intake
-from tritonwatch.exporters.traces.part import LatencyPart
-from tritonwatch.otlp import (
+from tritonwatch.exporters.traces.join import SpanJoiner
+from tritonwatch.exporters.traces.otlp import (
     CONTENT_TYPES,
     JSON,
     PROTOBUF,
@@ -52,6 +51,7 @@ from tritonwatch.otlp import (
     decode_request,
     parse_json,
 )
+from tritonwatch.exporters.traces.timing import TimingSink
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class OtlpReceiver(Source):
     def __init__(
         self,
         listen: str,
-        latency: LatencyPart,
+        latency: TimingSink,
         forward: str = "",
         interval: float = 5.0,
         joiner: SpanJoiner | None = None,

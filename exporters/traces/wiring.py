@@ -12,9 +12,11 @@ from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.source import Source
 from tritonwatch.exporters.steps import StepPart
 from tritonwatch.exporters.traces.files import TraceFileReader
+from tritonwatch.exporters.traces.join import TimingPublisher
 from tritonwatch.exporters.traces.part import LatencyPart
 from tritonwatch.exporters.traces.receiver import OtlpReceiver
 from tritonwatch.exporters.traces.settings import TraceSettings
+from tritonwatch.exporters.traces.timing import Timings
 
 
 class _View(Part):
@@ -56,23 +58,24 @@ def make_part(context: PartContext) -> list[tuple[Part, Source | None]]:
         buckets,
         context.snapshots,
         max_keys=max_keys,
-        timings=context.timings,
-        updates=context.updates,
         prepared=context.prepared,
         texts=context.texts,
         # Only where traces come in: a sidecar without a trace source has no histograms to start.
         served=served if cfg.otlp_listen or cfg.trace_file else None,
     )
+    # The joiner publishes; the latency part subscribes first, the step and LLM parts after it.
+    joined = TimingPublisher(context.timings, context.updates)
+
+    def record(batch: Timings) -> None:
+        latency.record(*batch)
+
+    context.timings.subscribe(record)
     out: list[tuple[Part, Source | None]] = [(latency, None)]
     if cfg.otlp_listen:
-        authorize, wrap = None, None
-        if cfg.web_config:
-            from tritonwatch.exporters.webconfig import load_web_config
-
-            authorize, wrap = load_web_config(cfg.web_config)
+        authorize, wrap = context.web
         receiver = OtlpReceiver(
             cfg.otlp_listen,
-            latency,
+            joined,
             cfg.otlp_forward,
             interval=cfg.interval,
             max_body=cfg.otlp_max_body_bytes,
@@ -82,7 +85,7 @@ def make_part(context: PartContext) -> list[tuple[Part, Source | None]]:
         )
         out.append((_View(receiver), receiver))
     if cfg.trace_file:
-        reader = TraceFileReader(cfg.trace_file, latency, min(cfg.interval, 1.0), cfg.quantile_window)
+        reader = TraceFileReader(cfg.trace_file, joined, min(cfg.interval, 1.0), cfg.quantile_window)
         out.append((_View(reader), reader))
         # Trace files link an ensemble's steps (and a BLS model's calls) to the client's request.
         steps = StepPart(cfg.quantile_window, max_keys=max_keys, texts=context.texts)

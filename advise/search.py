@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tritonwatch.reports.advise import simulate
-from tritonwatch.reports.advise.observed import Batching, Fit, devices
+from tritonwatch.advise import simulate
+from tritonwatch.advise.observed import Batching, Fit, devices
 
 # Delays tried, as fractions of the latency threshold.
 DELAY_FRACTIONS = (0.02, 0.05, 0.1, 0.2, 0.4)

@@ -16,52 +16,20 @@ every compute child has ended (and arrived) by then.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tritonwatch.exporters.steps import StepSegment, segments
-from tritonwatch.otlp import RESPONSE_EVENT, Span
+from tritonwatch.exporters.snapshot import Feed
+from tritonwatch.exporters.source import Updates
+from tritonwatch.exporters.traces.otlp import RESPONSE_EVENT, Span
+from tritonwatch.exporters.traces.timing import RequestTiming, Timings, phase_durations, segments
 
 MODEL_NAME_ATTR = "triton.model_name"
 MODEL_VERSION_ATTR = "triton.model_version"
 REQUEST_ID_ATTR = "triton.request_id"
-
-# phase -> (start event, end event); phases whose events are absent (cache hits) are left out.
-PHASE_EVENTS: dict[str, tuple[str, str]] = {
-    "request": ("REQUEST_START", "REQUEST_END"),
-    "queue": ("QUEUE_START", "COMPUTE_START"),
-    "compute_input": ("COMPUTE_START", "COMPUTE_INPUT_END"),
-    "compute_infer": ("COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START"),
-    "compute_output": ("COMPUTE_OUTPUT_START", "COMPUTE_END"),
-}
-
-
-def phase_durations(events: Mapping[str, int]) -> dict[str, float]:
-    """Seconds per phase from one request's event times (ns); a phase with an event missing or
-    running backwards is left out rather than reported as 0 or negative."""
-    out: dict[str, float] = {}
-    for phase, (start, end) in PHASE_EVENTS.items():
-        a, b = events.get(start), events.get(end)
-        if a is not None and b is not None and b >= a:
-            out[phase] = (b - a) / 1e9
-    return out
-
-
-@dataclass(frozen=True)
-class RequestTiming:
-    model: str
-    version: str
-    trace_id: str
-    request_id: str
-    phases: Mapping[str, float] = field(default_factory=dict)
-    # Seconds from REQUEST_START to each INFER_RESPONSE_COMPLETE, in order: one per response of a
-    # decoupled (streaming) model, read by the LLM part (exporters/llm.py). Trace files only.
-    responses: tuple[float, ...] = ()
-    # An ensemble request's steps (exporters/steps.py); the models a BLS request called. Trace files only.
-    steps: tuple[StepSegment, ...] = ()
-    calls: tuple[str, ...] = ()
 
 
 @dataclass
@@ -250,3 +218,31 @@ def trace_file_timings(entries: Any) -> list[RequestTiming]:
                 )
             )
     return out
+
+
+class TimingPublisher:
+    """The joiner's output: every batch of joined requests, handed to the parts that subscribe to
+    ``feed`` (latency, steps, LLM) in the source's thread. ``updates`` are told before and after, so
+    /metrics is rendered once all of them have the batch."""
+
+    def __init__(
+        self,
+        feed: Feed[Timings],
+        updates: Sequence[Updates] = (),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.feed = feed
+        self.updates = list(updates)
+        self.clock = clock
+
+    def record(self, timings: Iterable[RequestTiming], now: float | None = None) -> int:
+        now = self.clock() if now is None else now
+        batch = list(timings)
+        for u in self.updates:
+            u.begin()
+        try:
+            self.feed.publish((batch, now))
+        finally:
+            for u in self.updates:
+                u.end()
+        return len(batch)

@@ -96,23 +96,23 @@ def run(args: argparse.Namespace) -> int:
     base = _url("triton" if args.triton else "prometheus", args.triton or args.prometheus)
 
     from tritonwatch import slo
-    from tritonwatch.reports.advise import advice, render
+    from tritonwatch.advise import advice, render
 
     slos = slo.load(args.slo)
     if args.triton:
-        from tritonwatch.reports.advise.triton import TritonReader
+        from tritonwatch.advise.triton import TritonReader
 
         readings = TritonReader(base, args.timeout).read(args.model, args.interval)
         observations = [advice.from_reading(r) for r in readings]
     else:
-        from tritonwatch.reports.advise.prometheus import PrometheusReader
+        from tritonwatch.advise.prometheus import PrometheusReader
         from tritonwatch.reports.promapi import PromClient
 
         reader = PrometheusReader(PromClient(base, timeout=args.timeout))
         observations = reader.read(args.model, args.interval, at)
     entries = [advice.advise_observed(o, slos, args.slo, args.max_instances) for o in observations]
     if args.textfile:
-        from tritonwatch.reports.advise import textfile
+        from tritonwatch.advise import textfile
 
         textfile.write(Path(args.textfile), entries)
     if args.format == "json":

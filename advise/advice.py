@@ -12,10 +12,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tritonwatch import slo as slo_model
+from tritonwatch.advise import observed, search, simulate
+from tritonwatch.advise.observed import Refusal
+from tritonwatch.advise.triton import Reading
 from tritonwatch.errors import TritonwatchError
-from tritonwatch.reports.advise import observed, search, simulate
-from tritonwatch.reports.advise.observed import Refusal
-from tritonwatch.reports.advise.triton import Reading
 
 # Requests carrying batches of their own are not modelled: each simulated request is one item.
 MAX_ITEMS_PER_REQUEST = 1.05

@@ -25,8 +25,8 @@ from datetime import datetime
 from typing import Any
 
 from tritonwatch import catalog
+from tritonwatch.advise.advice import Observation
 from tritonwatch.errors import TritonwatchError
-from tritonwatch.reports.advise.advice import Observation
 from tritonwatch.reports.promapi import Labels, PromClient, label
 from tritonwatch.validators import promql_string
 

@@ -28,7 +28,7 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tritonwatch.reports.advise.observed import Batching, Fit
+from tritonwatch.advise.observed import Batching, Fit
 
 SEED = 20261204
 REQUESTS = 6000  # simulated per prediction while searching

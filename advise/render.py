@@ -6,7 +6,7 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tritonwatch.reports.advise.advice import PESSIMISTIC_SE
+from tritonwatch.advise.advice import PESSIMISTIC_SE
 
 
 def pbtxt(config: Mapping[str, Any]) -> list[str]:

@@ -1,0 +1,54 @@
+"""The promtool test files: the cases of ``promtests``, ``objectivecases`` and ``stallcases``, grouped by the
+rule files they read.
+
+``test_files(spec)`` returns ``{"tests/slo.test.yml": ..., "tests/operational.test.yml": ...}``, each
+runnable with ``promtool test rules``. The case modules build on ``promtests``; this one stands above
+them all, so none imports another in a circle.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tritonwatch import catalog
+from tritonwatch.alerts.objectivecases import operational_cases
+from tritonwatch.alerts.promtests import (
+    INTERVAL,
+    OPERATIONAL_RULES,
+    SLO_RULES,
+    Case,
+    burn_cases,
+    gpu_cases,
+    nodata_cases,
+    ready_cases,
+    server_cases,
+    sidecar_cases,
+    watchdog_cases,
+)
+from tritonwatch.alerts.stallcases import stall_cases
+from tritonwatch.slo import SLOFile
+
+
+# --- files --------------------------------------------------------------------------------------
+def _file(cases: list[Case], rule_files: tuple[str, ...]) -> dict[str, Any]:
+    # Only the rule files the cases read: promtool evaluates every loaded rule at every step.
+    return {
+        "rule_files": [f"../{f}" for f in rule_files],
+        "evaluation_interval": INTERVAL,
+        "tests": [c.to_yaml() for c in cases],
+    }
+
+
+def test_files(spec: SLOFile) -> dict[str, dict[str, Any]]:
+    slo_cases: list[Case] = []
+    for obj in sorted(spec.objectives(), key=lambda o: o.name):
+        slo_cases += burn_cases(spec, obj) + nodata_cases(spec, obj)
+    ops: list[Case] = server_cases(spec) + stall_cases(spec) + ready_cases(spec)
+    for slo in sorted(spec.slos, key=lambda s: s.model):
+        for objective in catalog.OPERATIONAL_OBJECTIVES:
+            ops += operational_cases(spec, slo, objective)
+    ops += gpu_cases(spec) + sidecar_cases(spec) + watchdog_cases(spec)
+    files = {"tests/operational.test.yml": _file(ops, OPERATIONAL_RULES)}
+    if slo_cases:
+        files["tests/slo.test.yml"] = _file(slo_cases, SLO_RULES)
+    return dict(sorted(files.items()))
