@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.lanes import ProcessGuard, ProcessReach, is_slow
 from support.triton_guard import fail_if_crashed, restart_if_dead
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,36 +56,29 @@ def need_pytriton() -> None:
         pytest.fail(NO_PYTRITON, pytrace=False)
 
 
-# `make check` runs the suite without these (`pytest -m "not slow"`), in under 3 minutes with lint and
-# types: tests marked triton or prometheus, the wheel's (they build and install it), and these, each over
-# 4 s on the 2-core development machine (`pytest --durations`). `make test` runs everything.
-SLOW = {
-    "tests/test_fuzz.py::test_reused_parser_gives_what_a_fresh_parse_gives",
-    "tests/test_fuzz.py::test_agrees_with_prometheus_client_on_valid_text",
-    "tests/test_llm_slo.py::test_ttft_slo_pages_when_first_tokens_slow_down_and_not_on_healthy_traffic",
-    "tests/test_alerts_rules.py::test_promtool_passes_with_grouping_labels_and_another_window",
-    "tests/test_alerts_rules.py::test_promtool_checks_and_runs_the_committed_rules_and_tests",
-    "tests/test_report_prometheus.py",
-    "tests/test_gpu_sidecar.py",
-    "tests/test_floods.py::test_span_flood_keeps_memory_bounded_and_counts_the_dropped",
-    "tests/test_alerts_scenarios.py::test_steady_slow_burn_opens_a_ticket_within_8h_and_never_pages",
-}
+# Lanes (tests/support/lanes.py): a test that starts a real process, or says it is slow, is marked slow;
+# `make check` runs the others (`pytest -m "not slow"`) and refuses them any process.
+_REACH: ProcessReach | None = None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    global _REACH
+    _REACH = _REACH or ProcessReach()
     for item in items:
-        fixtures = getattr(item, "fixturenames", ())
-        if "triton" in fixtures:
+        if "triton" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.triton)
-        test = item.nodeid.split("[")[0]
-        if (
-            item.get_closest_marker("triton")
-            or item.get_closest_marker("prometheus")
-            or "installed" in fixtures  # test_wheel.py: builds the wheel, installs it into a virtualenv
-            or test in SLOW
-            or test.split("::")[0] in SLOW
-        ):
+        if is_slow(item, _REACH):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def _fast_lane_starts_no_process(  # lanes.GUARD_FIXTURE
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    if request.node.get_closest_marker("slow"):
+        yield
+    else:
+        yield from ProcessGuard(request.node.nodeid).installed(monkeypatch)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
