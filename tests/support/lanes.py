@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import importlib
 import inspect
 import multiprocessing
 import os
 import subprocess
+import sys
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -56,9 +56,6 @@ _SINK_NAMES = {
 }
 
 
-# Imports that run a program the first time (numpy.testing runs lscpu): done before any test, so the
-# guard does not blame the test that happens to import them first.
-WARM_IMPORTS = ("numpy.testing",)
 _ONE_SHOT: contextvars.ContextVar[bool] = contextvars.ContextVar("one_shot", default=False)
 
 
@@ -97,8 +94,6 @@ class ProcessReach:
     def __init__(self) -> None:
         self._sinks = _sinks()
         self._memo: dict[int, bool] = {id(run_once): False}  # the fast lane's one open door
-        for name in WARM_IMPORTS:
-            importlib.import_module(name)
 
     def reaches(self, obj: object) -> bool:
         key = id(obj)
@@ -177,6 +172,17 @@ def is_slow(item: pytest.Item, reach: ProcessReach) -> bool:
     return False
 
 
+def _importing() -> bool:
+    """Inside a module's first import: a program run once by import-time code (numpy.testing runs lscpu,
+    ctypes.util.find_library runs ldconfig) is that module's one-off cost, not the test's doing."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename == "<frozen importlib._bootstrap>":
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
 class ProcessGuard:
     """In a fast-lane test, starting any process fails, with the test's name and the way out."""
 
@@ -195,7 +201,7 @@ class ProcessGuard:
         execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
 
         def execute_once(popen: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> Any:
-            if not _ONE_SHOT.get():
+            if not _ONE_SHOT.get() and not _importing():
                 refuse()
             return execute_child(popen, *args, **kwargs)
 
