@@ -11,6 +11,7 @@ with what to install, rather than skipping them and letting the suite pass untes
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,6 +80,29 @@ def _fast_lane_starts_no_process(  # lanes.GUARD_FIXTURE
         yield
     else:
         yield from ProcessGuard(request.node.nodeid).installed(monkeypatch)
+
+
+_TRITON_STARTS: list[str] = []  # the test (or fixture setup) during which each LocalTriton.start ran
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Counts Triton starts in this process (not those of a CLI the tests run as a subprocess): the slow
+    # lane's cost is mostly these, so the summary shows how many there were.
+    from tritonwatch.local.triton import LocalTriton
+
+    start = LocalTriton.start
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _TRITON_STARTS.append(os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0])
+        return start(self, *args, **kwargs)
+
+    LocalTriton.start = counted  # type: ignore[method-assign]
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _TRITON_STARTS:
+        files = len({test.split("::")[0] for test in _TRITON_STARTS})
+        terminalreporter.write_line(f"Triton starts: {len(_TRITON_STARTS)} (during tests of {files} files)")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -28,6 +28,12 @@ def a_triton(repo: Path) -> object:
     return LocalTriton([repo])
 
 
+def a_triton_imported_in_the_body(repo: Path) -> object:
+    from tritonwatch.local.triton import LocalTriton as Triton
+
+    return Triton([repo])
+
+
 class Stack:
     def start(self) -> object:
         return Managed  # a helper class whose method reaches Managed
@@ -53,6 +59,7 @@ REACH = {
     "popen_true": True,
     "exec_true": True,
     "a_triton": True,
+    "a_triton_imported_in_the_body": True,
     "through_a_helper": True,
     "through_a_class": True,
     "once_true": False,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import importlib
 import inspect
 import multiprocessing
 import os
@@ -40,6 +41,7 @@ _VENV = ROOT / ".venv"
 
 # Markers that put a test in the slow lane: it says so, or it needs a real Triton or an installed program.
 SLOW_MARKERS = ("slow", "triton", "prometheus", "needs")
+_OUR_PACKAGES = {"tritonwatch", "support", "conftest"}
 # The autouse fixture that installs ProcessGuard names process starters to refuse them: not a reach.
 GUARD_FIXTURE = "_fast_lane_starts_no_process"
 
@@ -131,9 +133,9 @@ class ProcessReach:
     def _code_reaches(self, code: types.CodeType, namespace: dict[str, Any]) -> bool:
         names = set(code.co_names)
         for name in names:
-            if name not in namespace:
+            value = namespace[name] if name in namespace else _imported_here(name)
+            if value is None:
                 continue
-            value = namespace[name]
             if self.reaches(value):
                 return True
             if isinstance(value, types.ModuleType):
@@ -144,6 +146,17 @@ class ProcessReach:
                         return True
         nested = (c for c in code.co_consts if isinstance(c, types.CodeType))
         return any(self._code_reaches(c, namespace) for c in nested)
+
+
+def _imported_here(name: str) -> types.ModuleType | None:
+    """A module a function imports in its body (``from tritonwatch.local.triton import LocalTriton`` puts
+    the module's dotted name and ``LocalTriton`` in co_names): ours are imported to be read."""
+    if name.split(".")[0] not in _OUR_PACKAGES:
+        return None
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
 
 
 def _filled(cell: types.CellType) -> bool:
