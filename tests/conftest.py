@@ -1,7 +1,9 @@
 """Shared fixtures. ``triton``: ONE real bundled Triton for the whole session, on free loopback ports.
 
-It serves ``model_repository/`` (fraud_detector through the ONNX shim) and ``tests/models/``
-(fail_always, sleeper). Tests that use it are marked ``triton`` automatically.
+It serves ``model_repository/`` (fraud_detector through the ONNX shim), ``tests/models/``
+(fail_always, sleeper, streamer) and ``tests/front_models/`` (flaky, steady: only the HAProxy front test
+drives them). A test that needs no flags of its own uses it rather than starting a Triton (each start
+costs seconds of the slow lane; the summary counts them). Tests that use it are marked ``triton`` automatically.
 
 The project installs everything its suite needs (``make venv`` the Python packages, ``make debs``
 Prometheus, promtool, Alertmanager, amtool, Chromium): a missing one FAILS the tests that need it,
@@ -24,6 +26,7 @@ from support.triton_guard import fail_if_crashed, restart_if_dead
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_REPOSITORY = ROOT / "model_repository"
 TEST_MODELS = ROOT / "tests" / "models"
+FRONT_MODELS = ROOT / "tests" / "front_models"
 DATA = ROOT / "tests" / "data"
 HAVE_PYTRITON = importlib.util.find_spec("pytriton") is not None
 NO_PYTRITON = "nvidia-pytriton is not installed (make venv installs it: pip install -e '.[local]'): no bundled Triton to test against"
@@ -119,7 +122,7 @@ def triton_server() -> Iterator[Any]:
     need_pytriton()
     from tritonwatch.local.triton import LocalTriton
 
-    server = LocalTriton([MODEL_REPOSITORY, TEST_MODELS])
+    server = LocalTriton([MODEL_REPOSITORY, TEST_MODELS, FRONT_MODELS])
     try:
         server.start()
         server.wait_ready(120)
