@@ -131,6 +131,19 @@ def triton_server() -> Iterator[Any]:
         server.close()
 
 
+@pytest.fixture(scope="session")
+def bench_triton() -> Iterator[Any]:
+    """A second shared Triton, serving ``bench/models`` (linear, 50 + 6 n ms per batch of n): the advise
+    tests' (against Triton, and through Prometheus), started once for both. Its counters carry what
+    earlier tests sent: read differences."""
+    need_pytriton()
+    from tritonwatch.local.triton import LocalTriton
+
+    with LocalTriton([ROOT / "bench" / "models"]) as server:
+        server.wait_ready(120)
+        yield server
+
+
 @pytest.fixture
 def triton(triton_server: Any) -> Iterator[Any]:
     """A started, ready ``LocalTriton`` (attributes http_url, metrics_url, http_port, ...; kill()/start()).
