@@ -18,7 +18,6 @@ from support.poisson import Run, drive
 
 from tritonwatch import cli
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.triton
 SLO = """apiVersion: tritonwatch/v1
 kind: ServiceLevelObjectives
