@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from support.lanes import run_once
 from tritonwatch.local.procs import Managed
 from tritonwatch.local.triton import LocalTriton
@@ -47,6 +50,11 @@ def through_a_class() -> object:
     return Stack().start()
 
 
+@given(st.integers(0, 0))
+def fuzzed_popen(n: int) -> None:
+    popen_true()
+
+
 def once_true() -> int:
     return run_once([sys.executable, "-c", "pass"]).returncode
 
@@ -62,6 +70,7 @@ REACH = {
     "a_triton_imported_in_the_body": True,
     "through_a_helper": True,
     "through_a_class": True,
+    "fuzzed_popen": True,
     "once_true": False,
     "pure": False,
 }

@@ -117,7 +117,10 @@ class ProcessReach:
             return any(self.reaches(f) for f in (obj.fget, obj.fset, obj.fdel) if f is not None)
         if isinstance(obj, types.MethodType):
             return self.reaches(obj.__func__)
-        wrapped = getattr(obj, "__wrapped__", None)
+        # functools.wraps keeps the original as __wrapped__, Hypothesis's @given as .hypothesis.inner_test
+        wrapped = getattr(obj, "__wrapped__", None) or getattr(
+            getattr(obj, "hypothesis", None), "inner_test", None
+        )
         if isinstance(obj, types.FunctionType):
             if wrapped is not None and self.reaches(wrapped):
                 return True
