@@ -1,7 +1,9 @@
 """Shared fixtures. ``triton``: ONE real bundled Triton for the whole session, on free loopback ports.
 
-It serves ``model_repository/`` (fraud_detector through the ONNX shim) and ``tests/models/``
-(fail_always, sleeper). Tests that use it are marked ``triton`` automatically.
+It serves ``model_repository/`` (fraud_detector through the ONNX shim), ``tests/models/``
+(fail_always, sleeper, streamer) and ``tests/front_models/`` (flaky, steady: only the HAProxy front test
+drives them). A test that needs no flags of its own uses it rather than starting a Triton (each start
+costs seconds of the slow lane; the summary counts them). Tests that use it are marked ``triton`` automatically.
 
 The project installs everything its suite needs (``make venv`` the Python packages, ``make debs``
 Prometheus, promtool, Alertmanager, amtool, Chromium): a missing one FAILS the tests that need it,
@@ -11,17 +13,20 @@ with what to install, rather than skipping them and letting the suite pass untes
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.lanes import ProcessGuard, ProcessReach, is_slow
 from support.triton_guard import fail_if_crashed, restart_if_dead
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_REPOSITORY = ROOT / "model_repository"
 TEST_MODELS = ROOT / "tests" / "models"
+FRONT_MODELS = ROOT / "tests" / "front_models"
 DATA = ROOT / "tests" / "data"
 HAVE_PYTRITON = importlib.util.find_spec("pytriton") is not None
 NO_PYTRITON = "nvidia-pytriton is not installed (make venv installs it: pip install -e '.[local]'): no bundled Triton to test against"
@@ -56,36 +61,52 @@ def need_pytriton() -> None:
         pytest.fail(NO_PYTRITON, pytrace=False)
 
 
-# `make check` runs the suite without these (`pytest -m "not slow"`), in under 3 minutes with lint and
-# types: tests marked triton or prometheus, the wheel's (they build and install it), and these, each over
-# 4 s on the 2-core development machine (`pytest --durations`). `make test` runs everything.
-SLOW = {
-    "tests/test_fuzz.py::test_reused_parser_gives_what_a_fresh_parse_gives",
-    "tests/test_fuzz.py::test_agrees_with_prometheus_client_on_valid_text",
-    "tests/test_llm_slo.py::test_ttft_slo_pages_when_first_tokens_slow_down_and_not_on_healthy_traffic",
-    "tests/test_alerts_rules.py::test_promtool_passes_with_grouping_labels_and_another_window",
-    "tests/test_alerts_rules.py::test_promtool_checks_and_runs_the_committed_rules_and_tests",
-    "tests/test_report_prometheus.py",
-    "tests/test_gpu_sidecar.py",
-    "tests/test_floods.py::test_span_flood_keeps_memory_bounded_and_counts_the_dropped",
-    "tests/test_alerts_scenarios.py::test_steady_slow_burn_opens_a_ticket_within_8h_and_never_pages",
-}
+# Lanes (tests/support/lanes.py): a test that starts a real process, or says it is slow, is marked slow;
+# `make check` runs the others (`pytest -m "not slow"`) and refuses them any process.
+_REACH: ProcessReach | None = None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    global _REACH
+    _REACH = _REACH or ProcessReach()
     for item in items:
-        fixtures = getattr(item, "fixturenames", ())
-        if "triton" in fixtures:
+        if "triton" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.triton)
-        test = item.nodeid.split("[")[0]
-        if (
-            item.get_closest_marker("triton")
-            or item.get_closest_marker("prometheus")
-            or "installed" in fixtures  # test_wheel.py: builds the wheel, installs it into a virtualenv
-            or test in SLOW
-            or test.split("::")[0] in SLOW
-        ):
+        if is_slow(item, _REACH):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def _fast_lane_starts_no_process(  # lanes.GUARD_FIXTURE
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    if request.node.get_closest_marker("slow"):
+        yield
+    else:
+        yield from ProcessGuard(request.node.nodeid).installed(monkeypatch)
+
+
+_TRITON_STARTS: list[str] = []  # the test (or fixture setup) during which each LocalTriton.start ran
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Counts Triton starts in this process (not those of a CLI the tests run as a subprocess): the slow
+    # lane's cost is mostly these, so the summary shows how many there were.
+    from tritonwatch.local.triton import LocalTriton
+
+    start = LocalTriton.start
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _TRITON_STARTS.append(os.environ.get("PYTEST_CURRENT_TEST", "?").rsplit(" ", 1)[0])
+        return start(self, *args, **kwargs)
+
+    LocalTriton.start = counted  # type: ignore[method-assign]
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _TRITON_STARTS:
+        files = len({test.split("::")[0] for test in _TRITON_STARTS})
+        terminalreporter.write_line(f"Triton starts: {len(_TRITON_STARTS)} (during tests of {files} files)")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -102,13 +123,26 @@ def triton_server() -> Iterator[Any]:
     need_pytriton()
     from tritonwatch.local.triton import LocalTriton
 
-    server = LocalTriton([MODEL_REPOSITORY, TEST_MODELS])
+    server = LocalTriton([MODEL_REPOSITORY, TEST_MODELS, FRONT_MODELS])
     try:
         server.start()
         server.wait_ready(120)
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture(scope="session")
+def bench_triton() -> Iterator[Any]:
+    """A second shared Triton, serving ``bench/models`` (linear, 50 + 6 n ms per batch of n): the advise
+    tests' (against Triton, and through Prometheus), started once for both. Its counters carry what
+    earlier tests sent: read differences."""
+    need_pytriton()
+    from tritonwatch.local.triton import LocalTriton
+
+    with LocalTriton([ROOT / "bench" / "models"]) as server:
+        server.wait_ready(120)
+        yield server
 
 
 @pytest.fixture

@@ -59,13 +59,12 @@ def query(prom: Prometheus, expr: str) -> float | None:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, Prometheus, StaticEndpoint]]:
-    from tritonwatch.local.triton import LocalTriton
-
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, bench_triton: Any
+) -> Iterator[tuple[Any, Any, Prometheus, StaticEndpoint]]:
     tmp = tmp_path_factory.mktemp("advise-prom")
     with contextlib.ExitStack() as stop:
-        triton = stop.enter_context(LocalTriton([ROOT / "bench" / "models"]))
-        triton.wait_ready(120)
+        triton = bench_triton  # shared with test_advise_triton.py
         sidecar = stop.enter_context(
             running_sidecar(
                 ["--triton", triton.http_url, "--triton-metrics", triton.metrics_url, "--interval", "1"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ from support.poisson import Run, drive
 
 from tritonwatch import cli
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.triton
 SLO = """apiVersion: tritonwatch/v1
 kind: ServiceLevelObjectives
@@ -33,12 +31,8 @@ spec:
 
 
 @pytest.fixture(scope="module")
-def linear() -> Iterator[Any]:
-    from tritonwatch.local.triton import LocalTriton
-
-    with LocalTriton([ROOT / "bench" / "models"]) as server:
-        server.wait_ready(120)
-        yield server
+def linear(bench_triton: Any) -> Any:
+    return bench_triton  # shared with test_advise_prometheus.py
 
 
 def test_advise_reads_the_line_the_model_sleeps(
@@ -49,6 +43,12 @@ def test_advise_reads_the_line_the_model_sleeps(
     argv = ["advise", "--triton", linear.http_url, "--slo", str(slo_path), "--model", "linear"]
     stats_url = f"{linear.http_url}/v2/models/linear/stats"
     runs: list[Run] = []
+
+    def executions() -> dict[int, int]:
+        st = requests.get(stats_url, timeout=5).json()["model_stats"][0]
+        return {b["batch_size"]: b["compute_infer"]["count"] for b in st["batch_stats"]}
+
+    before = executions()  # the shared Triton's counters carry what other tests sent
     load = threading.Thread(
         target=lambda: runs.append(drive(linear.http_url, "linear", 40.0, 22.0, warmup=0.0))
     )
@@ -57,8 +57,8 @@ def test_advise_reads_the_line_the_model_sleeps(
         deadline = time.monotonic() + 14
         # enough executions of three batch sizes before the read (the fit needs them)
         while time.monotonic() < deadline:
-            st = requests.get(stats_url, timeout=5).json()["model_stats"][0]
-            if sum(b["compute_infer"]["count"] >= 20 for b in st["batch_stats"]) >= 3:
+            now = executions()
+            if sum(count - before.get(size, 0) >= 20 for size, count in now.items()) >= 3:
                 break
             time.sleep(0.5)
         rc = cli.main([*argv, "--interval", "6", "--max-instances", "2", "--format", "json"])

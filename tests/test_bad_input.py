@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.lanes import run_once
 
 from tritonwatch.cli import build_parser
 
@@ -186,7 +186,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
             *(a.replace(TMP, str(tmp)) for a in base + [e for e in extra if e != "--omit-base"]),
         ]
         payload.append({"argv": argv, "env": env})
-    proc = subprocess.run(
+    proc = run_once(  # one Python process for every case: it stays in the fast lane (support/lanes.py)
         [sys.executable, str(RUNNER)],
         input=json.dumps(payload),
         capture_output=True,

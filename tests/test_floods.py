@@ -106,6 +106,7 @@ def _export(spans: list[dict[str, object]]) -> bytes:
     return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).encode()
 
 
+@pytest.mark.slow  # a flood big enough to show the bound: over 4 s
 def test_span_flood_keeps_memory_bounded_and_counts_the_dropped() -> None:
     import gc
     import tracemalloc

@@ -104,6 +104,7 @@ def flat_reference(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], st
     }
 
 
+@pytest.mark.slow  # many examples, over 4 s
 @FUZZ
 @given(families(), st.booleans())
 def test_agrees_with_prometheus_client_on_valid_text(
@@ -179,6 +180,7 @@ def outcome(fn: Any) -> Any:
         return ("error", None)
 
 
+@pytest.mark.slow  # many examples, over 4 s
 @FUZZ
 @given(payload_sequences())
 def test_reused_parser_gives_what_a_fresh_parse_gives(case: tuple[list[str], list[str] | None, bool]) -> None:

@@ -24,6 +24,7 @@ MODELS = {("resnet50", "1"), ("bert_base", "2"), ("tokenizer", "1")}
 GPU_FAMILIES = (catalog.GPU_UTILIZATION, catalog.GPU_MEMORY_USED_RATIO, catalog.GPU_POWER)
 DCGM_ONLY = (catalog.GPU_TEMPERATURE, catalog.GPU_SM_CLOCK, catalog.GPU_XID)
 SPAN = 4.0  # seconds of scrapes in the window before values are compared
+pytestmark = pytest.mark.slow  # each test scrapes the replayed node for SPAN seconds
 
 
 @pytest.fixture
