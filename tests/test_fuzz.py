@@ -19,8 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from tritonwatch import catalog, otlp
+from tritonwatch import catalog
 from tritonwatch.expfmt import ExpositionError, Parser, SeriesView, parse
+from tritonwatch.exporters.traces import otlp
 
 DATA = Path(__file__).resolve().parent / "data"
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

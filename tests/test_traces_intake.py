@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from tritonwatch import catalog, otlp
+from tritonwatch import catalog
 from tritonwatch.expfmt import parse
-from tritonwatch.exporters.traces import LatencyPart, OtlpReceiver
+from tritonwatch.exporters.traces import LatencyPart, OtlpReceiver, otlp
 from tritonwatch.exporters.traces.intake import Intake
 from tritonwatch.exporters.traces.store import quantiles_of, weighted_quantile
 from tritonwatch.local.procs import wait_until
