@@ -441,6 +441,7 @@ def test_files(spec: SLOFile) -> dict[str, dict[str, Any]]:
     slo_cases: list[Case] = []
     for obj in sorted(spec.objectives(), key=lambda o: o.name):
         slo_cases += burn_cases(spec, obj) + nodata_cases(spec, obj)
+    from tritonwatch.alerts.headroomcases import headroom_cases
     from tritonwatch.alerts.objectivecases import operational_cases  # they build on this module's cases
     from tritonwatch.alerts.stallcases import stall_cases
 
@@ -448,7 +449,7 @@ def test_files(spec: SLOFile) -> dict[str, dict[str, Any]]:
     for slo in sorted(spec.slos, key=lambda s: s.model):
         for objective in catalog.OPERATIONAL_OBJECTIVES:
             ops += operational_cases(spec, slo, objective)
-    ops += gpu_cases(spec) + sidecar_cases(spec) + watchdog_cases(spec)
+    ops += headroom_cases(spec) + gpu_cases(spec) + sidecar_cases(spec) + watchdog_cases(spec)
     files = {"tests/operational.test.yml": _file(ops, OPERATIONAL_RULES)}
     if slo_cases:
         files["tests/slo.test.yml"] = _file(slo_cases, SLO_RULES)

@@ -27,7 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from tritonwatch import catalog
-from tritonwatch.alerts import stall, windows
+from tritonwatch.alerts import headroom, stall, windows
 from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is how the rest reads them)
     ALERTS,
     BUDGET_REMAINING_RECORD,
@@ -132,6 +132,7 @@ def catalog_rules(spec: SLOFile) -> list[Group]:
             ],
         },
         {"name": "tritonwatch-llm", "rules": llm_rules(spec)},
+        headroom.records(spec),
     ]
 
 
@@ -441,6 +442,11 @@ def operational_alerts(spec: SLOFile) -> list[Group]:
             limit = slo.limit(o)
             if limit is not None:
                 rules.append(_per_model(spec, o.alert.name, slo, o.record, o.op, limit))
+    rules.append(
+        _alert(
+            catalog.NEAR_CAPACITY_ALERT, headroom.near_capacity_expr(), ticket, headroom.near_capacity_texts()
+        )
+    )
     rules += [
         _alert(
             GPU_MEMORY_NEAR_FULL,

@@ -105,7 +105,12 @@ def test_the_capacity_is_advises_simulation_on_the_fitted_line() -> None:
         (CONFIG, {1: 5000}, "single_batch_size"),
         ({**CONFIG, "sequence_batching": {}}, {1: 300, 2: 120, 3: 40}, "sequence_batcher"),
         (
-            {"name": "pipe", "platform": "ensemble", "max_batch_size": 8, "ensemble_scheduling": {"step": []}},
+            {
+                "name": "pipe",
+                "platform": "ensemble",
+                "max_batch_size": 8,
+                "ensemble_scheduling": {"step": []},
+            },
             {1: 300, 2: 120, 3: 40},
             "ensemble",
         ),

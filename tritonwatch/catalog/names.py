@@ -268,7 +268,9 @@ CAPACITY_INFO_HELP = (
     "1 per model version with a latency objective: state estimated (batch_sizes: the sizes fitted), or "
     "why there is no capacity: " + "; ".join(f"{k}: {v}" for k, v in CAPACITY_REFUSAL_REASONS.items()) + "."
 )
-CAPACITY_REFUSALS_HELP = "Capacity estimates refused since the sidecar started, by reason (see the info series)."
+CAPACITY_REFUSALS_HELP = (
+    "Capacity estimates refused since the sidecar started, by reason (see the info series)."
+)
 CAPACITY_SAMPLES_HELP = "Executions (batch_stats, since the model loaded) behind the capacity estimate's fit."
 CAPACITY_FIT_ERROR_HELP = (
     "RMS relative error of the fitted compute line against each fitted batch size's mean compute time."
