@@ -202,3 +202,40 @@ def test_the_batching_label_carries_what_the_refusals_need() -> None:
     # exporters/batching.py keeps platform and the schedulers' presence: the estimate reads that label
     label = batching_config({**CONFIG, "sequence_batching": {"max_sequence_idle_microseconds": 5}})
     assert label is not None and json.loads(label)["sequence_batching"] == {}
+
+
+def test_the_report_takes_the_sidecars_capacity_where_the_latency_bins_have_no_answer() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    import pandas as pd
+
+    from tritonwatch import slo as slo_model
+    from tritonwatch.reports import figures
+    from tritonwatch.reports.week import ModelWeek, Week
+
+    end = datetime(2026, 11, 30, tzinfo=timezone.utc)
+    index = pd.date_range(end - timedelta(days=21), end, freq="5min", inclusive="right")
+    # a rate growing 1 req/s a day, peaking at 30 req/s: far from the bins' knee (none in the data)
+    rate = pd.Series([30.0 - (end - t).total_seconds() / 86400 for t in index], index=index)
+    within = pd.Series(10.0, index=index[-2016:])  # every sampled request within the threshold
+    week = Week(
+        end - timedelta(days=7),
+        end,
+        7,
+        {
+            KEY: ModelWeek(
+                "linear", "1", rate=rate, latency_within=within, latency_sampled=within, sidecar_capacity=66.9
+            )
+        },
+        {},
+        True,
+        history=21,
+    )
+    slos = slo_model.parse(__import__("yaml").safe_load(SLO))
+    (f,), _ = figures.build(week, slos)
+    assert f.knee is not None and f.knee.rate is None  # the objective was met at every load seen
+    assert f.capacity_source == "headroom"
+    assert f.forecast is not None and f.forecast.capacity == 66.9
+    row = figures.model_row(f, end)
+    assert row["slo_capacity_request_rate"] == row["capacity_request_rate"] == 66.9
+    assert figures.SOURCES["headroom"] == "SLO-bound (sidecar)"
