@@ -203,6 +203,9 @@ def validate(cfg: SidecarConfig) -> SidecarConfig:
         raise UsageError(f"--trace-budget: must be >= 0 traced requests/s (got {cfg.trace_budget})")
     if cfg.latency_buckets:
         parse_buckets(cfg.latency_buckets)
+    if cfg.headroom_interval > 60:
+        # the capacity an autoscaler reads must be at most a minute old
+        raise UsageError(f"--headroom-interval: at most 60 s (got {cfg.headroom_interval:g})")
     if cfg.slo and not Path(cfg.slo).is_file():
         raise UsageError(f"--slo: {cfg.slo} is not a file")
     if cfg.web_config and not Path(cfg.web_config).is_file():

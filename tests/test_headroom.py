@@ -188,14 +188,32 @@ def test_objectives_come_from_the_slo_file_by_flag_config_field_and_environment(
     assert resolve(build_parser().parse_args(["sidecar"])).slo == str(slo)
 
 
-def test_a_bad_slo_file_is_one_line_naming_the_flag(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_a_bad_slo_file_fails_the_sidecar_at_start_naming_the_flag(tmp_path: Path) -> None:
+    from tritonwatch.errors import UsageError
+    from tritonwatch.exporters.sidecar import Sidecar
+
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("apiVersion: tritonwatch/v1\nspec: {}\n")
+    with pytest.raises(UsageError, match="^--slo: "):
+        Sidecar.local("http://127.0.0.1:9", "http://127.0.0.1:9/metrics", slo=str(slo))
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--slo", "/nonexistent/slo.yaml"], "--slo"),
+        (["--headroom-interval", "90"], "--headroom-interval"),
+        (["--headroom-interval", "0"], "--headroom-interval"),
+    ],
+)
+def test_bad_headroom_settings_are_one_line_naming_the_flag(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from tritonwatch.cli import main
 
-    assert main(["sidecar", "--slo", str(tmp_path / "missing.yaml")]) == 2
+    assert main(["sidecar", *argv]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--slo" in err
+    assert len(err.splitlines()) == 1 and needle in err
 
 
 def test_the_batching_label_carries_what_the_refusals_need() -> None:
