@@ -39,6 +39,7 @@ spec:
       latency: {threshold: 500ms, objective: 99}
 """
 LATE_LIMIT = 0.05  # a sender this late against its schedule measured the shared CPU, not Triton
+RETRIES = 2
 ESTIMATE_WITHIN = 120.0  # seconds of light load for three batch sizes of 20 executions, and a refresh
 
 
@@ -78,12 +79,12 @@ def state(samples: Any) -> str | None:
 
 
 def measure(base: str, rate: float, seconds: float, seed: int) -> Run:
-    """One open-loop run; once more if the sender ran late (the machine is shared)."""
-    run = drive(base, MODEL, rate, seconds, seed=seed)
-    if run.late_s > LATE_LIMIT:
-        again = drive(base, MODEL, rate, seconds, seed=seed + 100)
-        run = min((run, again), key=lambda r: r.late_s)
-    return run
+    """One open-loop run; again (at most ``RETRIES`` times) while the sender ran late, as bench/advise.py
+    does: a late sender measured the shared CPU, not Triton. The least late try is kept."""
+    tries = [drive(base, MODEL, rate, seconds, seed=seed)]
+    while tries[-1].late_s > LATE_LIMIT and len(tries) <= RETRIES:
+        tries.append(drive(base, MODEL, rate, seconds, seed=seed + 100 * len(tries)))
+    return min(tries, key=lambda r: r.late_s)
 
 
 @pytest.mark.parametrize("delay_us", [0, 200_000])
