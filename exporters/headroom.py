@@ -112,6 +112,10 @@ def estimate(
     except advise.Refusal as exc:
         state = "too_little_data" if "too few batch sizes" in str(exc) else "bad_fit"
         return Estimate(state, batch_sizes=tuple(b for b, _, _ in costs), executions=executions)
+    except ArithmeticError:  # sizes that took no time at all: no relative error, no line
+        return Estimate("bad_fit", batch_sizes=tuple(b for b, _, _ in costs), executions=executions)
+    if fit.compute_s(1) <= 0:  # no time at all per execution: nothing bounds the rate
+        return Estimate("bad_fit", batch_sizes=tuple(b for b, _, _ in costs), executions=executions)
     capacity = advise.slo_capacity(
         cfg, fit, objective.threshold_s, objective.quantile, overhead_s, n=SIMULATED_REQUESTS
     )

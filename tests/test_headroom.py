@@ -116,12 +116,14 @@ def test_the_capacity_is_advises_simulation_on_the_fitted_line() -> None:
         ),
         ({**CONFIG, "max_batch_size": 0}, {1: 300}, "no_dynamic_batching"),
         (None, {1: 300, 2: 120, 3: 40}, "no_config"),
+        (CONFIG, "zero", "bad_fit"),
     ],
 )
 def test_refuses_with_no_value_and_counts_the_reason(
-    config: dict[str, object] | None, batch: dict[int, int], state: str
+    config: dict[str, object] | None, batch: dict[int, int] | str, state: str
 ) -> None:
-    fake = Fake(config, stats(batch))
+    # "zero": executions that took no time (a stub model): a line of 0 bounds nothing
+    fake = Fake(config, stats(batch) if batch != "zero" else {b: BatchStat(50, 0.0) for b in (1, 2, 3)})
     part = fake.part()
     part.refresh()
     part.refresh()

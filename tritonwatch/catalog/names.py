@@ -262,7 +262,7 @@ CAPACITY_REFUSAL_REASONS: dict[str, str] = {
     "unmodelled": "a batcher setting the simulation does not model (priority levels, a rejecting queue policy)",
     "too_little_data": "fewer than 3 batch sizes with at least 20 executions each since the model loaded",
     "single_batch_size": "every execution so far ran one batch size: no line can be fitted",
-    "bad_fit": "the fitted compute line is not physical (negative fixed or per-item cost)",
+    "bad_fit": "the fitted compute line is not physical (a negative fixed or per-item cost, or no time at all)",
 }
 CAPACITY_INFO_HELP = (
     "1 per model version with a latency objective: state estimated (batch_sizes: the sizes fitted), or "
