@@ -5,7 +5,7 @@ load stays out of the cost), max_batch_size 8, one instance; the objective is p9
 two configurations, with no queue delay and with 200 ms, the model is reloaded (the sidecar follows:
 new config, batch_stats from 0), driven at about a third of its capacity until the sidecar serves an
 estimate C, then driven open-loop (Poisson) at 0.85 C for a minute, where the clients' p99 must keep
-the objective, and at 1.15 C, where it must not. About 4.5 minutes on 2 cores.
+the objective, and at 1.15 C, where it must not. About 7 minutes on 2 shared cores (most of it the four measured minutes).
 """
 
 from __future__ import annotations
