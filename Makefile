@@ -58,7 +58,7 @@ test: check
 generate: venv
 	$(BIN)/tritonwatch rules --slo alerts/slo.yaml --out alerts/generated
 	$(BIN)/tritonwatch dashboards --out dashboards/generated
-	$(BIN)/python deploy/kubernetes/generate.py --out deploy/kubernetes/generated
+	$(BIN)/python deploy/kubernetes/generate.py --out deploy/kubernetes/generated --autoscaling deploy/autoscaling
 	$(BIN)/python docs/configdoc.py docs/configuration.md
 	$(BIN)/python docs/signals_doc.py > docs/signals.md
 	$(BIN)/python model_repository/make_fraud_detector.py

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tritonwatch import catalog
+from tritonwatch.alerts.headroomcases import headroom_cases
 from tritonwatch.alerts.objectivecases import operational_cases
 from tritonwatch.alerts.promtests import (
     INTERVAL,
@@ -47,7 +48,7 @@ def test_files(spec: SLOFile) -> dict[str, dict[str, Any]]:
     for slo in sorted(spec.slos, key=lambda s: s.model):
         for objective in catalog.OPERATIONAL_OBJECTIVES:
             ops += operational_cases(spec, slo, objective)
-    ops += gpu_cases(spec) + sidecar_cases(spec) + watchdog_cases(spec)
+    ops += headroom_cases(spec) + gpu_cases(spec) + sidecar_cases(spec) + watchdog_cases(spec)
     files = {"tests/operational.test.yml": _file(ops, OPERATIONAL_RULES)}
     if slo_cases:
         files["tests/slo.test.yml"] = _file(slo_cases, SLO_RULES)

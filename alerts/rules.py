@@ -2,7 +2,7 @@
 
 ``rule_files(spec)`` returns ``{file name: {"groups": [...]}}``:
 
-* ``catalog.rules.yml`` -- ``catalog_rules``: one recording rule per catalog signal (and batch
+* ``catalog.rules.yml`` -- ``records.catalog_rules``: one recording rule per catalog signal (and batch
   efficiency), ``sum by (model, version, <grouping>)`` of rates, then divided, e.g.
   ``model:tritonwatch_queue_time_ratio:rate5m``; and the catalog's GPU rules (busy share per model
   and GPU, watts per GPU, joules per inference).
@@ -27,7 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from tritonwatch import catalog
-from tritonwatch.alerts import stall, windows
+from tritonwatch.alerts import headroom, records, stall, windows
 from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is how the rest reads them)
     ALERTS,
     BUDGET_REMAINING_RECORD,
@@ -95,64 +95,6 @@ def _num(d: Decimal | float) -> str:
 
 def _request_phase() -> str:
     return f'{catalog.PHASE}="request"'
-
-
-# --- step 1: the catalog's recording rules ------------------------------------------------------
-CATALOG_WINDOW = "5m"
-
-
-def catalog_rules(spec: SLOFile) -> list[Group]:
-    """``model:tritonwatch_*:rate5m`` for every catalog signal, across replicas."""
-    rules: list[Rule] = []
-    for sig in catalog.SIGNALS:
-        rule: Rule = {"record": sig.record, "expr": catalog.promql(sig, CATALOG_WINDOW, spec.grouping)}
-        if sig.labels:
-            rule["labels"] = dict(sorted(sig.labels))
-        rules.append(rule)
-    rules.append(
-        {
-            "record": catalog.BATCH_EFFICIENCY_RECORD,
-            "expr": catalog.batch_efficiency_promql(CATALOG_WINDOW, spec.grouping),
-        }
-    )
-    gpu = [
-        {"record": record, "expr": promql(CATALOG_WINDOW, spec.grouping)}
-        for record, promql in (
-            (catalog.GPU_BUSY_SECONDS_RECORD, catalog.gpu_busy_seconds_promql),
-            (catalog.MODEL_GPU_BUSY_RECORD, catalog.gpu_busy_ratio_promql),
-            (catalog.GPU_ENERGY_WATTS_RECORD, catalog.gpu_energy_watts_promql),
-            (catalog.MODEL_ENERGY_PER_INFERENCE_RECORD, catalog.energy_per_inference_promql),
-        )
-    ]
-    return [
-        {"name": "tritonwatch-catalog", "rules": rules},
-        {"name": "tritonwatch-gpu", "rules": gpu},
-        {
-            "name": "tritonwatch-stall",
-            "rules": [
-                {"record": catalog.STALL_WINDOW_RECORD, "expr": stall.window_record_expr(spec.grouping)}
-            ],
-        },
-        {"name": "tritonwatch-llm", "rules": llm_rules(spec)},
-    ]
-
-
-def llm_rules(spec: SLOFile) -> list[Rule]:
-    """The LLM signals (token rates, queue, KV cache) and the TTFT/ITL quantiles across replicas."""
-    out: list[Rule] = [
-        {"record": sig.record, "expr": catalog.llm_promql(sig, CATALOG_WINDOW, spec.grouping)}
-        for sig in catalog.LLM_SIGNALS
-    ]
-    for hist in catalog.LLM_HISTOGRAMS:
-        for q in catalog.LLM_QUANTILES:
-            out.append(
-                {
-                    "record": hist.quantile_record,
-                    "expr": catalog.llm_quantile_promql(hist, q, CATALOG_WINDOW, spec.grouping),
-                    "labels": {catalog.QUANTILE: q},
-                }
-            )
-    return out
 
 
 # --- step 2: SLI error ratios per window --------------------------------------------------------
@@ -459,6 +401,11 @@ def operational_alerts(spec: SLOFile) -> list[Group]:
             limit = slo.limit(o)
             if limit is not None:
                 rules.append(_per_model(spec, o.alert.name, slo, o.record, o.op, limit))
+    rules.append(
+        _alert(
+            catalog.NEAR_CAPACITY_ALERT, headroom.near_capacity_expr(), ticket, headroom.near_capacity_texts()
+        )
+    )
     rules += [
         _alert(
             GPU_MEMORY_NEAR_FULL,
@@ -493,7 +440,7 @@ def add_runbook_links(spec: SLOFile, groups: list[Group]) -> list[Group]:
 def rule_files(spec: SLOFile) -> dict[str, dict[str, list[Group]]]:
     """Every rule file, by name, in generation order."""
     return {
-        "catalog.rules.yml": {"groups": catalog_rules(spec)},
+        "catalog.rules.yml": {"groups": records.catalog_rules(spec)},
         "slo.rules.yml": {"groups": add_runbook_links(spec, slo_groups(spec))},
         "operational.rules.yml": {"groups": add_runbook_links(spec, operational_alerts(spec))},
     }

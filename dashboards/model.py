@@ -37,6 +37,34 @@ def _pct(quantile: str) -> str:
     return "p" + format(float(quantile) * 100, "g")
 
 
+def headroom(lay: p.Layout) -> list[core.Panel]:
+    """issue 39: the request rate against the SLO-bound capacity, both summed over the selected
+    replicas (docs/headroom.md), and their ratio, which the autoscalers and the ticket read."""
+    capacity = q.per_model(catalog.CAPACITY, how="sum")
+    rate = q.signal(catalog.REQUEST_RATE)
+    return [
+        p.timeseries(
+            "Headroom: request rate vs SLO-bound capacity",
+            "Requests per second served, and the rate at which the latency objective would just hold with "
+            "the configuration each replica runs now (tritonwatch_model_capacity_requests_per_second, "
+            "estimated by the sidecars with --slo from batch_stats), both summed over the selected "
+            "replicas. No capacity line where the sidecars refuse (tritonwatch_model_capacity_info).",
+            "reqps",
+            [p.Query(rate, f"served {LEG}"), p.Query(capacity, f"capacity {LEG}")],
+            lay.place(16, 8),
+        ),
+        p.gauge(
+            "Capacity used",
+            "Request rate over SLO-bound capacity across the selected replicas: the ticket "
+            "TritonModelNearCapacity opens above 80 % held for 30m.",
+            "percentunit",
+            [p.Query(f"{rate} / {capacity}", LEG)],
+            lay.place(8, 8),
+            thresholds=(("green", None), ("orange", catalog.NEAR_CAPACITY_LIMIT), ("red", 1.0)),
+        ),
+    ]
+
+
 def build() -> core.Dashboard:
     lay = p.Layout()
     Q = p.Query
@@ -185,6 +213,7 @@ def build() -> core.Dashboard:
             [Q(q.sidecar_quantile("0.99"), LEG + " {{instance}}")],
             lay.place(12, 8),
         ),
+        *headroom(lay),
     ]
     lay.row()
     panels += [

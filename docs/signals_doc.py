@@ -178,7 +178,36 @@ def render() -> str:
         *(f"| `{k}` | {v} |" for k, v in catalog.UNCOUNTED_ERROR_REASONS.items()),
         "",
     ]
-    return "\n".join(lines + llm_section())
+    return "\n".join(lines + headroom_section() + llm_section())
+
+
+def headroom_section() -> list[str]:
+    """SLO-bound headroom (exporters/headroom.py, docs/headroom.md): with --slo, not a counter formula."""
+    mv = ", ".join(catalog.MODEL_KEY)
+    return [
+        "## SLO-bound headroom",
+        "",
+        "With `tritonwatch sidecar --slo FILE` (docs/headroom.md): estimated from `batch_stats` and the model's",
+        "config by the advise simulation, refreshed every `--headroom-interval`, not a formula over counters.",
+        "",
+        "| series | labels | recording rule (across replicas) |",
+        "| --- | --- | --- |",
+        f"| `{catalog.CAPACITY}` | {mv} | `{catalog.CAPACITY_RECORD}`, `{catalog.CAPACITY_UTILISATION_RECORD}` |",
+        f"| `{catalog.CAPACITY_INFO}` | {mv}, {catalog.CAPACITY_STATE}, {catalog.CAPACITY_BATCH_SIZES} | — |",
+        f"| `{catalog.CAPACITY_SAMPLES}` | {mv} | — |",
+        f"| `{catalog.CAPACITY_FIT_ERROR}` | {mv} | — |",
+        f"| `{catalog.CAPACITY_REFUSALS_TOTAL}` | {mv}, {catalog.REASON} | — |",
+        "",
+        catalog.CAPACITY_HELP,
+        "",
+        f"Why a model has no `{catalog.CAPACITY}` (`{catalog.CAPACITY_STATE}` of the info series, `{catalog.REASON}`",
+        "of the refusal counter):",
+        "",
+        f"| `{catalog.CAPACITY_STATE}` | meaning |",
+        "| --- | --- |",
+        *(f"| `{k}` | {v} |" for k, v in catalog.CAPACITY_REFUSAL_REASONS.items()),
+        "",
+    ]
 
 
 def _inputs(sig: catalog.Signal) -> str:

@@ -43,6 +43,8 @@ class SidecarConfig:
     trace_file: str = ""
     latency_buckets: str = ""  # comma-separated upper bounds in seconds; default catalog.DEFAULT_BUCKETS
     web_config: str = ""
+    slo: str = ""  # SLO file: serve each model's SLO-bound capacity (exporters/headroom.py)
+    headroom_interval: float = 30.0  # seconds between capacity estimates
 
     @property
     def scrape_timeout(self) -> float:
@@ -176,7 +178,14 @@ def validate(cfg: SidecarConfig) -> SidecarConfig:
     for name in ("stats_interval", "index_interval"):
         if getattr(cfg, name) < 0:
             raise UsageError(f"{FLAG_NAMES[name]}: must be >= 0 (0: --interval; got {getattr(cfg, name)})")
-    for name in ("interval", "window", "quantile_window", "probe_interval", "model_config_interval"):
+    for name in (
+        "interval",
+        "window",
+        "quantile_window",
+        "probe_interval",
+        "model_config_interval",
+        "headroom_interval",
+    ):
         if getattr(cfg, name) <= 0:
             raise UsageError(f"{FLAG_NAMES[name]}: must be > 0 (got {getattr(cfg, name)})")
     if cfg.window < 2 * cfg.interval:
@@ -194,6 +203,11 @@ def validate(cfg: SidecarConfig) -> SidecarConfig:
         raise UsageError(f"--trace-budget: must be >= 0 traced requests/s (got {cfg.trace_budget})")
     if cfg.latency_buckets:
         parse_buckets(cfg.latency_buckets)
+    if cfg.headroom_interval > 60:
+        # the capacity an autoscaler reads must be at most a minute old
+        raise UsageError(f"--headroom-interval: at most 60 s (got {cfg.headroom_interval:g})")
+    if cfg.slo and not Path(cfg.slo).is_file():
+        raise UsageError(f"--slo: {cfg.slo} is not a file")
     if cfg.web_config and not Path(cfg.web_config).is_file():
         raise UsageError(f"--web-config: {cfg.web_config} is not a file")
     return replace(cfg, triton=cfg.triton.rstrip("/"), triton_metrics=metrics)

@@ -36,6 +36,7 @@ PART_MODULES: tuple[str, ...] = (
     "tritonwatch.exporters.traces.wiring",
     "tritonwatch.exporters.probe",
     "tritonwatch.exporters.llm",
+    "tritonwatch.exporters.headroom",
 )
 
 
@@ -118,6 +119,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="trace latency histogram bucket bounds in seconds (default 100us..60s, SLO thresholds included)",
     )
     p.add_argument("--web-config", metavar="FILE", help="TLS and basic auth, exporter-toolkit format")
+    p.add_argument(
+        "--slo",
+        metavar="FILE",
+        help="SLO file: serve each model's SLO-bound capacity in requests/s (off unless given; docs/headroom.md)",
+    )
+    p.add_argument(
+        "--headroom-interval",
+        type=float,
+        metavar="S",
+        help="seconds between capacity estimates (default 30; off the scrape path)",
+    )
 
 
 @dataclass

@@ -29,7 +29,14 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from tritonwatch.reports.capacity import COMPOUND, LINEAR, MODEL_NAMES, Forecast, daily_peaks
-from tritonwatch.reports.figures import SOURCES, GpuFigures, ModelFigures, lead_weeks, saturation_date
+from tritonwatch.reports.figures import (
+    BY_RATE,
+    SOURCES,
+    GpuFigures,
+    ModelFigures,
+    lead_weeks,
+    saturation_date,
+)
 from tritonwatch.reports.week import Week
 
 
@@ -83,7 +90,7 @@ def request_rate(models: Sequence[ModelFigures], week: Week) -> bytes:
         ax.plot(rate.index, rate.values, color="tab:blue", linewidth=0.8, label="5-minute rate")
         _peaks(ax, rate, week)
         top = float(rate.max())
-        if f.capacity_source in ("slo", "latency") and f.forecast is not None:
+        if f.capacity_source in BY_RATE and f.forecast is not None:
             label = f"capacity ({SOURCES[f.capacity_source]})"
             ax.axhline(f.forecast.capacity, color="tab:orange", linewidth=1.5, label=label)
             top = max(top, f.forecast.capacity)
@@ -222,7 +229,7 @@ def forecasts(models: Sequence[ModelFigures], gpus: Sequence[GpuFigures], week: 
     """A chart per forecast: each model judged on its request rate, then each GPU (shown once)."""
     out = []
     for f in _top(models):
-        if f.forecast is not None and f.capacity_source in ("slo", "latency"):
+        if f.forecast is not None and f.capacity_source in BY_RATE:
             png = forecast(f"{f.name} daily peak req/s", f.forecast, week, "req/s")
             out.append(Chart(f"forecast_model_{_slug(f.name)}", f"Forecast: model {f.name}", png))
     for g in list(gpus)[:MAX_PANELS]:

@@ -5,6 +5,9 @@ Capacity of a model, in this order:
 - ``latency``: where it has a latency objective and the period's data show the request rate at which
   that objective stops being met (``tritonwatch.reports.knee``); the lower of that and a declared
   capacity wins;
+- ``headroom``: where the period's data give no latency-bound capacity, the sidecars' estimate
+  (``tritonwatch_model_capacity_requests_per_second`` summed over replicas, docs/headroom.md); the
+  lower of that and a declared capacity wins;
 - ``slo``: its declared ``capacity.max_request_rate`` in the SLO file;
 - ``gpu``: the GPUs it runs on reaching 100 % utilisation (the model saturates with the first of its
   GPUs); a model whose GPUs are unknown (no ``gpu_uuid`` on its counters) is judged on all GPUs seen.
@@ -29,7 +32,8 @@ from tritonwatch.reports.week import PEAK_STEP, ModelWeek, Week, model_name
 from tritonwatch.slo import SLO, SLOFile
 
 HORIZONS_WEEKS = (4, 12)
-SOURCES = {"latency": "latency SLO", "slo": "declared", "gpu": "GPU"}
+SOURCES = {"latency": "latency SLO", "headroom": "SLO-bound (sidecar)", "slo": "declared", "gpu": "GPU"}
+BY_RATE = ("slo", "latency", "headroom")  # capacities in requests/s: the forecast is of the request rate
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ class ModelFigures:
     week: ModelWeek
     slo: SLO | None
     forecast: Forecast | None  # on the request rate (latency/declared capacity) or on the limiting GPU
-    capacity_source: str  # "latency", "slo", "gpu" or "" (nothing to judge capacity by)
+    capacity_source: str  # "latency", "headroom", "slo", "gpu" or "" (nothing to judge capacity by)
     knee: Knee | None = None  # the SLO-bound capacity estimate, where the model has a latency objective
 
     @property
@@ -139,6 +143,8 @@ def build(week: Week, slos: SLOFile | None) -> tuple[list[ModelFigures], list[Gp
         bounds = []
         if knee is not None and knee.rate is not None:
             bounds.append((knee.rate, "latency"))
+        elif m.sidecar_capacity is not None and m.sidecar_capacity > 0:
+            bounds.append((m.sidecar_capacity, "headroom"))
         if slo and slo.capacity:
             bounds.append((slo.capacity.max_request_rate, "slo"))
         if bounds and not m.rate.empty:
@@ -252,8 +258,10 @@ def model_row(f: ModelFigures, end: datetime) -> dict[str, Cell]:
         "latency_threshold_seconds": f.latency_threshold,
         "gpus": " ".join(m.gpus),
         "capacity_source": f.capacity_source,
-        "capacity_request_rate": fc.capacity if fc and f.capacity_source in ("slo", "latency") else None,
-        "slo_capacity_request_rate": f.knee.rate if f.knee else None,
+        "capacity_request_rate": fc.capacity if fc and f.capacity_source in BY_RATE else None,
+        "slo_capacity_request_rate": f.knee.rate
+        if f.knee and f.knee.rate is not None
+        else m.sidecar_capacity,
         "headroom_ratio": f.headroom,
         **_forecast_cells(fc, end),
         "gpus_now": float(len(m.gpus)) if m.gpus else None,

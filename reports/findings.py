@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 
 from tritonwatch import catalog
 from tritonwatch.reports.capacity import MODEL_NAMES, Forecast, Saturation
-from tritonwatch.reports.figures import GpuFigures, ModelFigures, lead_weeks
+from tritonwatch.reports.figures import BY_RATE, GpuFigures, ModelFigures, lead_weeks
 from tritonwatch.slo import SLO
 
 SATURATION_WEEKS = 8.0
@@ -82,6 +82,11 @@ def saturation_text(fc: Forecast, end: datetime) -> str:
 def _capacity(f: ModelFigures) -> str:
     fc = f.forecast
     assert fc is not None
+    if f.capacity_source == "headroom":
+        return (
+            f"its SLO-bound capacity of {fc.capacity:.3g} req/s (the sidecars' estimate from batch_stats, "
+            "docs/headroom.md)"
+        )
     if f.capacity_source == "latency":
         return f"its latency-bound capacity of {fc.capacity:.3g} req/s (where its latency objective stops being met)"
     return f"its declared capacity of {fc.capacity:g} req/s"
@@ -99,7 +104,7 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
     fc = f.forecast
     weeks = lead_weeks(fc)
     # A model judged by its GPUs is named in that GPU's own saturation finding instead.
-    by_rate = f.capacity_source in ("slo", "latency")
+    by_rate = f.capacity_source in BY_RATE
     if by_rate and fc is not None and weeks == 0.0:
         out.append(
             Finding(

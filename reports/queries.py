@@ -96,6 +96,12 @@ def request_rate(recorded: bool, window: str = PEAK_WINDOW) -> str:
     return catalog.promql(sig, window)
 
 
+def sidecar_capacity(window: str = "1h") -> str:
+    """The sidecars' SLO-bound capacity at the end, summed over replicas (each averaged over ``window``:
+    its estimate moves with every refresh)."""
+    return f"sum by ({BY}) (avg_over_time({catalog.CAPACITY}[{window}]))"
+
+
 def request_rate_record() -> str:
     return catalog.REQUEST_RATE_RECORD
 

@@ -49,6 +49,8 @@ class ModelWeek:
     gpus: tuple[str, ...] = ()
     gpu_seconds_per_request: float | None = None
     joules_per_request: float | None = None
+    # The sidecars' SLO-bound capacity (--slo, docs/headroom.md), summed over replicas, at the end.
+    sidecar_capacity: float | None = None
     # 5-minute request rate over the history (the period is its last ``days``).
     rate: pd.Series = field(default_factory=lambda: pd.Series(dtype="float64"))
     # The period's 5-minute sampled requests/s within the SLO threshold, and in all (latency objective only).
@@ -186,6 +188,7 @@ def collect(
             fill(entry.view.field, q.figure(entry, window), entry.view.title.lower())
     fill("mean_latency_seconds", q.mean_latency(window), "mean latency")
     fill("p99_latency_seconds", q.latency_quantile(0.99, window), "p99 latency")
+    fill("sidecar_capacity", q.sidecar_capacity(), "SLO-bound capacity (sidecar)")
     for m in models.values():
         m.batch_efficiency = catalog.BATCH_EFFICIENCY_SIGNAL.value(m.mean_batch_size, m.max_batch_size)
     gpus_of: dict[ModelKey, set[str]] = {}

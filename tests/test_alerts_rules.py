@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tritonwatch import catalog, slo
-from tritonwatch.alerts import generate, rules, windows
+from tritonwatch.alerts import generate, records, rules, windows
 from tritonwatch.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,13 +83,13 @@ def test_stale_generated_files_are_removed(tmp_path: Path) -> None:
 # --- steps --------------------------------------------------------------------------------------
 def test_catalog_rules_come_from_every_catalog_signal() -> None:
     spec = spec_with(grouping=["cluster"])
-    got = rules.catalog_rules(spec)[0]["rules"]
+    got = records.catalog_rules(spec)[0]["rules"]
     expected = [(s.record, dict(s.labels)) for s in catalog.SIGNALS] + [(catalog.BATCH_EFFICIENCY_RECORD, {})]
     assert [(r["record"], r.get("labels", {})) for r in got] == expected
     queue = next(r for r in got if r.get("labels") == {"phase": "queue"})
     assert queue["expr"] == catalog.promql(catalog.signal(catalog.LATENCY, phase="queue"), "5m", ["cluster"])
     assert "by (model, version, cluster)" in queue["expr"]
-    gpu = rules.catalog_rules(spec)[1]["rules"]
+    gpu = records.catalog_rules(spec)[1]["rules"]
     assert [r["record"] for r in gpu] == [
         catalog.GPU_BUSY_SECONDS_RECORD,
         catalog.MODEL_GPU_BUSY_RECORD,

@@ -22,6 +22,7 @@ import yaml
 from conftest import need_binary
 from support.scripts import load_script
 
+from tritonwatch import catalog
 from tritonwatch.alerts import layers
 from tritonwatch.errors import UsageError
 from tritonwatch.exporters import sidecar
@@ -239,3 +240,90 @@ def test_generator_names_the_missing_input(tmp_path: Path, capsys: pytest.Captur
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0 and "--rules" in err and "missing" in err
     assert not (tmp_path / "out").exists()
+
+
+# --- autoscaling on the SLO-bound headroom (issue 39, docs/headroom.md) --------------------------
+AUTOSCALING_DIR = ROOT / "deploy" / "autoscaling"
+
+
+def _overlay(name: str) -> list[dict[str, Any]]:
+    need_binary("kubectl")
+    _require_generated()
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(AUTOSCALING_DIR / name)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def test_autoscaling_files_are_up_to_date(tmp_path: Path) -> None:
+    _require_generated()
+    argv = ["--rules", str(RULES_DIR), "--dashboards", str(DASHBOARDS_DIR), "--out", str(tmp_path / "k")]
+    assert (
+        k8s.main([*argv, "--slo", str(ROOT / "alerts" / "slo.yaml"), "--autoscaling", str(tmp_path / "a")])
+        == 0
+    )
+    fresh = {p.relative_to(tmp_path / "a"): p.read_text() for p in (tmp_path / "a").rglob("*.yaml")}
+    assert sorted(map(str, fresh)) == sorted(
+        [k8s.SLO_CONFIGMAP_FILE, k8s.KEDA_FILE, k8s.HPA_FILE, k8s.ADAPTER_FILE]
+    )
+    stale = [str(p) for p, text in fresh.items() if (AUTOSCALING_DIR / p).read_text() != text]
+    assert not stale, f"deploy/autoscaling is stale: {stale}; run `make generate`"
+
+
+@pytest.mark.parametrize("overlay", ["keda", "prometheus-adapter"])
+def test_autoscaling_overlays_give_the_sidecars_the_slo_file(overlay: str) -> None:
+    docs = _overlay(overlay)
+    slo_map = _one(docs, "ConfigMap", k8s.SLO_CONFIGMAP)
+    assert slo_map["data"]["slo.yaml"] == (ROOT / "alerts" / "slo.yaml").read_text()
+    pod = _one(docs, "Deployment", k8s.DEPLOYMENT)["spec"]["template"]["spec"]
+    sidecar_container = {c["name"]: c for c in pod["containers"]}["tritonwatch"]
+    path = _flag(sidecar_container["args"], "--slo")
+    (mount,) = sidecar_container["volumeMounts"]
+    assert path == f"{mount['mountPath']}/slo.yaml" and mount["readOnly"] is True
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["configMap"]["name"] == k8s.SLO_CONFIGMAP
+    # the sidecar takes those args: with the ConfigMap's file where the pod mounts it, it runs headroom
+    parser = argparse.ArgumentParser()
+    sidecar.add_arguments(parser)
+    args = parser.parse_args(sidecar_container["args"])
+    assert args.slo == path
+    args.slo = str(ROOT / "alerts" / "slo.yaml")
+    assert resolve(args).slo == args.slo
+    for version in K8S_VERSIONS:
+        import kubernetes_validate
+
+        kubernetes_validate.validate(_one(docs, "Deployment", k8s.DEPLOYMENT), version, strict=True)
+        kubernetes_validate.validate(slo_map, version, strict=True)
+
+
+def test_keda_scales_the_triton_deployment_on_the_utilisation_record() -> None:
+    docs = _overlay("keda")
+    scaled = _one(docs, "ScaledObject")
+    assert scaled["apiVersion"] == "keda.sh/v1alpha1"
+    assert scaled["metadata"]["namespace"] == _one(docs, "Namespace")["metadata"]["name"]
+    target = scaled["spec"]["scaleTargetRef"]
+    assert (target["kind"], target["name"]) == ("Deployment", _one(docs, "Deployment")["metadata"]["name"])
+    (trigger,) = scaled["spec"]["triggers"]
+    assert (trigger["type"], trigger["metricType"]) == ("prometheus", "Value")
+    assert trigger["metadata"]["query"] == f"max({catalog.CAPACITY_UTILISATION_RECORD})"
+    assert float(trigger["metadata"]["threshold"]) < catalog.NEAR_CAPACITY_LIMIT  # scale before the ticket
+    assert f"record: {catalog.CAPACITY_UTILISATION_RECORD}" in (RULES_DIR / "catalog.rules.yml").read_text()
+    assert not [d for d in docs if d["kind"] == "HorizontalPodAutoscaler"]
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_the_hpa_validates_and_reads_the_adapters_external_metric(version: str) -> None:
+    import kubernetes_validate
+
+    docs = _overlay("prometheus-adapter")
+    hpa = _one(docs, "HorizontalPodAutoscaler")
+    kubernetes_validate.validate(hpa, version, strict=True)
+    assert hpa["spec"]["scaleTargetRef"]["name"] == _one(docs, "Deployment")["metadata"]["name"]
+    (metric,) = hpa["spec"]["metrics"]
+    assert metric["type"] == "External" and metric["external"]["target"]["type"] == "Value"
+    values = yaml.safe_load((AUTOSCALING_DIR / k8s.ADAPTER_FILE).read_text())
+    (rule,) = values["rules"]["external"]
+    assert rule["seriesQuery"] == catalog.CAPACITY_UTILISATION_RECORD
+    assert rule["name"]["as"] == metric["external"]["metric"]["name"]
+    assert not [d for d in docs if d["kind"] == "ScaledObject"]

@@ -65,6 +65,15 @@ MAY_IMPORT: dict[str, set[str]] = {
     "tritonwatch.local": {"tritonwatch.exporters", "tritonwatch.alerts"},
 }
 
+# Single modules allowed one import across the layers: the sidecar's headroom (issue 39) runs advise's
+# model of the server, through this one door (observed and simulate stand on the core alone: no pandas in the sidecar).
+CROSSINGS: dict[str, set[str]] = {
+    "tritonwatch.exporters.advise_model": {
+        "tritonwatch.advise.observed",
+        "tritonwatch.advise.simulate",
+    },
+}
+
 
 def modules() -> dict[str, Path]:
     """Module name -> file, walking the subpackages' links; folders without __init__.py are data."""
@@ -123,7 +132,7 @@ def test_imports_run_from_the_leaves_to_the_core() -> None:
         mine = layer(mod)
         allowed = CORE | {mine} | MAY_IMPORT.get(mine, set())
         for target in sorted(imported(path, known)):
-            if layer(target) not in allowed:
+            if layer(target) not in allowed and target not in CROSSINGS.get(mod, set()):
                 wrong.append(f"{mod} imports {target}")
     assert wrong == []
 

@@ -1,6 +1,7 @@
 """Wrap the generated rules, Alertmanager config and dashboards as Kubernetes objects.
 
-    python deploy/kubernetes/generate.py --out deploy/kubernetes/generated     (``make generate`` runs it)
+    python deploy/kubernetes/generate.py --out deploy/kubernetes/generated --autoscaling deploy/autoscaling
+                                                                            (``make generate`` runs it)
 
 Reads ``alerts/generated`` (``--rules``) and ``dashboards/generated`` (``--dashboards``), never the
 SLO file or the dashboard sources, so the cluster gets exactly what Prometheus and Grafana get in
@@ -17,6 +18,16 @@ compose/. Writes exactly these files, byte-for-byte reproducible:
     alertmanager-secret.yaml   Secret ``alertmanager-tritonwatch`` with key ``alertmanager.yaml``,
                                the name and key a Prometheus Operator ``Alertmanager`` named
                                ``tritonwatch`` reads its configuration from
+
+and, with ``--autoscaling DIR`` (``make generate``: deploy/autoscaling), for the two autoscaling
+overlays there (docs/headroom.md), beside their hand-written kustomizations:
+
+    sidecar-slo/slo-configmap.yaml    ConfigMap ``tritonwatch-slo`` holding the SLO file (``--slo``): the
+                                      sidecars serve each model's SLO-bound capacity from it
+    keda/scaledobject.yaml            KEDA ``ScaledObject`` on the Triton Deployment, a Prometheus
+                                      trigger on the fleet's capacity utilisation (metricType Value)
+    prometheus-adapter/hpa.yaml       ``autoscaling/v2`` HPA on the same utilisation as an External metric
+    prometheus-adapter/values.yaml    the prometheus-adapter chart's ``rules.external`` that serves it
 """
 
 from __future__ import annotations
@@ -47,6 +58,20 @@ ALERTMANAGER_NAME = "tritonwatch"
 RULES_FILE = "prometheusrules.yaml"
 DASHBOARDS_FILE = "dashboards.yaml"
 ALERTMANAGER_FILE = "alertmanager-secret.yaml"
+# Autoscaling (issue 39): scale the Triton Deployment so that no model passes this share of its
+# SLO-bound capacity. With a Value target the HPA asks ceil(replicas x utilisation / target) replicas,
+# and utilisation = fleet rate / (replicas x capacity per replica): the replicas that hold the fleet's
+# rate at TARGET of their capacity.
+DEPLOYMENT = "triton"
+TARGET_UTILISATION = "0.7"
+MIN_REPLICAS, MAX_REPLICAS = 2, 10
+PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
+EXTERNAL_METRIC = "tritonwatch_capacity_utilisation"
+SLO_CONFIGMAP = "tritonwatch-slo"
+SLO_CONFIGMAP_FILE = "sidecar-slo/slo-configmap.yaml"
+KEDA_FILE = "keda/scaledobject.yaml"
+HPA_FILE = "prometheus-adapter/hpa.yaml"
+ADAPTER_FILE = "prometheus-adapter/values.yaml"
 
 
 class _Dumper(yaml.SafeDumper):
@@ -152,6 +177,111 @@ def alertmanager_secret(rules_dir: Path) -> dict[str, Any]:
     }
 
 
+def _utilisation_record(rules_dir: Path) -> str:
+    """The utilisation record, as the generated rules spell it (the autoscalers read nothing else)."""
+    from tritonwatch import catalog
+
+    text = (
+        (rules_dir / "catalog.rules.yml").read_text() if (rules_dir / "catalog.rules.yml").is_file() else ""
+    )
+    if f"record: {catalog.CAPACITY_UTILISATION_RECORD}" not in text:
+        raise UsageError(
+            f"--rules {rules_dir}: catalog.rules.yml has no {catalog.CAPACITY_UTILISATION_RECORD} "
+            f"(run: tritonwatch rules --out {rules_dir})"
+        )
+    return catalog.CAPACITY_UTILISATION_RECORD
+
+
+def _labels(component: str) -> dict[str, str]:
+    return {**PART_OF, "app.kubernetes.io/component": component}
+
+
+def autoscaling(rules_dir: Path, slo_text: str) -> dict[str, str]:
+    """Overlay file -> text: the SLO ConfigMap, the KEDA ScaledObject, the HPA and the adapter's rules."""
+    record = _utilisation_record(rules_dir)
+    # The busiest model sets the pace: a Deployment serves several models, each with its own capacity.
+    query = f"max({record})"
+    target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": DEPLOYMENT}
+    scaled = {
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": DEPLOYMENT, "labels": _labels("autoscaling")},
+        "spec": {
+            "scaleTargetRef": target,
+            "minReplicaCount": MIN_REPLICAS,
+            "maxReplicaCount": MAX_REPLICAS,
+            "pollingInterval": 30,
+            "cooldownPeriod": 300,
+            "triggers": [
+                {
+                    "type": "prometheus",
+                    "metricType": "Value",
+                    "metadata": {
+                        "serverAddress": PROMETHEUS_URL,
+                        "query": query,
+                        "threshold": TARGET_UTILISATION,
+                        "ignoreNullValues": "true",
+                    },
+                }
+            ],
+        },
+    }
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": DEPLOYMENT, "labels": _labels("autoscaling")},
+        "spec": {
+            "scaleTargetRef": target,
+            "minReplicas": MIN_REPLICAS,
+            "maxReplicas": MAX_REPLICAS,
+            "metrics": [
+                {
+                    "type": "External",
+                    "external": {
+                        "metric": {"name": EXTERNAL_METRIC},
+                        "target": {"type": "Value", "value": f"{round(float(TARGET_UTILISATION) * 1000)}m"},
+                    },
+                }
+            ],
+            # Scale down slowly: capacity estimates move with each refresh, traffic with the hour.
+            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 600}},
+        },
+    }
+    values = {
+        "prometheus": {
+            "url": PROMETHEUS_URL.rsplit(":", 1)[0],
+            "port": int(PROMETHEUS_URL.rsplit(":", 1)[1]),
+        },
+        "rules": {
+            "default": False,
+            "external": [
+                {
+                    "seriesQuery": record,
+                    # the record is summed by (model, version): no namespace label to bind to
+                    "resources": {"namespaced": False},
+                    "name": {"as": EXTERNAL_METRIC},
+                    "metricsQuery": "max(<<.Series>>)",
+                }
+            ],
+        },
+    }
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": SLO_CONFIGMAP, "labels": _labels("sidecar")},
+        "data": {"slo.yaml": slo_text},
+    }
+    rules_src = "alerts/generated/catalog.rules.yml"
+    return {
+        SLO_CONFIGMAP_FILE: _dump([configmap], "alerts/slo.yaml"),
+        KEDA_FILE: _dump([scaled], rules_src),
+        HPA_FILE: _dump([hpa], rules_src),
+        ADAPTER_FILE: HEADER.format(sources=rules_src)
+        + "# Helm values for prometheus-community/prometheus-adapter (helm install ... -f values.yaml)\n"
+        + yaml.dump(values, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1_000_000),
+    }
+
+
 def render_all(rules_dir: Path, dashboards_dir: Path) -> dict[str, str]:
     """File name -> exact text of every generated manifest."""
     for flag, d in (("--rules", rules_dir), ("--dashboards", dashboards_dir)):
@@ -182,6 +312,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="generated dashboards directory",
     )
     parser.add_argument(
+        "--slo",
+        type=Path,
+        default=Path("alerts/slo.yaml"),
+        metavar="FILE",
+        help="the SLO file the sidecars of the autoscaling overlays read",
+    )
+    parser.add_argument(
+        "--autoscaling",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also write the autoscaling overlays' generated files there (make generate: deploy/autoscaling)",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         default=Path("deploy/kubernetes/generated"),
@@ -196,12 +340,22 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {out}: exists and is not a directory")
     files = render_all(args.rules, args.dashboards)
     try:
+        slo_text = args.slo.read_text() if args.autoscaling else ""
+    except OSError as exc:
+        raise UsageError(f"--slo: cannot read {args.slo}: {exc.strerror}") from None
+    scaling = autoscaling(args.rules, slo_text) if args.autoscaling else {}
+    try:
         out.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
             (out / name).write_text(text)
+        for name, text in scaling.items():
+            (args.autoscaling / name).parent.mkdir(parents=True, exist_ok=True)
+            (args.autoscaling / name).write_text(text)
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write ({exc.strerror})") from None
     print(f"wrote {len(files)} manifests to {out}: {', '.join(sorted(files))}")
+    if scaling:
+        print(f"wrote {len(scaling)} autoscaling files to {args.autoscaling}: {', '.join(sorted(scaling))}")
     return 0
 
 

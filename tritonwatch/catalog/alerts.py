@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from tritonwatch.catalog.names import (
     BATCH_EFFICIENCY,
     CACHE_HIT_RATIO,
+    CAPACITY,
     GPU_MEMORY_USED_RATIO,
     GPU_XID,
     MODEL_READY,
@@ -44,6 +45,11 @@ SIDECAR_STALE_ALERT = "TritonwatchSidecarStale"
 WATCHDOG_ALERT = "Watchdog"
 MODEL_STALLED_ALERT = "TritonModelStalled"
 SERVER_STALLED_ALERT = "TritonServerStalled"
+# Headroom (issue 39): fleet capacity, utilisation = request rate / capacity, and its ticket.
+CAPACITY_RECORD = "model:tritonwatch_capacity_requests_per_second:sum"
+CAPACITY_UTILISATION_RECORD = "model:tritonwatch_capacity_utilisation:ratio"
+NEAR_CAPACITY_ALERT = "TritonModelNearCapacity"
+NEAR_CAPACITY_LIMIT = 0.8
 TARGET_UP = "up"  # Prometheus's own series of a scrape target's health (Triton's, by the SLO file's job)
 
 
@@ -205,6 +211,15 @@ OPERATIONAL_ALERTS: tuple[Alert, ...] = (
         "for {hold}; requests to it fail.",
     ),
     *(o.alert for o in OPERATIONAL_OBJECTIVES),
+    Alert(
+        NEAR_CAPACITY_ALERT,
+        watches=CAPACITY,
+        hold="30m",
+        summary="{model} version {version} runs at {value_pct} of its SLO-bound capacity",
+        description="The fleet of {model} version {version} has served {value_pct} of the request rate at "
+        "which its latency objective would just hold (tritonwatch_model_capacity_requests_per_second, summed "
+        "over replicas) for {hold} (limit {limit}): add replicas or instances before the objective breaks.",
+    ),
     Alert(
         GPU_MEMORY_NEAR_FULL_ALERT,
         watches=GPU_MEMORY_USED_RATIO,

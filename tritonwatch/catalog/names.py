@@ -234,3 +234,44 @@ ADVISED_BATCH_SHARE_HELP = (
     "Predicted share of executions per batch size at the load observed, for the current and the "
     "recommended configuration (tritonwatch advise --textfile)."
 )
+
+
+# --- SLO-bound headroom (issue 39; exporters/headroom.py, docs/headroom.md) ------------------------
+# With --slo, the highest request rate at which the model's latency objective would hold with the
+# configuration it runs now, from its own batch_stats and the advise simulation.
+CAPACITY = "tritonwatch_model_capacity_requests_per_second"
+CAPACITY_HELP = (
+    "Highest request rate (requests/s) at which the model's latency objective (its quantile and threshold "
+    "in the SLO file) would hold with the configuration it runs now: the advise simulation of Triton's "
+    "dynamic batcher on compute = a + b x batch fitted to batch_stats since the model loaded. Absent where "
+    "the data cannot support one (tritonwatch_model_capacity_info says why)."
+)
+CAPACITY_INFO = "tritonwatch_model_capacity_info"
+CAPACITY_STATE = "state"  # label: estimated, or the refusal reason
+CAPACITY_BATCH_SIZES = "batch_sizes"  # label: the batch sizes the fit used, e.g. "1,2,3"
+CAPACITY_ESTIMATED = "estimated"
+CAPACITY_REFUSALS_TOTAL = "tritonwatch_model_capacity_refusals_total"
+CAPACITY_SAMPLES = "tritonwatch_model_capacity_basis_executions"
+CAPACITY_FIT_ERROR = "tritonwatch_model_capacity_fit_error_ratio"
+# Why a model has no capacity value: the info series' state, and the refusal counter's reason.
+CAPACITY_REFUSAL_REASONS: dict[str, str] = {
+    "no_config": "the model's config has not been read yet (or cannot be)",
+    "ensemble": "an ensemble does not batch: its steps have capacities of their own",
+    "sequence_batcher": "a sequence batcher is not modelled (only the dynamic batcher)",
+    "no_dynamic_batching": "max_batch_size 0 or no dynamic_batching: not modelled",
+    "unmodelled": "a batcher setting the simulation does not model (priority levels, a rejecting queue policy)",
+    "too_little_data": "fewer than 3 batch sizes with at least 20 executions each since the model loaded",
+    "single_batch_size": "every execution so far ran one batch size: no line can be fitted",
+    "bad_fit": "the fitted compute line is not physical (a negative fixed or per-item cost, or no time at all)",
+}
+CAPACITY_INFO_HELP = (
+    "1 per model version with a latency objective: state estimated (batch_sizes: the sizes fitted), or "
+    "why there is no capacity: " + "; ".join(f"{k}: {v}" for k, v in CAPACITY_REFUSAL_REASONS.items()) + "."
+)
+CAPACITY_REFUSALS_HELP = (
+    "Capacity estimates refused since the sidecar started, by reason (see the info series)."
+)
+CAPACITY_SAMPLES_HELP = "Executions (batch_stats, since the model loaded) behind the capacity estimate's fit."
+CAPACITY_FIT_ERROR_HELP = (
+    "RMS relative error of the fitted compute line against each fitted batch size's mean compute time."
+)

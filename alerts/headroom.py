@@ -1,0 +1,51 @@
+"""Rules on the sidecar's SLO-bound capacity (issue 39, docs/headroom.md), and their promtool cases.
+
+* records, in ``catalog.rules.yml`` (group ``tritonwatch-headroom``):
+  ``model:tritonwatch_capacity_requests_per_second:sum`` = the fleet's capacity, summed over replicas
+  by (model, version, <grouping>), and ``model:tritonwatch_capacity_utilisation:ratio`` = the fleet's
+  request rate (``model:tritonwatch_request_rate:rate5m``) over it: what autoscalers read
+  (deploy/kubernetes: KEDA, prometheus-adapter);
+* ``TritonModelNearCapacity`` (ticket), in ``operational.rules.yml``: utilisation above 80 % for 30m.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tritonwatch import catalog
+from tritonwatch.slo import SLOFile
+
+UTILISATION_EXPR = "{rate} / {capacity}"
+
+
+def _by(spec: SLOFile) -> str:
+    return ", ".join(dict.fromkeys([catalog.MODEL, catalog.VERSION, *spec.grouping]))
+
+
+def capacity_expr(spec: SLOFile) -> str:
+    return f"sum by ({_by(spec)}) ({catalog.CAPACITY})"
+
+
+def utilisation_expr(spec: SLOFile) -> str:
+    rate = catalog.signal(catalog.REQUEST_RATE).record
+    return f"{rate} / {catalog.CAPACITY_RECORD}"
+
+
+def records(spec: SLOFile) -> dict[str, Any]:
+    """The group of headroom records (catalog.rules.yml)."""
+    return {
+        "name": "tritonwatch-headroom",
+        "rules": [
+            {"record": catalog.CAPACITY_RECORD, "expr": capacity_expr(spec)},
+            {"record": catalog.CAPACITY_UTILISATION_RECORD, "expr": utilisation_expr(spec)},
+        ],
+    }
+
+
+def near_capacity_expr() -> str:
+    limit = format(catalog.NEAR_CAPACITY_LIMIT, "g")
+    return f"{catalog.CAPACITY_UTILISATION_RECORD} > {limit}"
+
+
+def near_capacity_texts() -> dict[str, str]:
+    return {"limit": f"{catalog.NEAR_CAPACITY_LIMIT * 100:g}%"}
