@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from tritonwatch import catalog
-from tritonwatch.exporters.http import Fetcher, ScrapeError
 from tritonwatch.exporters.source import Source
+from tritonwatch.fetch import Fetcher, ScrapeError
 
 log = logging.getLogger(__name__)
 
