@@ -95,9 +95,10 @@ _WATCHDOG = _Watchdog()
 class ScrapeError(Exception):
     """A target could not be read. ``reason`` is a short label value for the error counter."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, status: int = 0) -> None:
         super().__init__(message)
         self.reason = reason
+        self.status = status  # the HTTP status of an ``http_status`` refusal
 
 
 # Triton's counters are uint64 and its settings int32/int64: a longer integer is not Triton's, and
@@ -165,7 +166,9 @@ class Fetcher:
 
     def _read(self, resp: requests.Response, url: str, deadline: float) -> bytearray:
         if resp.status_code != 200:
-            raise ScrapeError("http_status", f"{url}: HTTP {resp.status_code}{_refusal(resp)}")
+            raise ScrapeError(
+                "http_status", f"{url}: HTTP {resp.status_code}{_refusal(resp)}", resp.status_code
+            )
         declared = resp.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > self.max_bytes and "Content-Encoding" not in resp.headers:
             raise ScrapeError("too_large", f"{url}: payload of {declared} bytes over {self.max_bytes}")

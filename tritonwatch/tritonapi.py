@@ -135,8 +135,8 @@ class TritonClient:
         """The trace settings in force; with ``update`` (e.g. ``{"trace_rate": "10"}``) set first."""
         url = self.trace_url()
         answer = self.fetcher.json("POST" if update is not None else "GET", url, update)
-        if answer is None:
-            return {}
+        if answer is None and update is not None:
+            return {}  # set, and nothing said back: the next read says what is in force
         if not isinstance(answer, dict):
             raise ScrapeError("bad_json", f"{url}: not a JSON object")
         return answer
