@@ -46,12 +46,10 @@ HOMES = {"tritonwatch.tritonapi", "tritonwatch.modelconfig"}
 NOT_YET: dict[str, set[str]] = {
     "api": {
         "tritonwatch.alerts.starter",
-        "tritonwatch.inputs",
         "tritonwatch.reports.advise.triton",
     },
     "config": {
         "tritonwatch.alerts.starter",
-        "tritonwatch.inputs",
         "tritonwatch.reports.advise.observed",
         "tritonwatch.reports.advise.render",
         "tritonwatch.reports.configuration",
