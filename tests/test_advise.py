@@ -616,7 +616,7 @@ def test_bad_flags_are_one_line_and_exit_2(
             b'{"error": "Request for unknown model:\\n \'x\' is not found"}',
             "/v2/models/stats: HTTP 400: Request for unknown model: 'x' is not found",
         ),
-        (200, b"<html>", "/v2/models/stats: not JSON"),
+        (200, b"<html>", "/v2/models/stats: response is not JSON"),
         (200, b'{"model_stats": {}}', "/v2/models/stats: no model_stats list"),
         (
             200,
@@ -643,5 +643,5 @@ def test_an_unreachable_server_is_one_line(slo_path: Path, capsys: pytest.Captur
     server.close()  # nothing listens there now
     assert cli.main(["advise", "--triton", url, "--slo", str(slo_path), "--interval", "0.01"]) == 1
     assert capsys.readouterr().err.strip().splitlines() == [
-        f"tritonwatch advise: error: {url}/v2/models/stats: cannot read (ConnectionError)"
+        f"tritonwatch advise: error: {url}/v2/models/stats: cannot connect (ConnectionError)"
     ]

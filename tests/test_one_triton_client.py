@@ -46,7 +46,6 @@ HOMES = {"tritonwatch.tritonapi", "tritonwatch.modelconfig"}
 NOT_YET: dict[str, set[str]] = {
     "api": {
         "tritonwatch.alerts.starter",
-        "tritonwatch.reports.advise.triton",
     },
     "config": {
         "tritonwatch.alerts.starter",

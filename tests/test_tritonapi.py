@@ -220,7 +220,7 @@ def test_the_client_reads_each_endpoint_and_checks_its_shape(answers: Any) -> No
     assert client.config("a/b", "1").steps == ("pre", "core", "post")
     routes["GET /v2/models/stats"] = _json({"model_stats": [{"name": "a"}]})
     assert client.stats() == [{"name": "a"}]
-    routes["GET /v2/models/a/stats"] = _json({})
+    routes["GET /v2/models/a/stats"] = lambda: (200, b"")
     assert client.stats("a") == []
     routes["GET /v2/trace/setting"] = _json({"trace_rate": "1000", "trace_mode": "opentelemetry"})
     routes["POST /v2/trace/setting"] = _json({"trace_rate": "10"})
@@ -277,7 +277,7 @@ def test_the_client_reads_each_endpoint_and_checks_its_shape(answers: Any) -> No
             b'{"model_stats": "x"}',
             lambda c: c.stats(),
             "bad_json",
-            "/v2/models/stats: not the statistics API's shape",
+            "/v2/models/stats: no model_stats list",
         ),
         (
             "GET /v2/trace/setting",

@@ -117,7 +117,7 @@ class TritonClient:
 
     def stats(self, model: str = "", out_of_range: Callable[[str], Any] | None = None) -> list[Any]:
         """The ``model_stats`` entries (each still to be checked by its reader: a reader that judges
-        each entry on its own passes ``out_of_range=lambda _t: math.nan``). An empty answer is []."""
+        each entry on its own passes ``out_of_range=lambda _t: math.nan``). An empty body is []."""
         url = self.stats_url(model)
         answer = (
             self.fetcher.json("GET", url, out_of_range=out_of_range)
@@ -126,9 +126,9 @@ class TritonClient:
         )
         if answer is None:
             return []
-        entries = (answer.get("model_stats") or []) if isinstance(answer, dict) else None
+        entries = answer.get("model_stats") if isinstance(answer, dict) else None
         if not isinstance(entries, list):
-            raise ScrapeError("bad_json", f"{url}: not the statistics API's shape")
+            raise ScrapeError("bad_json", f"{url}: no model_stats list")
         return entries
 
     def trace_settings(self, update: Mapping[str, str] | None = None) -> Mapping[str, Any]:
