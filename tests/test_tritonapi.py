@@ -362,3 +362,28 @@ def test_the_real_triton_through_the_client(triton: Any) -> None:
         f"{client.base}/v2/models/no_such_model/config: HTTP 404: "
         "Request for unknown model: 'no_such_model' is not found",
     )
+
+
+def test_lenient_reads_a_field_of_another_shape_as_absent() -> None:
+    """``init`` proposes from whatever it can read: each bad field takes Triton's default, the rest stand."""
+    config = {
+        "name": "core",
+        "backend": "python",
+        "max_batch_size": "8",
+        "ensemble_scheduling": [1],
+        "response_cache": "yes",
+        "model_transaction_policy": 1,
+        "instance_group": [{"kind": "KIND_CPU", "count": -1}],
+        "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [4]}],
+    }
+    with pytest.raises(ValueError, match=r"^no valid max_batch_size \(got 8\)$"):
+        modelconfig.parse(config)
+    cfg = modelconfig.parse(config, lenient=True)
+    assert cfg == ModelConfig(
+        name="core",
+        backend="python",
+        ensemble_scheduling=True,
+        inputs=(TensorSpec("x", "TYPE_FP32", (4,)),),
+    )
+    with pytest.raises(ValueError, match="^a model config must be an object$"):
+        modelconfig.parse([], lenient=True)

@@ -12,9 +12,11 @@ defaults. This is the only module that knows the config's keys; the others read 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 MAX_INT32 = 2**31 - 1
 MAX_ENSEMBLE_STEPS = 64  # more in one config is not a pipeline anyone runs: the config is refused
@@ -229,34 +231,60 @@ def _histograms(metrics: object) -> dict[str, tuple[float, ...]]:
     return out
 
 
-def parse(config: object) -> ModelConfig:
-    """The typed config of one config JSON; ``ValueError`` (one line, naming the field) when it is not one."""
+def parse(config: object, lenient: bool = False) -> ModelConfig:
+    """The typed config of one config JSON; ``ValueError`` (one line, naming the field) when it is not one.
+
+    ``lenient``: a field of another shape reads as absent (Triton's default) instead of refusing the
+    whole config, for a reader that proposes from whatever it can read (``tritonwatch init``). The
+    bounds hold either way: nothing unbounded is kept.
+    """
     if not isinstance(config, Mapping):
         raise ValueError("a model config must be an object")
-    mbs = _max_batch_size(config.get("max_batch_size", 0))
-    backend = config.get("backend") or ""
-    if not isinstance(backend, str):
-        raise ValueError("backend must be a string")
-    platform = _str(config.get("platform") or "", "platform")
-    policy = config.get("model_transaction_policy") or {}
-    if not isinstance(policy, Mapping) or not isinstance(policy.get("decoupled", False), bool):
-        raise ValueError("model_transaction_policy.decoupled must be a boolean")
-    groups = _list(config.get("instance_group", []), "instance_group", MAX_GROUPS)
-    inputs = _list(config.get("input", []), "input", MAX_INPUTS)
+
+    def read(compute: Callable[[], _T], default: _T) -> _T:
+        try:
+            return compute()
+        except ValueError:
+            if lenient:
+                return default
+            raise
+
+    def backend() -> str:
+        value = config.get("backend") or ""
+        if not isinstance(value, str):
+            raise ValueError("backend must be a string")
+        return value
+
+    def decoupled() -> bool:
+        policy = config.get("model_transaction_policy") or {}
+        if not isinstance(policy, Mapping) or not isinstance(policy.get("decoupled", False), bool):
+            raise ValueError("model_transaction_policy.decoupled must be a boolean")
+        return bool(policy.get("decoupled", False))
+
+    def groups() -> tuple[InstanceGroup, ...]:
+        entries = _list(config.get("instance_group", []), "instance_group", MAX_GROUPS)
+        return tuple(_group(g, f"instance_group[{i}]") for i, g in enumerate(entries))
+
+    def inputs() -> tuple[TensorSpec, ...]:
+        entries = _list(config.get("input", []), "input", MAX_INPUTS)
+        return tuple(_input(item, f"input[{i}]") for i, item in enumerate(entries))
+
     cache = config.get("response_cache") or {}
+    platform = read(lambda: _str(config.get("platform") or "", "platform"), "")
+    has_dynamic = "dynamic_batching" in config
     return ModelConfig(
-        name=_str(config.get("name", ""), "name"),
+        name=read(lambda: _str(config.get("name", ""), "name"), ""),
         platform=platform,
-        backend=backend,
-        max_batch_size=mbs,
-        dynamic_batching=_dynamic(config["dynamic_batching"]) if "dynamic_batching" in config else None,
+        backend=read(backend, ""),
+        max_batch_size=read(lambda: _max_batch_size(config.get("max_batch_size", 0)), 0),
+        dynamic_batching=read(lambda: _dynamic(config["dynamic_batching"]) if has_dynamic else None, None),
         sequence_batching="sequence_batching" in config,
         ensemble_scheduling="ensemble_scheduling" in config,
-        steps=_steps(config.get("ensemble_scheduling")) if platform == ENSEMBLE else None,
-        instance_groups=tuple(_group(g, f"instance_group[{i}]") for i, g in enumerate(groups)),
-        decoupled=bool(policy.get("decoupled", False)),
+        steps=read(lambda: _steps(config.get("ensemble_scheduling")) if platform == ENSEMBLE else None, None),
+        instance_groups=read(groups, ()),
+        decoupled=read(decoupled, False),
         response_cache=isinstance(cache, Mapping) and cache.get("enable") is True,
-        inputs=tuple(_input(item, f"input[{i}]") for i, item in enumerate(inputs)),
-        histogram_buckets=_histograms(config.get("model_metrics") or {}),
+        inputs=read(inputs, ()),
+        histogram_buckets=read(lambda: _histograms(config.get("model_metrics") or {}), {}),
         raw=config,
     )
