@@ -215,21 +215,21 @@ def test_a_model_that_cannot_be_advised_is_refused(config: dict[str, Any], reaso
     [
         (
             {"max_batch_size": "eight"},
-            "model 'linear': max_batch_size: expected an integer >= 0 (got 'eight')",
+            "model 'linear': no valid max_batch_size (got eight)",
         ),
-        ({"max_batch_size": -1}, "model 'linear': max_batch_size: expected an integer >= 0 (got -1)"),
-        ({"instance_group": {"count": 1}}, "model 'linear': instance_group: expected a list (got dict)"),
+        ({"max_batch_size": -1}, "model 'linear': no valid max_batch_size (got -1)"),
+        ({"instance_group": {"count": 1}}, "model 'linear': instance_group must be a list (got dict)"),
         (
             {"instance_group": [{"count": 0}]},
             "model 'linear': instance_group[0].count: expected an integer >= 1 (got 0)",
         ),
         (
             {"dynamic_batching": {"preferred_batch_size": [4, True]}},
-            "model 'linear': dynamic_batching.preferred_batch_size[1]: expected an integer >= 1 (got True)",
+            "model 'linear': dynamic_batching.preferred_batch_size[1]: not an integer in [1, 2147483647] (got True)",
         ),
         (
             {"dynamic_batching": {"max_queue_delay_microseconds": 1.5}},
-            "model 'linear': dynamic_batching.max_queue_delay_microseconds: expected an integer >= 0 (got 1.5)",
+            "model 'linear': dynamic_batching.max_queue_delay_microseconds: not an integer in [0, 9223372036854775807] (got 1.5)",
         ),
     ],
 )

@@ -41,16 +41,6 @@ CONFIG_KEYS = frozenset(
 MOST = 2
 # The core's two, where every caller comes for them.
 HOMES = {"tritonwatch.tritonapi", "tritonwatch.modelconfig"}
-# Callers not yet moved onto the client and the config model (issue 36). Each must still offend (a
-# stale entry fails), and the list only shrinks.
-NOT_YET: dict[str, set[str]] = {
-    "api": set(),
-    "config": {
-        "tritonwatch.reports.advise.observed",
-        "tritonwatch.reports.advise.render",
-        "tritonwatch.reports.configuration",
-    },
-}
 
 
 def _product() -> dict[str, Path]:
@@ -120,16 +110,14 @@ def test_the_detectors_see_what_they_look_for(tmp_path: Path) -> None:
 
 def test_the_api_is_spoken_in_at_most_two_modules() -> None:
     found = {m for m, p in _product().items() if speaks_the_api(p)}
-    assert NOT_YET["api"] <= found, f"stale NOT_YET entries: {sorted(NOT_YET['api'] - found)}"
     assert "tritonwatch.tritonapi" in found
-    assert len(found - NOT_YET["api"]) <= MOST, sorted(found)
+    assert len(found) <= MOST, sorted(found)
 
 
 def test_the_model_config_is_read_in_at_most_two_modules() -> None:
     found = {m for m, p in _product().items() if reads_config_keys(p)}
-    assert NOT_YET["config"] <= found, f"stale NOT_YET entries: {sorted(NOT_YET['config'] - found)}"
     assert "tritonwatch.modelconfig" in found
-    assert len(found - NOT_YET["config"]) <= MOST, sorted(found)
+    assert len(found) <= MOST, sorted(found)
 
 
 def test_the_homes_are_in_the_core() -> None:

@@ -38,6 +38,7 @@ ENSEMBLE = "ensemble"
 # schedulers the advisor only needs to know of are reduced to their presence.
 _BATCHING_KEPT = ("backend", "dynamic_batching", "instance_group", "max_batch_size", "platform")
 _BATCHING_PRESENCE = ("ensemble_scheduling", "sequence_batching")
+_TUNED = ("dynamic_batching", "instance_group")  # what advise changes
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,23 @@ class ModelConfig:
         part: dict[str, Any] = {k: self.raw[k] for k in _BATCHING_KEPT if k in self.raw}
         part.update({k: {} for k in _BATCHING_PRESENCE if k in self.raw})
         return part
+
+
+def tuned_fields(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields ``advise`` tunes (``dynamic_batching``, ``instance_group``) of a config JSON, as given."""
+    return {k: config[k] for k in _TUNED if k in config}
+
+
+def batching_settings(
+    dynamic: Mapping[str, Any], groups: list[dict[str, Any]], delay_us: int, preferred: tuple[int, ...]
+) -> dict[str, Any]:
+    """``dynamic_batching`` (``dynamic`` with the delay and preferred sizes set) and ``instance_group``
+    as Triton's model-config JSON spells them, keys sorted: the config ``advise`` hands back."""
+    tuned = {**dynamic, "max_queue_delay_microseconds": delay_us, "preferred_batch_size": list(preferred)}
+    return {
+        "dynamic_batching": {k: tuned[k] for k in sorted(tuned)},
+        "instance_group": [{k: g[k] for k in sorted(g)} for g in groups],
+    }
 
 
 def _obj(value: object, where: str) -> Mapping[str, Any]:
