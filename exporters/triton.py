@@ -176,8 +176,9 @@ class BatchStat:
 
 
 @dataclass(frozen=True)
-class ModelConfig:
-    """What the sidecar reads of a model's configuration."""
+class ConfigReading:
+    """What the sidecar keeps of a model's configuration (``tritonwatch.modelconfig``), derived once
+    per read: not at every tick."""
 
     max_batch_size: int
     steps: tuple[str, ...] | None = None  # an ensemble's step models in order; None: not an ensemble
@@ -203,7 +204,7 @@ class ApiState:
 class ConfigEntry:
     """A model's configuration as last read: its value (kept over a failed refresh) and when to ask again."""
 
-    config: ModelConfig | None
+    config: ConfigReading | None
     retry_at: float
     failures: int = 0  # consecutive failed reads: the backoff doubles with each
 
@@ -265,9 +266,9 @@ class TritonApi(Source):
             ready = dict(sorted(ready.items())[: self.max_models])
         return ready
 
-    def _config(self, model: str) -> ModelConfig:
+    def _config(self, model: str) -> ConfigReading:
         cfg = self.client.config(model)  # a malformed one (ensemble_scheduling too) is bad_json
-        return ModelConfig(
+        return ConfigReading(
             cfg.max_batch_size, cfg.steps, uncounted.shape(cfg), placement(cfg), batching_config(cfg)
         )
 
@@ -299,7 +300,7 @@ class TritonApi(Source):
 
     def _configs_for(
         self, ready: dict[ModelKey, bool], now: float, errors: list[tuple[str, str]]
-    ) -> dict[str, ModelConfig]:
+    ) -> dict[str, ConfigReading]:
         models = sorted({m for (m, _v), ok in ready.items() if ok})
         self._configs = {m: e for m, e in self._configs.items() if m in models}  # unloaded: forgotten
         # Config reads stop for this tick once they have taken an interval: 50 configs that hang must

@@ -1,7 +1,9 @@
 """The one Triton HTTP client (``tritonwatch.tritonapi``) and the one typed model config (``modelconfig``).
 
 Configs are the JSON the real local Triton 2.51 served (``tests/data/triton_config_*.json``, and the
-session's Triton itself); ``model_metrics`` is spelled as Triton's model-config JSON spells the proto
+session's Triton itself). ``model_metrics`` cannot be recorded here: Triton 2.51's model config has no
+such field (its config.pbtxt parse fails on one; the field came with the histogram buckets after it), so
+it is spelled as the JSON mapping of model_config.proto's ``ModelMetrics`` spells it
 (``metric_control[].metric_identifier.family``, ``histogram_options.buckets``). Hostile answers come
 from a loopback server that says what each case asks; each failure is one line naming the URL or field.
 """
