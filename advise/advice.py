@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tritonwatch import modelconfig
 from tritonwatch import slo as slo_model
 from tritonwatch.advise import observed, search, simulate
 from tritonwatch.advise.observed import Refusal
@@ -115,7 +116,7 @@ def objective_of(slos: slo_model.SLOFile, model: str, source: str) -> search.Obj
 
 
 def _raw_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: config[k] for k in ("dynamic_batching", "instance_group") if k in config}
+    return modelconfig.tuned_fields(config)
 
 
 def advise(reading: Reading, slos: slo_model.SLOFile, slo_source: str, max_instances: int) -> dict[str, Any]:

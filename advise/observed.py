@@ -13,7 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tritonwatch import modelconfig
 from tritonwatch.errors import TritonwatchError
+from tritonwatch.modelconfig import KIND_CPU, InstanceGroup
 
 # A batch size counts as observed once it has executed this often: fewer gives a mean too noisy to fit.
 MIN_EXECUTIONS = 20
@@ -31,8 +33,8 @@ class Batching:
     delay_us: int  # dynamic_batching.max_queue_delay_microseconds
     preferred: tuple[int, ...]  # dynamic_batching.preferred_batch_size, ascending
     instances: int  # model instances in all of instance_group
-    # The entries as the server gave them; a recommendation changes only the fields above.
-    groups: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
+    # The instance groups as the server gave them; a recommendation changes only the fields above.
+    groups: tuple[InstanceGroup, ...] = field(default=(), compare=False)
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False)  # dynamic_batching
 
     def with_(self, delay_us: int, preferred: tuple[int, ...], instances: int) -> Batching:
@@ -40,16 +42,10 @@ class Batching:
 
     def to_config(self) -> dict[str, Any]:
         """``dynamic_batching`` and ``instance_group`` as Triton's model-config JSON spells them."""
-        groups = [dict(g) for g in self.groups] or [{"kind": "KIND_CPU", "count": self.instances}]
+        groups = [dict(g.raw) for g in self.groups] or [{"kind": KIND_CPU, "count": self.instances}]
         if len(groups) == 1:
-            groups[0]["count"] = self.instances // devices(groups[0])
-        dynamic = dict(self.raw)
-        dynamic["max_queue_delay_microseconds"] = self.delay_us
-        dynamic["preferred_batch_size"] = list(self.preferred)
-        return {
-            "dynamic_batching": {k: dynamic[k] for k in sorted(dynamic)},
-            "instance_group": [{k: g[k] for k in sorted(g)} for g in groups],
-        }
+            groups[0]["count"] = self.instances // self.groups[0].devices if self.groups else self.instances
+        return modelconfig.batching_settings(self.raw, groups, self.delay_us, self.preferred)
 
 
 @dataclass(frozen=True)
@@ -103,57 +99,46 @@ def _list(value: object, model: str, path: str) -> Sequence[Any]:
     return value
 
 
-def devices(group: Mapping[str, Any]) -> int:
+def devices(group: InstanceGroup) -> int:
     # a KIND_GPU group with a gpus list runs ``count`` instances on each listed GPU
-    gpus = group.get("gpus") or []
-    return len(gpus) if group.get("kind") == "KIND_GPU" and gpus else 1
+    return group.devices
 
 
 def batching(config: object, model: str) -> Batching:
-    """The batching settings of a model config (``GET /v2/models/<m>/config``); Refusal if it cannot batch."""
-    cfg = _obj(config, model, "config")
-    if cfg.get("platform") == "ensemble" or "ensemble_scheduling" in cfg:
+    """The batching settings of a model config (``tritonwatch.modelconfig``); Refusal if it cannot batch."""
+    try:
+        shape = modelconfig.parse(config, lenient=True)  # what kind of model, before its fields are judged
+    except ValueError as exc:
+        raise TritonwatchError(f"{_where(model, 'config')}: {exc}") from None
+    if shape.ensemble or shape.ensemble_scheduling:
         raise Refusal("an ensemble does not batch: tune the models of its steps")
-    max_batch = integer(cfg.get("max_batch_size", 0), model, "max_batch_size")
-    if max_batch == 0:
+    try:
+        cfg = modelconfig.parse(config)
+    except ValueError as exc:
+        raise TritonwatchError(f"model {model!r}: {exc}") from None
+    if cfg.max_batch_size == 0:
         raise Refusal("max_batch_size is 0: the model cannot batch")
-    if "sequence_batching" in cfg:
+    if cfg.sequence_batching:
         raise Refusal("a sequence batcher is not modelled (only the dynamic batcher)")
-    if "dynamic_batching" not in cfg:
+    db = cfg.dynamic_batching
+    if db is None:
         raise Refusal("no dynamic_batching: the default scheduler runs each request alone")
-    db = _obj(cfg["dynamic_batching"], model, "dynamic_batching")
-    if integer(db.get("priority_levels", 0), model, "dynamic_batching.priority_levels") > 1:
+    if db.priority_levels > 1:
         raise Refusal("priority levels are not modelled")
-    policy = _obj(db.get("default_queue_policy", {}), model, "dynamic_batching.default_queue_policy")
-    if integer(policy.get("max_queue_size", 0), model, "default_queue_policy.max_queue_size") or integer(
-        policy.get("default_timeout_microseconds", 0),
-        model,
-        "default_queue_policy.default_timeout_microseconds",
-    ):
+    if db.max_queue_size or db.default_timeout_us:
         raise Refusal("a queue policy that rejects requests (max_queue_size, timeout) is not modelled")
-    preferred = sorted(
-        integer(p, model, f"dynamic_batching.preferred_batch_size[{i}]", 1)
-        for i, p in enumerate(
-            _list(db.get("preferred_batch_size", []), model, "dynamic_batching.preferred_batch_size")
-        )
-    )
-    groups = [
-        _obj(g, model, f"instance_group[{i}]")
-        for i, g in enumerate(_list(cfg.get("instance_group", []), model, "instance_group"))
-    ]
-    instances = sum(
-        integer(g.get("count", 1), model, f"instance_group[{i}].count", 1) * devices(g)
-        for i, g in enumerate(groups)
-    )
+    for i, g in enumerate(cfg.instance_groups):
+        if g.count < 1:
+            raise TritonwatchError(
+                f"{_where(model, f'instance_group[{i}].count')}: expected an integer >= 1 (got 0)"
+            )
     return Batching(
-        max_batch_size=max_batch,
-        delay_us=integer(
-            db.get("max_queue_delay_microseconds", 0), model, "dynamic_batching.max_queue_delay_microseconds"
-        ),
-        preferred=tuple(p for p in preferred if p <= max_batch),
-        instances=max(instances, 1),
-        groups=tuple(groups),
-        raw=db,
+        max_batch_size=cfg.max_batch_size,
+        delay_us=db.max_queue_delay_us,
+        preferred=tuple(p for p in sorted(db.preferred) if p <= cfg.max_batch_size),
+        instances=max(sum(g.count * g.devices for g in cfg.instance_groups), 1),
+        groups=cfg.instance_groups,
+        raw=db.raw,
     )
 
 

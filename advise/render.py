@@ -6,23 +6,24 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tritonwatch import modelconfig
 from tritonwatch.advise.advice import PESSIMISTIC_SE
+from tritonwatch.modelconfig import DynamicBatching
 
 
 def pbtxt(config: Mapping[str, Any]) -> list[str]:
     """The tuned fields of a contract ``config`` as config.pbtxt lines."""
-    db = config.get("dynamic_batching", {})
+    cfg = modelconfig.parse(config, lenient=True)
+    db = cfg.dynamic_batching or DynamicBatching()
     lines = ["dynamic_batching {"]
-    if db.get("preferred_batch_size"):
-        lines.append(f"  preferred_batch_size: [ {', '.join(str(p) for p in db['preferred_batch_size'])} ]")
-    lines.append(f"  max_queue_delay_microseconds: {db.get('max_queue_delay_microseconds', 0)}")
+    if db.preferred:
+        lines.append(f"  preferred_batch_size: [ {', '.join(str(p) for p in db.preferred)} ]")
+    lines.append(f"  max_queue_delay_microseconds: {db.max_queue_delay_us}")
     lines += ["}", "instance_group ["]
-    for i, g in enumerate(config.get("instance_group", [])):
-        gpus = f"\n    gpus: [ {', '.join(str(x) for x in g['gpus'])} ]" if g.get("gpus") else ""
-        comma = "," if i < len(config["instance_group"]) - 1 else ""
-        lines.append(
-            f"  {{\n    count: {g.get('count', 1)}\n    kind: {g.get('kind', 'KIND_AUTO')}{gpus}\n  }}{comma}"
-        )
+    for i, g in enumerate(cfg.instance_groups):
+        gpus = f"\n    gpus: [ {', '.join(str(x) for x in g.gpus)} ]" if g.gpus else ""
+        comma = "," if i < len(cfg.instance_groups) - 1 else ""
+        lines.append(f"  {{\n    count: {g.count}\n    kind: {g.kind}{gpus}\n  }}{comma}")
     lines.append("]")
     return "\n".join(lines).splitlines()
 

@@ -8,15 +8,15 @@ output files do not change; ``availability.from`` is the fix (docs/uncounted-err
 
 from __future__ import annotations
 
-import json
 import logging
-import urllib.error
-import urllib.request
-from urllib.parse import quote, urlsplit
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
 
 from tritonwatch import uncounted
 from tritonwatch.errors import UsageError
 from tritonwatch.slo import SLOFile
+from tritonwatch.tritonapi import ScrapeError, TritonClient
 
 log = logging.getLogger(__name__)
 TIMEOUT = 10.0
@@ -34,35 +34,34 @@ class ConfigMissing(Exception):
     """Triton answered, but not with this model's config (not loaded, not known)."""
 
 
-def read_config(base: str, model: str) -> object:
-    url = f"{base}/v2/models/{quote(model, safe='')}/config"
+def read_config(client: TritonClient, model: str) -> Mapping[str, Any]:
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT) as resp:
-            body = resp.read(MAX_BYTES + 1)
-    except urllib.error.HTTPError as exc:
-        raise ConfigMissing(f"HTTP {exc.code}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise UsageError(f"--triton {url}: cannot read ({reason})") from None
-    if len(body) > MAX_BYTES:
-        raise ConfigMissing(f"config over {MAX_BYTES} bytes")
-    try:
-        return json.loads(body)
-    except ValueError:
+        return client.config_json(model)
+    except ScrapeError as exc:
+        if exc.reason == "http_status":
+            raise ConfigMissing(f"HTTP {exc.status}") from None
+        if exc.reason == "too_large":
+            raise ConfigMissing(f"config over {MAX_BYTES} bytes") from None
+        if exc.reason in ("connection", "timeout", "http"):
+            raise UsageError(f"--triton {client.config_url(model)}: cannot read ({exc.reason})") from None
         raise ConfigMissing("not JSON") from None
 
 
 def shapes_of(base: str, models: list[str]) -> tuple[dict[str, uncounted.ModelShape], dict[str, str]]:
     """The shapes of ``models``; and why a model has none."""
+    client = TritonClient(base, TIMEOUT, MAX_BYTES)
     shapes: dict[str, uncounted.ModelShape] = {}
     missing: dict[str, str] = {}
-    for model in dict.fromkeys(models):
-        try:
-            shapes[model] = uncounted.shape(read_config(base, model))
-        except ConfigMissing as exc:
-            missing[model] = str(exc)
-        except ValueError as exc:
-            missing[model] = f"config: {exc}"
+    try:
+        for model in dict.fromkeys(models):
+            try:
+                shapes[model] = uncounted.shape(read_config(client, model))
+            except ConfigMissing as exc:
+                missing[model] = str(exc)
+            except ValueError as exc:
+                missing[model] = f"config: {exc}"
+    finally:
+        client.close()
     return shapes, missing
 
 

@@ -1,8 +1,8 @@
 """``tritonwatch init``: a first SLO file for the models a running Triton serves.
 
-Reads Triton's HTTP API only: ``POST /v2/repository/index`` (the ready models), ``GET
-/v2/models/<m>/config`` (platform, ``max_batch_size``, response cache, decoupled, ensemble steps) and
-``GET /v2/models/stats``. With ``--observe S`` it reads the statistics twice, S seconds apart, and
+Reads Triton's HTTP API only (``tritonwatch.tritonapi``): the repository index (the ready models), each
+model's config (platform, ``max_batch_size``, response cache, decoupled, ensemble steps) and the
+statistics. With ``--observe S`` it reads the statistics twice, S seconds apart, and
 proposes objectives from the traffic in between; without it, from the counters since each model loaded.
 The file it writes says, beside every value, what was seen and how the value follows from it; it
 passes ``tritonwatch rules`` as written. It never overwrites a file it did not write itself.
@@ -15,21 +15,21 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote, urlsplit
+from typing import Any, TypeVar
 
-import requests
 import yaml
 
-from tritonwatch import catalog, slo
+from tritonwatch import catalog, modelconfig, slo
 from tritonwatch.errors import TritonwatchError, UsageError
 from tritonwatch.files import may_write, replace_file
+from tritonwatch.tritonapi import ScrapeError, TritonClient, check_base_url
 
 log = logging.getLogger("tritonwatch.init")
+_T = TypeVar("_T")
 
 HELP = "write a first SLO file for the models a running Triton serves, from what it sees"
 MARKER = "# Written by tritonwatch init"
@@ -124,37 +124,24 @@ class Entry:
 
 class Triton:
     def __init__(self, url: str, timeout: float) -> None:
-        parts = urlsplit(url)
-        bad = parts.query or parts.fragment or any(c.isspace() or not c.isprintable() for c in url)
-        if parts.scheme not in ("http", "https") or not parts.hostname or bad:
+        if check_base_url(url):
             raise UsageError(f"--triton: {url!r} is not an http(s) base URL (e.g. http://127.0.0.1:8000)")
-        self.url = url.rstrip("/")
-        self.timeout = timeout
+        self.client = TritonClient(url, timeout)
+        self.url = self.client.base
 
-    def _json(self, method: str, path: str) -> Any:
-        url = self.url + path
+    def _read(self, read: Callable[..., _T], *args: str) -> _T:
         try:
-            resp = requests.request(method, url, timeout=self.timeout)
-        except requests.RequestException as exc:
-            raise TritonwatchError(
-                f"--triton {self.url}: cannot reach {url} ({type(exc).__name__})"
-            ) from None
-        if resp.status_code != 200:
-            body = " ".join(resp.text.split())[:200]
-            raise TritonwatchError(f"--triton {self.url}: {url} answered {resp.status_code}: {body}")
-        try:
-            return resp.json()
-        except ValueError:
-            raise TritonwatchError(f"--triton {self.url}: {url} answered 200 without JSON") from None
+            return read(*args)
+        except ScrapeError as exc:
+            if exc.reason in ("connection", "timeout", "http"):
+                raise TritonwatchError(f"--triton {self.url}: cannot reach Triton: {exc}") from None
+            raise TritonwatchError(f"--triton {self.url}: {exc}") from None
 
     def models(self) -> list[Model]:
-        index = self._json("POST", "/v2/repository/index")
-        if not isinstance(index, list):
-            raise TritonwatchError(f"--triton {self.url}: /v2/repository/index is not a list")
         versions: dict[str, list[str]] = {}
-        for item in index:
-            if isinstance(item, dict) and item.get("state") == "READY" and isinstance(item.get("name"), str):
-                versions.setdefault(item["name"], []).append(str(item.get("version", "")))
+        for item in self._read(self.client.index):
+            if item.ready:
+                versions.setdefault(item.name, []).append(item.version)
         out = []
         for name in sorted(versions):
             if not slo.valid_model_name(name):
@@ -164,31 +151,26 @@ class Triton:
         return out
 
     def _model(self, name: str, versions: tuple[str, ...]) -> Model:
-        config = self._json("GET", f"/v2/models/{quote(name, safe='')}/config")
-        if not isinstance(config, dict):
-            raise TritonwatchError(f"--triton {self.url}: config of {name} is not a JSON object")
-        steps = _field(_field(config, "ensemble_scheduling"), "step", list)
-        mbs = config.get("max_batch_size", 0)
+        # A field of another shape (a hostile or a newer Triton) reads as absent, never as a crash.
+        config = modelconfig.parse(self._read(self.client.config_json, name), lenient=True)
         return Model(
             name=name,
             versions=versions,
-            platform=str(config.get("platform") or config.get("backend") or ""),
-            max_batch_size=mbs if isinstance(mbs, int) and mbs > 0 else 0,
-            cache=_field(config, "response_cache").get("enable") is True,
-            decoupled=_field(config, "model_transaction_policy").get("decoupled") is True,
-            steps=tuple(str(s.get("model_name")) for s in steps if isinstance(s, dict)),
+            platform=config.kind,
+            max_batch_size=config.max_batch_size,
+            cache=config.response_cache,
+            decoupled=config.decoupled,
+            steps=config.steps or (),
         )
 
     def stats(self) -> dict[str, Seen]:
-        doc = self._json("GET", "/v2/models/stats")
-        items = doc.get("model_stats") if isinstance(doc, dict) else None
-        if not isinstance(items, list):
-            raise TritonwatchError(f"--triton {self.url}: /v2/models/stats has no model_stats list")
+        items = self._read(self.client.stats)
+        where = self.client.stats_url().removeprefix(self.url)
         out: dict[str, Seen] = {}
         for item in items:
             if isinstance(item, dict) and isinstance(item.get("name"), str):
                 seen = out.setdefault(item["name"], Seen())
-                _add(seen, item, f"--triton {self.url}: /v2/models/stats of {item['name']}")
+                _add(seen, item, f"--triton {self.url}: {where} of {item['name']}")
         return out
 
 

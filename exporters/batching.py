@@ -11,20 +11,15 @@ and a changed config a new series.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
 
-# Copied as they are; the schedulers the advisor only needs to know of are reduced to their presence.
-_KEPT = ("backend", "dynamic_batching", "instance_group", "max_batch_size", "platform")
-_PRESENCE = ("ensemble_scheduling", "sequence_batching")
+from tritonwatch.modelconfig import ModelConfig
+
 # A config whose subset is longer than this is left out (its label would cost every scrape): real
 # ones are a few hundred bytes; 64 instance groups with GPU lists stay below it.
 MAX_BYTES = 8192
 
 
-def batching_config(cfg: Mapping[str, Any]) -> str | None:
-    """The label value for ``cfg`` (Triton's config JSON), or None when it is too long to export."""
-    subset: dict[str, Any] = {k: cfg[k] for k in _KEPT if k in cfg}
-    subset.update({k: {} for k in _PRESENCE if k in cfg})
-    text = json.dumps(subset, sort_keys=True, separators=(",", ":"), allow_nan=False)
+def batching_config(cfg: ModelConfig) -> str | None:
+    """The label value for ``cfg`` (its ``batching_part``), or None when it is too long to export."""
+    text = json.dumps(cfg.batching_part(), sort_keys=True, separators=(",", ":"), allow_nan=False)
     return text if len(text.encode()) <= MAX_BYTES else None

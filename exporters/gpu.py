@@ -50,13 +50,13 @@ from tritonwatch.exporters.gpuquery import (
     triton_gpu_uuids,
     triton_readings,
 )
-from tritonwatch.exporters.http import MAX_LINE_BYTES, Fetcher
 from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.placement import NO_CONFIG, Placement, gpu_fractions, split_by_config
 from tritonwatch.exporters.snapshot import Snapshots, TritonSnapshot
 from tritonwatch.exporters.source import Health, Source
 from tritonwatch.exporters.triton import ApiState, BatchStat
 from tritonwatch.exporters.window import IncreaseWindow, ModelKey
+from tritonwatch.fetch import MAX_LINE_BYTES, Fetcher
 
 DcgmKey = tuple[str, str]  # (UUID, GPU_I_ID)
 

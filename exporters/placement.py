@@ -8,7 +8,7 @@ none), so each GPU gets the model's executions in proportion to its instances. T
 the model has instances on one GPU only, and an even split by instances otherwise (Triton's
 scheduler hands batches to whichever instance is free, so a split by instances is an estimate).
 
-``placement(config)`` reads the config JSON (``GET /v2/models/<m>/config``); ``gpu_fractions``
+``placement(config)`` reads the typed config's instance groups (``tritonwatch.modelconfig``); ``gpu_fractions``
 turns a placement and the GPUs this Triton reports into ``{gpu_uuid: fraction}``, or a reason.
 """
 
@@ -17,12 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tritonwatch import modelconfig
 from tritonwatch.catalog.gpu import ExecIncrease, ModelGpuKey
-
-KIND_GPU = "KIND_GPU"
-KIND_CPU = "KIND_CPU"
-KIND_MODEL = "KIND_MODEL"
-KIND_AUTO = "KIND_AUTO"
+from tritonwatch.modelconfig import KIND_GPU, KIND_MODEL, ModelConfig
 
 # Reasons a model without gpu_uuid counters gets no config attribution (catalog.GPU_ATTRIBUTION_REASONS).
 CPU_INSTANCES = "cpu_instances"
@@ -42,41 +39,23 @@ class Placement:
     reason: str = ""
 
 
-def _count(group: Mapping[str, object]) -> int:
-    count = group.get("count", 1)
-    if isinstance(count, bool) or not isinstance(count, (int, float, str)):
-        raise ValueError(f"instance_group count {count!r}")
-    n = int(count)
-    if n < 0 or n > 100_000:
-        raise ValueError(f"instance_group count {n}")
-    return n
-
-
-def placement(config: object) -> Placement:
-    """The placement of a model's instances from its config JSON; ValueError on a malformed group."""
-    groups = config.get("instance_group") if isinstance(config, dict) else None
-    if not isinstance(groups, list) or not groups:
+def placement(config: ModelConfig | object) -> Placement:
+    """The placement of a model's instances from its config (typed, or its JSON: ValueError on a
+    malformed group)."""
+    cfg = config if isinstance(config, ModelConfig) else modelconfig.parse(config)
+    if not cfg.instance_groups:
         return Placement(reason=NO_CONFIG)
     kinds: set[str] = set()
     per_gpu: dict[int, int] = {}
     all_gpus = 0
-    for group in groups:
-        if not isinstance(group, dict):
-            raise ValueError("instance_group entry is not an object")
-        kind = str(group.get("kind", KIND_AUTO))
-        kinds.add(kind)
-        if kind != KIND_GPU:
+    for group in cfg.instance_groups:
+        kinds.add(group.kind)
+        if group.kind != KIND_GPU:
             continue
-        n = _count(group)
-        gpus = group.get("gpus") or []
-        if not isinstance(gpus, list):
-            raise ValueError(f"instance_group gpus {gpus!r}")
-        if not gpus:
-            all_gpus += n
-        for g in gpus:
-            if isinstance(g, bool) or not isinstance(g, (int, str)) or not str(g).isdigit():
-                raise ValueError(f"instance_group gpu {g!r}")
-            per_gpu[int(g)] = per_gpu.get(int(g), 0) + n
+        if not group.gpus:
+            all_gpus += group.count
+        for g in group.gpus:
+            per_gpu[g] = per_gpu.get(g, 0) + group.count
     if KIND_MODEL in kinds:
         return Placement(reason=KIND_MODEL_INSTANCES)
     if kinds != {KIND_GPU}:

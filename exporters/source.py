@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tritonwatch.expfmt import ExpositionError
-from tritonwatch.exporters.http import ScrapeError
+from tritonwatch.fetch import ScrapeError
 
 log = logging.getLogger(__name__)
 

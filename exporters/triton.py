@@ -14,18 +14,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 from tritonwatch import catalog, uncounted
 from tritonwatch.expfmt import Parser, Samples, per_layout
 from tritonwatch.exporters import memory
 from tritonwatch.exporters.batching import batching_config
 from tritonwatch.exporters.derive import evaluate_many
-from tritonwatch.exporters.http import MAX_LINE_BYTES, Fetcher, ScrapeError
 from tritonwatch.exporters.placement import Placement, placement
 from tritonwatch.exporters.snapshot import Snapshots, TritonSnapshot
 from tritonwatch.exporters.source import Partial, Source
 from tritonwatch.exporters.window import CounterWindow, ModelKey, model_key
+from tritonwatch.fetch import MAX_LINE_BYTES, Fetcher, ScrapeError
+from tritonwatch.modelconfig import MAX_INT32
+from tritonwatch.tritonapi import TritonClient
 
 
 class TritonMetrics(Source):
@@ -160,7 +161,6 @@ def _models_over(payload: bytes | bytearray, limit: int) -> bool:
     return False
 
 
-MAX_INT32 = 2**31 - 1
 # Distinct batch sizes one model may report: each becomes a series of
 # tritonwatch_model_batch_executions_total. Triton's own limit on max_batch_size is far above what
 # any model batches; a model reporting more is dropped from the distribution and counted.
@@ -176,8 +176,9 @@ class BatchStat:
 
 
 @dataclass(frozen=True)
-class ModelConfig:
-    """What the sidecar reads of a model's configuration."""
+class ConfigReading:
+    """What the sidecar keeps of a model's configuration (``tritonwatch.modelconfig``), derived once
+    per read: not at every tick."""
 
     max_batch_size: int
     steps: tuple[str, ...] | None = None  # an ensemble's step models in order; None: not an ensemble
@@ -203,20 +204,17 @@ class ApiState:
 class ConfigEntry:
     """A model's configuration as last read: its value (kept over a failed refresh) and when to ask again."""
 
-    config: ModelConfig | None
+    config: ConfigReading | None
     retry_at: float
     failures: int = 0  # consecutive failed reads: the backoff doubles with each
-
-
-MAX_ENSEMBLE_STEPS = 64  # more in one config is not a pipeline anyone runs: the config is refused
 
 
 class TritonApi(Source):
     """Target ``triton_api``: three endpoints, each on its own interval, each failing on its own.
 
-    * repository index (``POST /v2/repository/index``) every ``index_interval``: readiness;
-    * statistics (``GET /v2/models/stats``) every ``stats_interval``: the batch-size distribution;
-    * each READY model's config (``GET /v2/models/<m>/config``) every ``config_interval``: its
+    * repository index every ``index_interval``: readiness;
+    * statistics every ``stats_interval``: the batch-size distribution;
+    * each READY model's config every ``config_interval``: its
       ``max_batch_size`` and, for an ensemble, its steps (a malformed ``ensemble_scheduling`` is a
       ``bad_json`` config). A failed read is retried after ``interval`` x 2^(failures-1), at most
       ``config_interval``, not at every tick; the last good value is kept meanwhile.
@@ -247,8 +245,8 @@ class TritonApi(Source):
         # The loop ticks at the shortest endpoint interval; each endpoint runs when it is due.
         super().__init__(min(self.index_interval, self.stats_interval), clock)
         self.max_models = max_models
-        self.base = base_url.rstrip("/")
-        self.fetcher = Fetcher(timeout)
+        self.client = TritonClient(base_url, timeout)
+        self.base = self.client.base
         self.config_refresh = config_refresh
         self.state = ApiState()
         self._configs: dict[str, ConfigEntry] = {}
@@ -259,52 +257,27 @@ class TritonApi(Source):
         return self.base
 
     def _index(self) -> dict[ModelKey, bool]:
-        index = self.fetcher.json("POST", f"{self.base}/v2/repository/index", {})
-        if not isinstance(index, list):
-            raise ScrapeError("bad_json", f"{self.base}/v2/repository/index: expected a list")
         ready: dict[ModelKey, bool] = {}
-        for entry in index:
-            if not isinstance(entry, dict) or "name" not in entry:
-                continue
-            version = str(entry.get("version", ""))
-            if not version:
+        for entry in self.client.index():
+            if not entry.version:
                 continue  # an unloaded model lists no version: nothing to report
-            ready[(str(entry["name"]), version)] = entry.get("state") == "READY"
+            ready[(entry.name, entry.version)] = entry.ready
         if len(ready) > self.max_models:  # the same cardinality cap as /metrics (counted there)
             ready = dict(sorted(ready.items())[: self.max_models])
         return ready
 
-    def _config(self, model: str) -> ModelConfig:
-        url = f"{self.base}/v2/models/{quote(model, safe='')}/config"
-        cfg = self.fetcher.json("GET", url)
-        mbs = cfg.get("max_batch_size", 0) if isinstance(cfg, dict) else None
-        # Triton's max_batch_size is an int32: anything else is not a config Triton wrote.
-        if isinstance(mbs, bool) or not isinstance(mbs, int) or not 0 <= mbs <= MAX_INT32:
-            raise ScrapeError("bad_json", f"{url}: no valid max_batch_size (got {str(mbs)[:40]})")
-        assert isinstance(cfg, dict)
-        try:
-            shape = uncounted.shape(cfg)
-            place = placement(cfg)
-            batch = batching_config(cfg)
-        except ValueError as exc:
-            raise ScrapeError("bad_json", f"{url}: {exc}") from None
-        if cfg.get("platform") != "ensemble":
-            return ModelConfig(mbs, shape=shape, placement=place, batching=batch)
-        steps = _ensemble_steps(cfg.get("ensemble_scheduling"))
-        if steps is None:
-            raise ScrapeError("bad_json", f"{url}: ensemble_scheduling.step is not a list of model_name")
-        return ModelConfig(mbs, steps, shape, place, batch)
+    def _config(self, model: str) -> ConfigReading:
+        cfg = self.client.config(model)  # a malformed one (ensemble_scheduling too) is bad_json
+        return ConfigReading(
+            cfg.max_batch_size, cfg.steps, uncounted.shape(cfg), placement(cfg), batching_config(cfg)
+        )
 
     def _batch_stats(self, errors: list[tuple[str, str]]) -> dict[ModelKey, dict[int, BatchStat]]:
-        url = f"{self.base}/v2/models/stats"
+        url = self.client.stats_url()
         # A number out of range costs only the model whose entry holds it (NaN fails its checks).
-        stats = self.fetcher.json("GET", url, out_of_range=lambda _text: math.nan)
-        if stats is None:
-            return {}
-        if not isinstance(stats, dict) or not isinstance(stats.get("model_stats") or [], list):
-            raise ScrapeError("bad_json", f"{url}: not the statistics API's shape")
+        stats = self.client.stats(out_of_range=lambda _text: math.nan)
         out: dict[ModelKey, dict[int, BatchStat]] = {}
-        for m in stats.get("model_stats") or []:
+        for m in stats:
             try:
                 key, per = _model_batch_stats(m)
             except _TooMany as exc:
@@ -327,7 +300,7 @@ class TritonApi(Source):
 
     def _configs_for(
         self, ready: dict[ModelKey, bool], now: float, errors: list[tuple[str, str]]
-    ) -> dict[str, ModelConfig]:
+    ) -> dict[str, ConfigReading]:
         models = sorted({m for (m, _v), ok in ready.items() if ok})
         self._configs = {m: e for m, e in self._configs.items() if m in models}  # unloaded: forgotten
         # Config reads stop for this tick once they have taken an interval: 50 configs that hang must
@@ -394,17 +367,6 @@ class TritonApi(Source):
     def on_failure(self) -> None:
         self.state = ApiState()
         self._next.clear()  # read every endpoint again at the next tick
-
-
-def _ensemble_steps(scheduling: object) -> tuple[str, ...] | None:
-    """The step models of ``ensemble_scheduling`` as Triton's config API returns it; None if malformed."""
-    steps = scheduling.get("step") if isinstance(scheduling, dict) else None
-    if not isinstance(steps, list) or not 0 < len(steps) <= MAX_ENSEMBLE_STEPS:
-        return None
-    names = [s.get("model_name") if isinstance(s, dict) else None for s in steps]
-    if not all(isinstance(n, str) and n for n in names):
-        return None
-    return tuple(str(n) for n in names)
 
 
 def _count(value: object) -> float:

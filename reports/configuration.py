@@ -27,6 +27,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from tritonwatch import modelconfig
+from tritonwatch.modelconfig import DynamicBatching
 from tritonwatch.reports.capacity import Forecast, saturations
 from tritonwatch.reports.figures import HORIZONS_WEEKS, ModelFigures, lead_weeks
 from tritonwatch.reports.promapi import PromClient
@@ -103,11 +105,12 @@ def collect(client: PromClient, end: datetime, slos: SLOFile | None) -> list[Map
 def _settings(config: Mapping[str, Any] | None) -> str:
     if not config:
         return "—"
-    db = config.get("dynamic_batching", {})
-    prefs = db.get("preferred_batch_size") or []
-    count = sum(int(g.get("count", 1)) for g in config.get("instance_group", [])) or 1
+    cfg = modelconfig.parse(config, lenient=True)
+    db = cfg.dynamic_batching or DynamicBatching()
+    prefs = list(db.preferred)
+    count = sum(g.count for g in cfg.instance_groups) or 1
     return (
-        f"delay {db.get('max_queue_delay_microseconds', 0) / 1000:g} ms, "
+        f"delay {db.max_queue_delay_us / 1000:g} ms, "
         f"preferred {prefs or 'none'}, {count} instance{'s' if count != 1 else ''}"
     )
 

@@ -215,21 +215,21 @@ def test_a_model_that_cannot_be_advised_is_refused(config: dict[str, Any], reaso
     [
         (
             {"max_batch_size": "eight"},
-            "model 'linear': max_batch_size: expected an integer >= 0 (got 'eight')",
+            "model 'linear': no valid max_batch_size (got eight)",
         ),
-        ({"max_batch_size": -1}, "model 'linear': max_batch_size: expected an integer >= 0 (got -1)"),
-        ({"instance_group": {"count": 1}}, "model 'linear': instance_group: expected a list (got dict)"),
+        ({"max_batch_size": -1}, "model 'linear': no valid max_batch_size (got -1)"),
+        ({"instance_group": {"count": 1}}, "model 'linear': instance_group must be a list (got dict)"),
         (
             {"instance_group": [{"count": 0}]},
             "model 'linear': instance_group[0].count: expected an integer >= 1 (got 0)",
         ),
         (
             {"dynamic_batching": {"preferred_batch_size": [4, True]}},
-            "model 'linear': dynamic_batching.preferred_batch_size[1]: expected an integer >= 1 (got True)",
+            "model 'linear': dynamic_batching.preferred_batch_size[1]: not an integer in [1, 2147483647] (got True)",
         ),
         (
             {"dynamic_batching": {"max_queue_delay_microseconds": 1.5}},
-            "model 'linear': dynamic_batching.max_queue_delay_microseconds: expected an integer >= 0 (got 1.5)",
+            "model 'linear': dynamic_batching.max_queue_delay_microseconds: not an integer in [0, 9223372036854775807] (got 1.5)",
         ),
     ],
 )
@@ -616,7 +616,7 @@ def test_bad_flags_are_one_line_and_exit_2(
             b'{"error": "Request for unknown model:\\n \'x\' is not found"}',
             "/v2/models/stats: HTTP 400: Request for unknown model: 'x' is not found",
         ),
-        (200, b"<html>", "/v2/models/stats: not JSON"),
+        (200, b"<html>", "/v2/models/stats: response is not JSON"),
         (200, b'{"model_stats": {}}', "/v2/models/stats: no model_stats list"),
         (
             200,
@@ -643,5 +643,5 @@ def test_an_unreachable_server_is_one_line(slo_path: Path, capsys: pytest.Captur
     server.close()  # nothing listens there now
     assert cli.main(["advise", "--triton", url, "--slo", str(slo_path), "--interval", "0.01"]) == 1
     assert capsys.readouterr().err.strip().splitlines() == [
-        f"tritonwatch advise: error: {url}/v2/models/stats: cannot read (ConnectionError)"
+        f"tritonwatch advise: error: {url}/v2/models/stats: cannot connect (ConnectionError)"
     ]

@@ -345,7 +345,7 @@ def test_fetches_start_no_thread_of_their_own(
 ) -> None:
     # A timer thread per fetch (the deadline watchdog) was a thread start per scrape of every target;
     # one watchdog thread serves every fetch of the process.
-    from tritonwatch.exporters.http import Fetcher
+    from tritonwatch.fetch import Fetcher
 
     started: list[str] = []
     start = threading.Thread.start

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from support.static_endpoint import serve, shutdown
 
-from tritonwatch.exporters.http import Fetcher, ScrapeError
+from tritonwatch.fetch import Fetcher, ScrapeError
 
 LINE = b'nv_inference_count{model="m",version="1"} 1\n'  # 44 bytes
 

@@ -246,10 +246,19 @@ def test_gpu_fractions_from_instance_groups(
 @pytest.mark.parametrize(
     ("group", "message"),
     [
-        ({"kind": "KIND_GPU", "count": -1, "gpus": [0]}, "instance_group count -1"),
-        ({"kind": "KIND_GPU", "count": [2], "gpus": [0]}, "instance_group count [2]"),
-        ({"kind": "KIND_GPU", "count": 1, "gpus": ["0; drop"]}, "instance_group gpu '0; drop'"),
-        ({"kind": "KIND_GPU", "count": 1, "gpus": "0"}, "instance_group gpus '0'"),
+        (
+            {"kind": "KIND_GPU", "count": -1, "gpus": [0]},
+            "instance_group[0].count: not an integer in [0, 100000] (got -1)",
+        ),
+        (
+            {"kind": "KIND_GPU", "count": [2], "gpus": [0]},
+            "instance_group[0].count: not an integer in [0, 100000] (got [2])",
+        ),
+        (
+            {"kind": "KIND_GPU", "count": 1, "gpus": ["0; drop"]},
+            "instance_group[0].gpus[0]: not a device index (got 0; drop)",
+        ),
+        ({"kind": "KIND_GPU", "count": 1, "gpus": "0"}, "instance_group[0].gpus must be a list (got str)"),
     ],
 )
 def test_a_hostile_instance_group_is_refused_with_what_is_wrong(group: dict[str, Any], message: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.core import Metric
 
-from tritonwatch import catalog
+from tritonwatch import catalog, modelconfig
 from tritonwatch.advise import observed, simulate
 from tritonwatch.exporters import headroom
 from tritonwatch.exporters.batching import batching_config
@@ -54,7 +54,7 @@ class Fake:
         self.state = ApiState(
             ready={KEY: True},
             batch_stats={KEY: batch} if batch else {},
-            batching={"linear": batching_config(config)} if config is not None else {},  # type: ignore[dict-item]
+            batching={"linear": batching_config(modelconfig.parse(config))} if config is not None else {},  # type: ignore[dict-item]
         )
 
     def part(self) -> headroom.Headroom:
@@ -109,7 +109,7 @@ def test_the_capacity_is_advises_simulation_on_the_fitted_line() -> None:
                 "name": "pipe",
                 "platform": "ensemble",
                 "max_batch_size": 8,
-                "ensemble_scheduling": {"step": []},
+                "ensemble_scheduling": {"step": [{"model_name": "linear_step", "model_version": -1}]},
             },
             {1: 300, 2: 120, 3: 40},
             "ensemble",
@@ -220,7 +220,9 @@ def test_bad_headroom_settings_are_one_line_naming_the_flag(
 
 def test_the_batching_label_carries_what_the_refusals_need() -> None:
     # exporters/batching.py keeps platform and the schedulers' presence: the estimate reads that label
-    label = batching_config({**CONFIG, "sequence_batching": {"max_sequence_idle_microseconds": 5}})
+    label = batching_config(
+        modelconfig.parse({**CONFIG, "sequence_batching": {"max_sequence_idle_microseconds": 5}})
+    )
     assert label is not None and json.loads(label)["sequence_batching"] == {}
 
 

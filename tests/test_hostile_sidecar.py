@@ -22,8 +22,8 @@ from support.sidecar import sidecar_argv
 
 from tritonwatch import catalog
 from tritonwatch.expfmt import MAX_LABELS_TEXT, ExpositionLimitError, Parser
-from tritonwatch.exporters.http import MAX_LINE_BYTES
 from tritonwatch.exporters.triton import MAX_BATCH_SIZES, TritonApi
+from tritonwatch.fetch import MAX_LINE_BYTES
 from tritonwatch.local.procs import Managed, free_port, wait_until
 
 FAST = ["--interval", "0.2", "--timeout", "0.15", "--window", "30"]
@@ -137,8 +137,10 @@ def test_an_out_of_range_statistic_costs_only_that_models_distribution(fake: Fak
     assert body != json.dumps(fake.stats)
     raw = body.encode()
     api = TritonApi(fake.base_url, 1.0, 5.0)
-    api.fetcher.request = lambda method, url, b=None: (  # type: ignore[method-assign]
-        raw if url.endswith("/v2/models/stats") else type(api.fetcher).request(api.fetcher, method, url, b)
+    api.client.fetcher.request = lambda method, url, b=None: (  # type: ignore[method-assign]
+        raw
+        if url.endswith("/v2/models/stats")
+        else type(api.client.fetcher).request(api.client.fetcher, method, url, b)
     )
     assert api.step() is True
     assert api.state.ready == {("fail_always", "1"): True, ("fraud_detector", "1"): True}
@@ -150,8 +152,10 @@ def test_an_out_of_range_statistic_costs_only_that_models_distribution(fake: Fak
 def test_json_nested_past_the_recursion_limit_is_counted_not_internal(fake: FakeTriton) -> None:
     raw = ('{"model_stats": ' + "[" * 100_000 + "]" * 100_000 + "}").encode()
     api = TritonApi(fake.base_url, 1.0, 5.0)
-    api.fetcher.request = lambda method, url, b=None: (  # type: ignore[method-assign]
-        raw if url.endswith("/v2/models/stats") else type(api.fetcher).request(api.fetcher, method, url, b)
+    api.client.fetcher.request = lambda method, url, b=None: (  # type: ignore[method-assign]
+        raw
+        if url.endswith("/v2/models/stats")
+        else type(api.client.fetcher).request(api.client.fetcher, method, url, b)
     )
     assert api.step() is False  # the statistics failed: triton_api is down, as for any failed read
     assert api.state.ready == {("fail_always", "1"): True, ("fraud_detector", "1"): True}

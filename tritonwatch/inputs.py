@@ -1,19 +1,20 @@
 """Request inputs built from a model's config: what the load driver and the sidecar's canary probe send.
 
 ``input_specs(fetch_config(url, model))`` reads names, datatypes, dims and ``max_batch_size`` from
-``GET /v2/models/M/config``; ``make_inputs(specs, rng)`` builds one request's random tritonclient inputs
+the model's config (``tritonwatch.tritonapi``, ``tritonwatch.modelconfig``); ``make_inputs(specs, rng)`` builds one request's random tritonclient inputs
 (numpy and tritonclient are imported there, so importing this module costs nothing).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import requests
-
+from tritonwatch import modelconfig
 from tritonwatch.errors import TritonwatchError
+from tritonwatch.modelconfig import ModelConfig
+from tritonwatch.tritonapi import ScrapeError, TritonClient
 
 FLOAT_TYPES = ("FP16", "FP32", "FP64")
 _NUMPY_TYPES = {
@@ -45,40 +46,51 @@ def _wire_type(config_type: str) -> str:
     return "BYTES" if t == "STRING" else t
 
 
-def input_specs(config: dict[str, Any], batch: int = 1) -> list[InputSpec]:
-    """Request shapes from a model config as Triton's HTTP API returns it (variable dims become 1)."""
-    batched = int(config.get("max_batch_size", 0)) > 0
+def input_specs(config: ModelConfig | Mapping[str, Any], batch: int = 1) -> list[InputSpec]:
+    """Request shapes from a model config, typed or as Triton's HTTP API returns it (variable dims
+    become 1)."""
+    if isinstance(config, ModelConfig):
+        cfg = config
+    else:
+        try:
+            cfg = modelconfig.parse(config)
+        except ValueError as exc:
+            raise TritonwatchError(f"model config: {exc}") from None
+    batched = cfg.max_batch_size > 0
     specs = []
-    for item in config.get("input", []):
-        dims = tuple(max(int(d), 1) for d in item.get("dims", []))
-        dtype = _wire_type(item["data_type"])
+    for item in cfg.inputs:
+        dims = tuple(max(d, 1) for d in item.dims)
+        dtype = _wire_type(item.data_type)
         if dtype not in _NUMPY_TYPES:
-            raise TritonwatchError(
-                f"model config input {item['name']}: unsupported data_type {item['data_type']}"
-            )
-        specs.append(InputSpec(item["name"], dtype, ((batch,) if batched else ()) + dims))
+            raise TritonwatchError(f"model config input {item.name}: unsupported data_type {item.data_type}")
+        specs.append(InputSpec(item.name, dtype, ((batch,) if batched else ()) + dims))
     if not specs:
-        raise TritonwatchError(f"model config of {config.get('name', '?')} lists no inputs")
+        raise TritonwatchError(f"model config of {cfg.name or '?'} lists no inputs")
     return specs
 
 
-def fetch_config(triton_url: str, model: str, timeout: float = 5.0) -> dict[str, Any]:
-    url = f"{triton_url.rstrip('/')}/v2/models/{model}/config"
+def fetch_config(triton_url: str, model: str, timeout: float = 5.0) -> ModelConfig:
+    """The model's config from Triton's HTTP API; a ``TritonwatchError`` naming the flag and URL."""
+    client = TritonClient(triton_url, timeout)
+    url = client.config_url(model)
     try:
-        resp = requests.get(url, timeout=timeout)
-    except requests.RequestException as exc:
-        raise TritonwatchError(f"--triton {triton_url}: cannot reach {url} ({type(exc).__name__})") from None
-    if resp.status_code != 200:
-        # One line whatever the body (a proxy's HTML error page has many).
-        body = " ".join(resp.text.split())[:200]
-        raise TritonwatchError(f"--model {model}: {url} answered {resp.status_code}: {body}")
+        answer = client.config_json(model)
+    except ScrapeError as exc:
+        if exc.reason == "http_status":
+            raise TritonwatchError(f"--model {model}: {exc}") from None
+        if exc.reason in ("connection", "timeout", "http"):
+            raise TritonwatchError(f"--triton {triton_url}: cannot reach {url} ({exc.reason})") from None
+        if exc.reason == "bad_json":  # not JSON, or not an object: something else answers on that port
+            raise TritonwatchError(
+                f"--triton {triton_url}: {url} answered 200 without a JSON model config"
+            ) from None
+        raise TritonwatchError(f"--triton {triton_url}: {exc}") from None
+    finally:
+        client.close()
     try:
-        config = resp.json()
-    except ValueError:  # not JSON: something else answers on that port
-        config = None
-    if not isinstance(config, dict):
-        raise TritonwatchError(f"--triton {triton_url}: {url} answered 200 without a JSON model config")
-    return config
+        return modelconfig.parse(answer)
+    except ValueError as exc:
+        raise TritonwatchError(f"--triton {triton_url}: {url}: {exc}") from None
 
 
 def make_inputs(specs: Sequence[InputSpec], rng: Any, invalid: bool = False) -> list[Any]:

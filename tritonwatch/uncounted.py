@@ -1,4 +1,4 @@
-"""Which models' errors Triton may not count, from their configs (``GET /v2/models/<m>/config``).
+"""Which models' errors Triton may not count, from their configs (``tritonwatch.modelconfig``).
 
 Triton 2.51 counts a python model's error response (``pb_utils.InferenceResponse(error=...)``, HTTP 500
 at the client over ``/infer``) in ``nv_inference_request_success``, never in
@@ -17,6 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tritonwatch import modelconfig
+from tritonwatch.modelconfig import ModelConfig
+
 PYTHON_BACKENDS = frozenset({"python", "vllm"})
 
 
@@ -29,16 +32,10 @@ class ModelShape:
 
 
 def shape(config: object) -> ModelShape:
-    """The shape of one config as Triton's HTTP API returns it; ``ValueError`` when it is not one."""
-    if not isinstance(config, Mapping):
-        raise ValueError("a model config must be an object")
-    backend = config.get("backend") or ""
-    if not isinstance(backend, str):
-        raise ValueError("backend must be a string")
-    policy = config.get("model_transaction_policy") or {}
-    if not isinstance(policy, Mapping) or not isinstance(policy.get("decoupled", False), bool):
-        raise ValueError("model_transaction_policy.decoupled must be a boolean")
-    return ModelShape(backend, bool(policy.get("decoupled", False)))
+    """The shape of one config (typed, or its JSON as Triton's HTTP API returns it: ``ValueError``
+    when it is not one)."""
+    cfg = config if isinstance(config, ModelConfig) else modelconfig.parse(config)
+    return ModelShape(cfg.backend, cfg.decoupled)
 
 
 def reasons(shapes: Mapping[str, ModelShape]) -> dict[str, tuple[str, ...]]:

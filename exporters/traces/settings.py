@@ -8,8 +8,9 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from tritonwatch import catalog
-from tritonwatch.exporters.http import Fetcher, ScrapeError
 from tritonwatch.exporters.source import Source
+from tritonwatch.fetch import ScrapeError
+from tritonwatch.tritonapi import TritonClient
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +37,8 @@ class TraceSettings(Source):
         request_rate: Callable[[], float | None] = lambda: None,
     ) -> None:
         super().__init__(interval)
-        self.base = triton.rstrip("/")
-        self.fetcher = Fetcher(timeout)
+        self.client = TritonClient(triton, timeout)
+        self.base = self.client.base
         self.set_rate = set_rate
         self.budget = budget
         self.request_rate = request_rate
@@ -55,7 +56,7 @@ class TraceSettings(Source):
         want = self.budget_rate(rps)
         if abs(want - self.rate) <= BUDGET_TOLERANCE * self.rate:
             return
-        settings = self.fetcher.json("POST", self.describe(), {"trace_rate": str(want)})
+        settings = self.client.trace_settings({"trace_rate": str(want)})
         log.info(
             "trace budget %g/s at %.1f requests/s: Triton's trace rate %g -> %d",
             self.budget,
@@ -63,15 +64,15 @@ class TraceSettings(Source):
             self.rate,
             want,
         )
-        self.rate = float((settings or {}).get("trace_rate", want))
+        self.rate = float(settings.get("trace_rate", want))
 
     def describe(self) -> str:
-        return f"{self.base}/v2/trace/setting"
+        return self.client.trace_url()
 
     def _apply(self) -> None:
         rate = self.set_rate
-        settings = self.fetcher.json("POST", self.describe(), {"trace_rate": str(rate)})
-        mode = str((settings or {}).get("trace_mode", ""))
+        settings = self.client.trace_settings({"trace_rate": str(rate)})
+        mode = str(settings.get("trace_mode", ""))
         log.info("set Triton's trace rate to %d (one request in %d traced; mode %s)", rate, rate, mode or "?")
         if mode != "triton" and rate < MIN_SAFE_OTEL_RATE:
             log.warning(
@@ -86,9 +87,7 @@ class TraceSettings(Source):
     def scrape(self) -> None:
         if self.set_rate:
             self._apply()
-        settings = self.fetcher.json("GET", self.describe())
-        if not isinstance(settings, dict):
-            raise ScrapeError("bad_json", f"{self.describe()}: expected an object")
+        settings = self.client.trace_settings()
         self.mode = str(settings.get("trace_mode", ""))
         levels = settings.get("trace_level") or []
         try:

@@ -95,9 +95,10 @@ _WATCHDOG = _Watchdog()
 class ScrapeError(Exception):
     """A target could not be read. ``reason`` is a short label value for the error counter."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, status: int = 0) -> None:
         super().__init__(message)
         self.reason = reason
+        self.status = status  # the HTTP status of an ``http_status`` refusal
 
 
 # Triton's counters are uint64 and its settings int32/int64: a longer integer is not Triton's, and
@@ -132,6 +133,18 @@ def bounded_json(raw: bytes | bytearray | str, out_of_range: Callable[[str], Any
     return json.loads(raw, parse_int=whole, parse_float=real, parse_constant=out_of_range)
 
 
+MAX_REFUSAL_BYTES = 4096  # of a refusal's body, read for the server's own words
+
+
+def _refusal(resp: requests.Response) -> str:
+    """The server's own words for a refusal (Triton's ``{"error": "..."}``), on one line and short."""
+    try:
+        error = json.loads(resp.raw.read(MAX_REFUSAL_BYTES, decode_content=True)).get("error")
+    except Exception:  # not JSON, not an object, a body cut short: the status alone says enough
+        return ""
+    return f": {' '.join(error.split())[:200]}" if isinstance(error, str) and error.strip() else ""
+
+
 class Fetcher:
     """One HTTP session per source (sources run in their own threads; sessions are not shared).
 
@@ -153,7 +166,9 @@ class Fetcher:
 
     def _read(self, resp: requests.Response, url: str, deadline: float) -> bytearray:
         if resp.status_code != 200:
-            raise ScrapeError("http_status", f"{url}: HTTP {resp.status_code}")
+            raise ScrapeError(
+                "http_status", f"{url}: HTTP {resp.status_code}{_refusal(resp)}", resp.status_code
+            )
         declared = resp.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > self.max_bytes and "Content-Encoding" not in resp.headers:
             raise ScrapeError("too_large", f"{url}: payload of {declared} bytes over {self.max_bytes}")
