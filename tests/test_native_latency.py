@@ -162,6 +162,18 @@ def test_quantiles_equal_promtools_histogram_quantile_and_the_slo_ratio_is_exact
             "values": " ".join(str(100 * k) for k in range(SCRAPES)),
         }
     )
+    # A second replica whose Triton kept its default buckets (100, 500, 2000, 5000 ms: no 25 ms bound,
+    # model_metrics not applied there): left out of the SLI, not counted as all slow.
+    other = 'instance="sidecar-b:9450",job="tritonwatch"'
+    for le, n in (("0.1", 90), ("0.5", 100), ("2", 100), ("5", 100), ("+Inf", 100)):
+        name = f'{catalog.REQUEST_DURATION}_bucket{{model="fraud_detector",version="1",phase="request",le="{le}",{other}}}'
+        served_series.append({"series": name, "values": " ".join(str(n * k) for k in range(SCRAPES))})
+    served_series.append(
+        {
+            "series": f'{catalog.REQUEST_DURATION}_count{{model="fraud_detector",version="1",phase="request",{other}}}',
+            "values": " ".join(str(100 * k) for k in range(SCRAPES)),
+        }
+    )
     doc = {
         "apiVersion": "tritonwatch/v1",
         "kind": "ServiceLevelObjectives",
