@@ -99,6 +99,12 @@ class NativeHistograms:
         self._scrapes: dict[ModelKey, deque[_Scrape]] = {}
         self.mixed: frozenset[ModelKey] = frozenset()  # models left out: series with different layouts
         self.relayouts = 0  # windows started again because a model's bounds changed
+        self._generation = 0  # scrapes observed: the view changes only with one
+        # (generation, the models accepted, the view): the latency part builds on every traced batch,
+        # the view changes once per Triton scrape
+        self._view: tuple[int, frozenset[ModelKey], tuple[str, ...], dict[ModelKey, NativeModel]] | None = (
+            None
+        )
 
     def observe(self, now: float, samples: Samples) -> None:
         found = _layouts(samples)
@@ -119,11 +125,17 @@ class NativeHistograms:
                 kept[key] = q
             self._scrapes = kept  # a model gone from /metrics is forgotten
             self.mixed = frozenset(k for k, e in found.items() if e is None)
+            self._generation += 1
 
     def view(self, accept: Callable[[ModelKey], bool], qs: Sequence[str]) -> dict[ModelKey, NativeModel]:
         """The models ``accept`` takes (not decoupled): their buckets, sum and the window's quantiles."""
         with self._lock:
-            copies = {k: tuple(q) for k, q in self._scrapes.items() if accept(k)}
+            generation = self._generation
+            accepted = frozenset(k for k in self._scrapes if accept(k))
+            cached = self._view
+            if cached is not None and cached[:3] == (generation, accepted, tuple(qs)):
+                return cached[3]
+            copies = {k: tuple(self._scrapes[k]) for k in accepted}
         out: dict[ModelKey, NativeModel] = {}
         for key, scrapes in copies.items():
             last = scrapes[-1]
@@ -132,6 +144,9 @@ class NativeHistograms:
                 for b, c in zip(last.layout, last.counts, strict=True)
             ]
             out[key] = NativeModel(buckets, last.total, _quantiles(scrapes, qs))
+        with self._lock:
+            if self._generation == generation:  # not replaced meanwhile by a newer scrape's
+                self._view = (generation, accepted, tuple(qs), out)
         return out
 
 

@@ -247,3 +247,55 @@ def test_a_layout_change_starts_the_models_window_again() -> None:
     native.observe(40.0, parse(mixed))
     assert native.mixed == {("fraud_detector", "1")}
     assert native.view(lambda key: True, ("0.5",)) == {}
+
+
+def test_a_triton_restart_counts_as_a_reset_not_a_negative_increase() -> None:
+    from tritonwatch.expfmt import parse
+
+    native = NativeHistograms(300.0)
+    for t, k in (
+        (0.0, 0),
+        (10.0, 2),
+        (20.0, 1),
+    ):  # restarted between the 2nd and 3rd scrape: 1 scrape's worth
+        native.observe(t, parse(payload(k)))
+    got = native.view(lambda key: key[0] == "fraud_detector", ("0.5", "0.99"))
+    assert set(got) == {("fraud_detector", "1")}  # accept decides which models it serves
+    # 2 + 1 scrapes' worth, the same shares per bucket: the same quantiles as one scrape's
+    assert got[("fraud_detector", "1")].quantiles == {
+        "0.5": pytest.approx(0.007, rel=1e-12),
+        "0.99": pytest.approx(0.050, rel=1e-12),
+    }
+    assert got[("fraud_detector", "1")].buckets[-1] == ("+Inf", 100.0)  # the latest cumulative, as Triton's
+
+
+def test_traces_still_give_the_other_phases_where_the_request_phase_is_native() -> None:
+    from tritonwatch.exporters.native_latency import NativeModel
+    from tritonwatch.exporters.spans import RequestTiming
+    from tritonwatch.exporters.traces import LatencyPart
+
+    native = NativeModel([("0.025", 90.0), ("+Inf", 100.0)], 1.5, {"0.5": 0.0125})
+    part = LatencyPart(300.0, clock=lambda: 1000.0, native=lambda: {("m", "1"): native})
+    phases = {"request": 0.040, "queue": 0.010, "compute_infer": 0.020}
+    part.record([RequestTiming("m", "1", "t", "r", phases), RequestTiming("other", "1", "t2", "r2", phases)])
+    rows = {(s.name, tuple(sorted(s.labels.items()))): s.value for fam in part.collect() for s in fam.samples}
+
+    def quantile(model: str, phase: str) -> dict[str, tuple[float, str]]:
+        return {
+            dict(k)["quantile"]: (v, dict(k)["source"])
+            for (n, k), v in rows.items()
+            if n == catalog.LATENCY_QUANTILE and ("model", model) in k and ("phase", phase) in k
+        }
+
+    assert quantile("m", "request") == {"0.5": (0.0125, "histogram")}  # Triton's, not the one trace
+    assert {source for _v, source in quantile("m", "queue").values()} == {"trace"}
+    assert quantile("other", "request")["0.5"] == (0.040, "trace")  # no histogram: traces as before
+    count = f"{catalog.REQUEST_DURATION}_count"
+    assert rows[(count, (("model", "m"), ("phase", "request"), ("version", "1")))] == 100.0
+    assert rows[(count, (("model", "m"), ("phase", "queue"), ("version", "1")))] == 1.0
+    assert rows[(count, (("model", "other"), ("phase", "request"), ("version", "1")))] == 1.0
+    samples = [k for (n, k) in rows if n == catalog.LATENCY_SAMPLES and ("model", "m") in k]
+    # the traced-request count is for source=trace quantiles only: none for the native request phase
+    assert samples == [
+        (("model", "m"), ("phase", phase), ("version", "1")) for phase in ("compute_infer", "queue")
+    ]
