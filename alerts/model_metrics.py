@@ -37,12 +37,15 @@ LADDER = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
 STANZA_DIR = "triton"
 SUFFIX = ".model_metrics.pbtxt"
 TIMEOUT = 10.0
+VLLM_BACKEND = "vllm"
 
 
-def thresholds_ms(slo: SLO) -> tuple[float, ...]:
+def thresholds_ms(slo: SLO, ttft: bool = True) -> tuple[float, ...]:
     """The thresholds (ms) that read Triton's first-response histogram: request latency and time to
-    first token (a decoupled model's first response); not inter-token latency."""
-    found = {round(lat.threshold * 1000.0, 6) for lat in (slo.latency, slo.time_to_first_token) if lat}
+    first token (a decoupled model's first response; ``ttft`` False where the backend's own histogram
+    feeds it, as vLLM's does); not inter-token latency."""
+    kinds = (slo.latency, slo.time_to_first_token) if ttft else (slo.latency,)
+    found = {round(lat.threshold * 1000.0, 6) for lat in kinds if lat}
     return tuple(sorted(found))
 
 
@@ -115,6 +118,8 @@ def check(spec: SLOFile, base: str, timeout: float = TIMEOUT) -> list[str]:
             except (ScrapeError, ValueError) as exc:
                 lines.append(f"{where}: latency buckets not checked: {exc}")
                 continue
+            # vLLM's own time-to-first-token histogram wins over Triton's (exporters/llm.py)
+            found = thresholds_ms(slo, ttft=cfg.backend != VLLM_BACKEND)
             set_here = cfg.buckets(FAMILY)
             buckets = tuple(set_here) if set_here else TRITON_DEFAULT_BUCKETS_MS
             origin = "its model_metrics" if set_here else "Triton's defaults"
@@ -123,11 +128,12 @@ def check(spec: SLOFile, base: str, timeout: float = TIMEOUT) -> list[str]:
                     continue
                 below, above = bounds_around(buckets, t)
                 span = "+Inf" if math.isinf(above) else f"{_num(above)} ms"
+                off = "the whole tail" if math.isinf(above) else f"{_num(above - below)} ms"
                 lines.append(
                     f"{where}: threshold {_num(t)} ms is not a bucket of {FAMILY} ({origin}: "
-                    f"{', '.join(_num(b) for b in buckets)} ms): the SLI would be inexact, any latency "
-                    f"between {_num(below)} ms and {span} is indistinguishable (off by up to "
-                    f"{'the whole tail' if math.isinf(above) else _num(above - below) + ' ms'}); "
+                    f"{', '.join(_num(b) for b in buckets)} ms): the SLI would be inexact (no bucket to "
+                    f"read there: its requests are left out of the SLI); any latency between {_num(below)} ms "
+                    f"and {span} is indistinguishable (off by up to {off}); "
                     f"apply {STANZA_DIR}/{slo.model}{SUFFIX} from rules --out"
                 )
     finally:

@@ -37,6 +37,7 @@ def spec_doc() -> dict[str, object]:
                     "inter_token_latency": {"threshold": "50ms", "objective": 99},
                 },
                 {"model": "tiny", "latency": {"threshold": "0.5ms", "objective": 99}},
+                {"model": "vllm_chat", "time_to_first_token": {"threshold": "250ms", "objective": 99}},
                 {"model": "counted", "availability": {"objective": 99.9}},
             ],
         },
@@ -72,6 +73,7 @@ def test_rules_writes_one_stanza_per_model_with_a_native_threshold(tmp_path: Pat
         "fast.model_metrics.pbtxt",
         "mine.pbtxt",
         "tiny.model_metrics.pbtxt",
+        "vllm_chat.model_metrics.pbtxt",
     ]
     # (model, its thresholds in ms): each among the buckets, with rungs below and above it
     for model, thresholds in (("fast", (25.0,)), ("chat", (250.0,)), ("tiny", (0.5,))):
@@ -126,7 +128,13 @@ def test_rules_triton_warns_where_served_buckets_miss_the_threshold(
     stanzas = model_metrics.stanza_files(spec)
     fake.configs = {
         "fast": triton_json(stanzas["triton/fast.model_metrics.pbtxt"], "fast"),  # applied: no warning
-        "chat": {"name": "chat", "backend": "vllm", "model_transaction_policy": {"decoupled": True}},
+        "chat": {"name": "chat", "backend": "python", "model_transaction_policy": {"decoupled": True}},
+        # vLLM's own time-to-first-token histogram feeds its SLI: Triton's buckets do not matter
+        "vllm_chat": {
+            "name": "vllm_chat",
+            "backend": "vllm",
+            "model_transaction_policy": {"decoupled": True},
+        },
         # tiny: not served
     }
     with caplog.at_level(logging.WARNING):
