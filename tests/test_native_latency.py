@@ -10,6 +10,7 @@ fake clock, 10 s a scrape; a fake Triton API serves each model's config (the dec
 
 * ``fraud_detector`` (the recorded real config, not decoupled): buckets 5/10/25/50/100 ms;
 * ``streamer`` (decoupled): the same histogram, which stays time to first token;
+* ``ranker`` (an ONNX Runtime model, not decoupled): the same histogram, its request latency;
 * ``plain`` (not decoupled) without the histogram: no quantile is invented.
 """
 
@@ -58,7 +59,7 @@ def histogram(
 def payload(k: int) -> str:
     return (
         f"# HELP {FAMILY} Duration from request to first response in milliseconds\n# TYPE {FAMILY} histogram\n"
-        + (histogram("fraud_detector", k) + histogram("streamer", k))
+        + (histogram("fraud_detector", k) + histogram("streamer", k) + histogram("ranker", k))
     )
 
 
@@ -74,6 +75,13 @@ def fake() -> Iterator[FakeTriton]:
             "model_transaction_policy": {"decoupled": True},
         },
         "plain": {"name": "plain", "backend": "onnxruntime"},
+        # an ONNX model as Triton's config API gives its platform and backend
+        "ranker": {
+            "name": "ranker",
+            "platform": "onnxruntime_onnx",
+            "backend": "onnxruntime",
+            "max_batch_size": 8,
+        },
     }
     with fake_triton() as server:
         server.index = [{"name": m, "state": "READY", "version": "1"} for m in configs]
@@ -114,8 +122,11 @@ def test_a_non_decoupled_models_histogram_is_its_request_latency(fake: FakeTrito
     # By hand: rank 0.5 x 100 = 50 in (5, 10] ms: 5 + 5 x 20/50 = 7 ms; 0.99: rank 99 in (25, 50]: 25 + 25 x 4/4.
     assert got["0.5"][0] == pytest.approx(0.007, rel=1e-12)
     assert got["0.99"][0] == pytest.approx(0.050, rel=1e-12)
+    # The ONNX model: the same request latency from the same histogram.
+    assert quantiles(series, "ranker") == got
     # Neither decoupled nor LLM: no tritonwatch_llm_* series at all.
-    llm = [n for (n, ls) in series if n.startswith("tritonwatch_llm_") and ("model", "fraud_detector") in ls]
+    mine = ("fraud_detector", "ranker", "plain")
+    llm = [n for (n, ls) in series if n.startswith("tritonwatch_llm_") and dict(ls).get("model") in mine]
     assert llm == []
     # The decoupled model keeps it as time to first token, and gets no request latency from it.
     assert of(series, f"{catalog.LLM_TTFT}_count", "streamer") == {frozenset(): 100.0 * last}
