@@ -43,6 +43,7 @@ from tritonwatch.catalog import LlmSignal
 from tritonwatch.expfmt import Samples
 from tritonwatch.exporters.context import PartContext, RequestRates, no_request_rates
 from tritonwatch.exporters.latency import Histograms, SampleStore
+from tritonwatch.exporters.native_latency import bucket_quantile
 from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.snapshot import Snapshots
 from tritonwatch.exporters.source import Source
@@ -71,28 +72,6 @@ def llm_entries(topology: Topology, have: Iterable[ModelKey]) -> dict[ModelKey, 
 
 def _no_topology() -> Topology:
     return {}, {}
-
-
-def bucket_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
-    """PromQL's ``histogram_quantile`` on cumulative ``(upper bound, count)`` pairs sorted by bound,
-    the last one +Inf: linear within the bucket holding the rank; None without observations, and
-    None without a +Inf bucket (PromQL gives no quantile then: the total is unknown)."""
-    if not buckets or not math.isinf(buckets[-1][0]) or buckets[-1][1] <= 0:
-        return None
-    total = buckets[-1][1]
-    rank = q * total
-    lower, below = 0.0, 0.0
-    for i, (bound, count) in enumerate(buckets):
-        if count >= rank:
-            if math.isinf(bound):
-                return buckets[i - 1][0] if i else None
-            if i == 0 and bound <= 0:
-                return bound
-            if count == below:
-                return bound
-            return lower + (bound - lower) * (rank - below) / (count - below)
-        lower, below = bound, count
-    return None
 
 
 class BackendHistograms:

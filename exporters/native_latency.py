@@ -31,11 +31,32 @@ from prometheus_client.utils import floatToGoString
 
 from tritonwatch import catalog
 from tritonwatch.expfmt import Samples
-from tritonwatch.exporters.llm import bucket_quantile
 from tritonwatch.exporters.window import ModelKey, counter_increase, model_key
 
 FAMILY = catalog.TRITON_FIRST_RESPONSE
 Layout = tuple[float, ...]  # upper bounds in seconds, ascending, ending with +Inf
+
+
+def bucket_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
+    """PromQL's ``histogram_quantile`` on cumulative ``(upper bound, count)`` pairs sorted by bound,
+    the last one +Inf: linear within the bucket holding the rank; None without observations, and
+    None without a +Inf bucket (PromQL gives no quantile then: the total is unknown)."""
+    if not buckets or not math.isinf(buckets[-1][0]) or buckets[-1][1] <= 0:
+        return None
+    total = buckets[-1][1]
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for i, (bound, count) in enumerate(buckets):
+        if count >= rank:
+            if math.isinf(bound):
+                return buckets[i - 1][0] if i else None
+            if i == 0 and bound <= 0:
+                return bound
+            if count == below:
+                return bound
+            return lower + (bound - lower) * (rank - below) / (count - below)
+        lower, below = bound, count
+    return None
 
 
 @dataclass(frozen=True)
