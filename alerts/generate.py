@@ -9,6 +9,10 @@ Writes into DIR, and nothing else::
                                    scrape, TritonModelNotReady, GPU memory and XID, sidecar stale)
     DIR/alertmanager.yml           routing (page, ticket), grouping by model, inhibitions
     DIR/tests/*.test.yml           promtool unit tests (promtool test rules DIR/tests/*.test.yml)
+    DIR/triton/<model>.model_metrics.pbtxt
+                                   per model with a latency (or time to first token) objective: the
+                                   ``model_metrics`` stanza whose buckets of Triton's first-response
+                                   histogram hold its thresholds (``tritonwatch.alerts.model_metrics``)
 
 ``replica.rules.yml`` is the replica layer (every Prometheus that scrapes, e.g. each shard); the other
 rule files are the global layer (once, where the whole fleet is visible). A single Prometheus loads
@@ -35,7 +39,7 @@ from tritonwatch.files import may_write, replace_file, written_by
 
 HELP = "generate Prometheus rules, Alertmanager config and promtool tests from an SLO file"
 
-GENERATED_GLOBS = ("*.rules.yml", "alertmanager.yml", "tests/*.test.yml")
+GENERATED_GLOBS = ("*.rules.yml", "alertmanager.yml", "tests/*.test.yml", "triton/*.model_metrics.pbtxt")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="Triton's HTTP API base (e.g. http://127.0.0.1:8000): read the SLO models' configs and warn, one "
         "line per model on stderr, where an availability SLO reads Triton's counters for a model whose "
-        "errors Triton does not count (python backend, decoupled); output unchanged",
+        "errors Triton does not count (python backend, decoupled), and where a latency threshold is not a "
+        "bucket of the model's first-response histogram (the SLI would be inexact); output unchanged",
     )
 
 
@@ -89,7 +94,7 @@ def header(slo_path: str, name: str) -> str:
 def render(slo_path: str) -> dict[str, str]:
     """Every output file, relative path -> text."""
     from tritonwatch import slo
-    from tritonwatch.alerts import alertmanager, layers, promtestfiles, rules, windows
+    from tritonwatch.alerts import alertmanager, layers, model_metrics, promtestfiles, rules, windows
 
     spec = slo.load(slo_path)
     try:
@@ -101,6 +106,7 @@ def render(slo_path: str) -> dict[str, str]:
     files = {name: dump(doc, top + layers.comment(name)) for name, doc in split.items()}
     files["alertmanager.yml"] = dump(alertmanager.config(spec), top)
     files.update({name: dump(doc, top) for name, doc in promtestfiles.test_files(spec).items()})
+    files.update({name: top + text for name, text in model_metrics.stanza_files(spec).items()})
     return dict(sorted(files.items()))
 
 
@@ -141,9 +147,11 @@ def run(args: argparse.Namespace) -> int:
     files = render(slo_path)
     if args.triton:
         from tritonwatch import slo
-        from tritonwatch.alerts import triton_check
+        from tritonwatch.alerts import model_metrics, triton_check
 
-        triton_check.warn(slo.load(slo_path), args.triton)
+        spec = slo.load(slo_path)
+        triton_check.warn(spec, args.triton)
+        model_metrics.check(spec, triton_check.check_url(args.triton))
     written = write(files, Path(args.out))
     for path in written:
         print(path)

@@ -133,8 +133,12 @@ def latency_error_ratio(
     sel = [*fixed, _model(model)]
     under = _select(f"{histogram}_bucket", *sel, le_matcher(threshold))
     count = _select(f"{histogram}_count", *sel)
+    # Only the series (replicas) that have a bucket at the threshold count in the total: one serving
+    # Triton's own histogram with other bounds (model_metrics not applied there) would otherwise count
+    # all its requests as slow. ``rules --triton`` warns about such a model (alerts/model_metrics.py).
+    total = f"rate({count}[{window}]) and ignoring (le) rate({under}[{window}])"
     return (
-        f"1 - (\n  sum by ({by}) (rate({under}[{window}]))\n  /\n  sum by ({by}) (rate({count}[{window}]))\n)\n"
+        f"1 - (\n  sum by ({by}) (rate({under}[{window}]))\n  /\n  sum by ({by}) ({total})\n)\n"
         f"and on ({by})\nsum by ({by}) (increase({count}[{window}])) >= {min_samples}"
     )
 

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import yaml
 
 from tritonwatch import catalog, modelconfig, slo
+from tritonwatch.alerts import model_metrics
 from tritonwatch.errors import TritonwatchError, UsageError
 from tritonwatch.files import may_write, replace_file
 from tritonwatch.tritonapi import ScrapeError, TritonClient, check_base_url
@@ -257,6 +258,7 @@ def propose(model: Model, seen: Seen | None, step_of: str | None) -> Entry:
                     'Check against tritonwatch_model_latency_quantile_seconds{quantile="0.99"}',
                 )
             )
+            entry.notes += model_metrics.init_notes(model.name, bucket)
     else:
         entry.notes.append("latency: no requests seen, so no threshold proposed")
     if traffic and seen and seen.request_ns > 0:

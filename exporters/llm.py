@@ -42,6 +42,7 @@ from tritonwatch import catalog
 from tritonwatch.catalog import LlmSignal
 from tritonwatch.expfmt import Samples
 from tritonwatch.exporters.context import PartContext, RequestRates, no_request_rates
+from tritonwatch.exporters.native_latency import bucket_quantile
 from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.snapshot import Snapshots
 from tritonwatch.exporters.source import Source
@@ -73,33 +74,15 @@ def _no_topology() -> Topology:
     return {}, {}
 
 
-def bucket_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
-    """PromQL's ``histogram_quantile`` on cumulative ``(upper bound, count)`` pairs sorted by bound,
-    the last one +Inf: linear within the bucket holding the rank; None without observations, and
-    None without a +Inf bucket (PromQL gives no quantile then: the total is unknown)."""
-    if not buckets or not math.isinf(buckets[-1][0]) or buckets[-1][1] <= 0:
-        return None
-    total = buckets[-1][1]
-    rank = q * total
-    lower, below = 0.0, 0.0
-    for i, (bound, count) in enumerate(buckets):
-        if count >= rank:
-            if math.isinf(bound):
-                return buckets[i - 1][0] if i else None
-            if i == 0 and bound <= 0:
-                return bound
-            if count == below:
-                return bound
-            return lower + (bound - lower) * (rank - below) / (count - below)
-        lower, below = bound, count
-    return None
-
-
 class BackendHistograms:
     """Per model: the cumulative buckets of the first backend source it has, and their window increases."""
 
-    def __init__(self, window: float) -> None:
+    def __init__(self, window: float, accept: Callable[[str, ModelKey], bool] | None = None) -> None:
         self.window: IncreaseWindow[tuple[HistKey, float]] = IncreaseWindow(window)
+        # (source family, model) -> whether that source feeds the model's LLM histogram: Triton's
+        # first-response histogram only for decoupled models (else it is request latency,
+        # exporters/native_latency.py)
+        self.accept = accept
         # (name, model) -> (sorted (le seconds, cumulative count), sum seconds, count)
         self.cumulative: dict[HistKey, tuple[list[tuple[float, float]], float, float]] = {}
 
@@ -114,6 +97,8 @@ class BackendHistograms:
                     le = dict(labels).get("le")
                     if key is None or le is None or (hist.name, key) in cumulative:
                         continue  # an earlier source of this histogram won for the model
+                    if self.accept is not None and not self.accept(family, key):
+                        continue
                     bound = float(le) * scale if le != "+Inf" else math.inf
                     per = buckets.setdefault((hist.name, key), {})
                     per[bound] = per.get(bound, 0.0) + value
@@ -149,11 +134,11 @@ class BackendHistograms:
 class LlmWindow:
     """Fed every successful Triton scrape (a subscriber of its snapshots); read under ``lock``."""
 
-    def __init__(self, window: float) -> None:
+    def __init__(self, window: float, accept: Callable[[str, ModelKey], bool] | None = None) -> None:
         self.lock = threading.Lock()
         self.rates: IncreaseWindow[tuple[str, ModelKey]] = IncreaseWindow(window)
         self.gauges: dict[tuple[str, ModelKey], list[float]] = {}
-        self.histograms = BackendHistograms(window)
+        self.histograms = BackendHistograms(window, accept)
         self._times: deque[float] = deque()  # scrape times in the window, for bounds()
 
     def bounds(self) -> tuple[float, float] | None:
@@ -357,12 +342,18 @@ class LlmPart(Part):
 def make_part(context: PartContext) -> list[tuple[LlmPart, Source | None]]:
     """The LLM part: always (it costs a few dict lookups per scrape when no LLM family is served)."""
     cfg = context.config
-    window = LlmWindow(cfg.window)
+    api_state = context.api_state
+
+    def accept(family: str, key: ModelKey) -> bool:
+        # Triton's first-response histogram is time to first token only where the config says
+        # decoupled; a model whose config is not read yet gets neither meaning.
+        return family != catalog.TRITON_FIRST_RESPONSE or api_state().decoupled.get(key[0]) is True
+
+    window = LlmWindow(cfg.window, accept)
     context.snapshots.subscribe(lambda snapshot: window.observe(snapshot.time, snapshot.samples))
     buckets = cfg.latency_bucket_bounds or catalog.DEFAULT_BUCKETS
     traces = LlmTraces(cfg.quantile_window, buckets, max_keys=max(cfg.max_models * 2, 1))
     context.timings.subscribe(lambda batch: traces.record(*batch))  # streaming responses
-    api_state = context.api_state
 
     def topology() -> Topology:
         state = api_state()  # replaced whole by each API scrape: one read sees one scrape

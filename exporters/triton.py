@@ -185,6 +185,7 @@ class ConfigReading:
     shape: uncounted.ModelShape | None = None  # what decides whether Triton counts its errors
     placement: Placement | None = None  # its instance groups (GPU attribution without gpu_uuid)
     batching: str | None = None  # exporters/batching.py: the config's batching part, for advise
+    decoupled: bool = False  # model_transaction_policy.decoupled: the first response is not the whole one
 
 
 @dataclass
@@ -198,6 +199,9 @@ class ApiState:
     ensembles: dict[str, tuple[str, ...]] = field(default_factory=dict)  # ensemble -> its step models
     placement: dict[str, Placement] = field(default_factory=dict)  # by model name, like max_batch_size
     batching: dict[str, str] = field(default_factory=dict)  # by model name: exporters/batching.py
+    # by model name, only models whose config was read: decides what Triton's first-response
+    # histogram is (exporters/native_latency.py): request latency, or time to first token
+    decoupled: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -269,7 +273,12 @@ class TritonApi(Source):
     def _config(self, model: str) -> ConfigReading:
         cfg = self.client.config(model)  # a malformed one (ensemble_scheduling too) is bad_json
         return ConfigReading(
-            cfg.max_batch_size, cfg.steps, uncounted.shape(cfg), placement(cfg), batching_config(cfg)
+            cfg.max_batch_size,
+            cfg.steps,
+            uncounted.shape(cfg),
+            placement(cfg),
+            batching_config(cfg),
+            cfg.decoupled,
         )
 
     def _batch_stats(self, errors: list[tuple[str, str]]) -> dict[ModelKey, dict[int, BatchStat]]:
@@ -361,6 +370,7 @@ class TritonApi(Source):
             ensembles=ensembles,
             placement=place,
             batching=batching,
+            decoupled={m: c.decoupled for m, c in configs.items()},
         )
         return Partial(tuple(errors), up=not self._failed)
 

@@ -54,6 +54,7 @@ def test_generated_files_match_the_committed_ones(tmp_path: Path) -> None:
             "slo.rules.yml",
             "tests/operational.test.yml",
             "tests/slo.test.yml",
+            "triton/fraud_detector.model_metrics.pbtxt",
         ]
     )
     for rel in produced:

@@ -364,3 +364,38 @@ def test_the_real_triton_ensemble_and_its_step(tmp_path: Path) -> None:
         text=True,
     )
     assert tests.returncode == 0 and "FAILED" not in tests.stdout, tests.stdout + tests.stderr
+
+
+def test_proposes_the_model_metrics_stanza_and_no_tracing(api: Api, tmp_path: Path) -> None:
+    """Issue 37: where Triton's own histogram covers latency, init proposes the stanza that makes the
+    SLI exact (the same rules --out writes) and says how to apply it; it proposes no tracing."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    from tritonwatch.alerts import model_metrics
+
+    out = tmp_path / "slo.yaml"
+    assert main(["init", "--triton", api.url, "--out", str(out)]) == 0
+    text = out.read_text()
+    lines = text.splitlines()
+    start = lines.index("    #   model_metrics {")  # the first latency in file order: pipeline's
+    block = []
+    for line in lines[start:]:
+        block.append(line.removeprefix("    #   "))
+        if line == "    #   }":
+            break
+    stanza = "\n".join(block) + "\n"
+    rules_out = tmp_path / "rules"
+    assert main(["rules", "--slo", str(out), "--out", str(rules_out)]) == 0
+    written = {p.name: p.read_text() for p in (rules_out / "triton").iterdir()}
+    with_latency = [m for m, e in entries(out).items() if "latency" in e]
+    assert set(written) == {f"{m}.model_metrics.pbtxt" for m in with_latency}
+    assert any(t.endswith(stanza) for t in written.values())  # the same stanza as rules writes
+    parsed = text_format.Parse(stanza, model_config_pb2.ModelConfig())
+    assert list(parsed.model_metrics.metric_control[0].histogram_options.buckets) == list(
+        model_metrics.ladder([100.0])
+    )  # pipeline's 100 ms comes first (ensembles first)
+    n = len(with_latency)
+    assert n >= 2 and text.count("--metrics-config histogram_latencies=true and reload the model") == n
+    assert text.count("no tracing needed") == n
+    assert "trace" not in text.replace("no tracing needed", "")  # no trace rate, no trace config proposed

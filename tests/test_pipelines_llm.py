@@ -121,7 +121,27 @@ def test_the_ensemble_serves_its_llm_steps_first_token_histogram_and_quantiles(f
         assert of(series, bucket, (model, "1")) == {}
 
 
+def test_a_non_decoupled_step_with_the_histogram_is_request_latency_not_a_second_llm_step(
+    fake: FakeTriton,
+) -> None:
+    # postprocessing is not decoupled: Triton's first-response histogram is its request latency
+    # (exporters/native_latency.py), so the ensemble's one LLM step is still tensorrt_llm.
+    series = served(list(payloads(also="postprocessing")), fake.base_url)
+    assert of(series, f"{catalog.LLM_TTFT}_bucket", ("postprocessing", "1")) == {}
+    assert of(series, f"{catalog.REQUEST_DURATION}_count", ("postprocessing", "1")) == {
+        frozenset({(catalog.PHASE, "request")}): 20.0
+    }
+    assert of(series, f"{catalog.LLM_TTFT}_bucket", ENSEMBLE) == of(
+        series, f"{catalog.LLM_TTFT}_bucket", LLM_STEP
+    )
+
+
 def test_two_llm_steps_give_the_ensemble_none_rather_than_a_guess(fake: FakeTriton) -> None:
+    # (a postprocessing step made decoupled here: two decoupled steps with the histogram)
+    fake.configs["postprocessing"] = {
+        **CONFIGS["postprocessing"],
+        "model_transaction_policy": {"decoupled": True},
+    }
     series = served(list(payloads(also="postprocessing")), fake.base_url)
     assert of(series, f"{catalog.LLM_TTFT}_bucket", ("postprocessing", "1"))
     assert of(series, f"{catalog.LLM_TTFT}_bucket", ENSEMBLE) == {}

@@ -89,7 +89,7 @@ def test_summaries_that_observed_nothing_give_no_quantiles() -> None:
     assert got == {("densenet_onnx", "1", "request", q): 3e-6 for q in ("0.5", "0.9", "0.95", "0.99")}
 
 
-# --- the plan per parser layout gives what the walk gives (exporters/summaries.py) -----------------
+# --- the plan per parser layout gives what the walk gives (exporters/traces/summaries.py) -----------------
 
 
 def fleet(models: int, tick: int) -> str:

@@ -32,7 +32,10 @@ Parts (each a ``Part`` for the collector; the receiver, settings and file reader
                                         a key with no trace over --quantile-window is forgotten
       tritonwatch_model_latency_quantile_seconds{model,version,phase,quantile,source}
                                         quantile 0.5 0.9 0.95 0.99 over --quantile-window; source "trace",
-                                        or "summary" (Triton's *_summary_us) where no trace covers the key
+                                        or "summary" (Triton's *_summary_us) where no trace covers the key;
+                                        phase request of a non-decoupled model with Triton's own
+                                        first-response histogram: source "histogram" (native_latency.py),
+                                        and the request histogram is Triton's
       tritonwatch_model_latency_samples{model,version,phase}   requests behind the "trace" quantiles
 
 * ``TraceSettings``: ``tritonwatch_trace_rate`` (Triton's trace rate in force, 0 when tracing is off),

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import compress
 
 from prometheus_client.core import HistogramMetricFamily, Metric
 
 from tritonwatch import catalog
 from tritonwatch.exporters.exposition import TextFamily, Texts
+from tritonwatch.exporters.native_latency import NativeModel
 from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.snapshot import Snapshots
 from tritonwatch.exporters.source import Updates
@@ -21,6 +22,8 @@ from tritonwatch.exporters.traces.timing import RequestTiming
 
 SOURCE_TRACE = "trace"
 SOURCE_SUMMARY = "summary"
+SOURCE_HISTOGRAM = catalog.LLM_SOURCE_HISTOGRAM  # Triton's own histogram, interpolated as histogram_quantile
+REQUEST = "request"
 
 
 class LatencyPart(Part):
@@ -43,6 +46,7 @@ class LatencyPart(Part):
         prepared: bool = False,
         texts: Texts | None = None,
         served: Callable[[], Iterable[tuple[str, str]]] | None = None,
+        native: Callable[[], Mapping[tuple[str, str], NativeModel]] | None = None,
     ) -> None:
         self.quantile_window = quantile_window
         self.store = SampleStore(quantile_window, per_slice=per_slice, max_keys=max_keys)
@@ -60,6 +64,9 @@ class LatencyPart(Part):
         self.prepared = prepared
         self.texts = texts
         self.served = served
+        # Triton's own request-latency histogram per (model, version) (exporters/native_latency.py):
+        # where a model has it, its request phase comes from it, not from traces or summaries.
+        self.native = native
         # (the served pairs, their histogram keys): built and seeded again only when the pairs change
         self._served: tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str, str]]] | None = None
 
@@ -117,7 +124,8 @@ class LatencyPart(Part):
         key_labels = [*catalog.MODEL_KEY, catalog.PHASE]
         hist = HistogramMetricFamily(
             catalog.REQUEST_DURATION,
-            "Per-request latency by phase from sampled Triton traces (cumulative since sidecar start).",
+            "Per-request latency by phase from sampled Triton traces (cumulative since sidecar start); the "
+            "request phase of a non-decoupled model with Triton's first-response histogram is that histogram.",
             labels=key_labels,
         )
         served, changed = self._served_keys()
@@ -127,13 +135,19 @@ class LatencyPart(Part):
                 self.histograms.seed(sorted(served))
             snapshot = self.histograms.snapshot()
             taken = {k: self.store.take(k, now) for k in self.store.keys(now)}
-        found = {k: quantiles_of(settle(t), catalog.QUANTILES) for k, t in taken.items()}
+        native = {(*k, REQUEST): v for k, v in self.native().items()} if self.native else {}
+        found = {k: quantiles_of(settle(t), catalog.QUANTILES) for k, t in taken.items() if k not in native}
         for key, buckets, total, _n in snapshot:
-            hist.add_metric(list(key), buckets, total)
+            if key not in native:
+                hist.add_metric(list(key), buckets, total)
+        for key, model in sorted(native.items()):
+            hist.add_metric(list(key), model.buckets, model.total)
         quant = TextFamily(
             catalog.LATENCY_QUANTILE,
-            "Latency quantile by phase: exact over sampled traces in the quantile window (source=trace), "
-            "else Triton's own 60 s summary (source=summary).",
+            "Latency quantile by phase: request phase from Triton's own first-response histogram for a "
+            "non-decoupled model (source=histogram, as histogram_quantile over the window), else exact over "
+            "sampled traces in the quantile window (source=trace), else Triton's own 60 s summary "
+            "(source=summary).",
             [*key_labels, catalog.QUANTILE, catalog.SOURCE],
             texts=self.texts,
         )
@@ -151,6 +165,10 @@ class LatencyPart(Part):
             for label, value in q.values.items():
                 quant.add_metric([*key, label, SOURCE_TRACE], value)
             samples.add_metric(list(key), float(q.count))
+        for key, model in sorted(native.items()):
+            for label, value in model.quantiles.items():
+                quant.add_metric([*key, label, SOURCE_HISTOGRAM], value)
+        traced |= native.keys()  # one source per model and phase: Triton's histogram, then traces
         summary = self._summaries()  # in Triton's order: no sort of 10,000 keys
         labels = self._summary_labels(summary.rows)
         found_values = summary.seconds
@@ -182,7 +200,7 @@ class LatencyPart(Part):
         return labels
 
     def _summaries(self) -> SummaryRows:
-        """Triton's summary quantiles (``exporters/summaries.py``), read once per Triton scrape.
+        """Triton's summary quantiles (``exporters/traces/summaries.py``), read once per Triton scrape.
 
         A snapshot is replaced whole, never changed: the scrape loop and requests rendering /metrics
         never wait for the read.

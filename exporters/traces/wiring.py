@@ -8,6 +8,7 @@ from prometheus_client.core import Metric
 
 from tritonwatch import catalog
 from tritonwatch.exporters.context import PartContext, RequestRates
+from tritonwatch.exporters.native_latency import NativeHistograms, not_decoupled
 from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.source import Source
 from tritonwatch.exporters.steps import StepPart
@@ -53,6 +54,10 @@ def make_part(context: PartContext) -> list[tuple[Part, Source | None]]:
             m for m, _v in snapshots.latest.tracked
         )
 
+    native = NativeHistograms(cfg.quantile_window)
+    snapshots.subscribe(lambda snapshot: native.observe(snapshot.time, snapshot.samples))
+    accept = not_decoupled(lambda: api_state().decoupled)
+
     latency = LatencyPart(
         cfg.quantile_window,
         buckets,
@@ -62,6 +67,7 @@ def make_part(context: PartContext) -> list[tuple[Part, Source | None]]:
         texts=context.texts,
         # Only where traces come in: a sidecar without a trace source has no histograms to start.
         served=served if cfg.otlp_listen or cfg.trace_file else None,
+        native=lambda: native.view(accept, catalog.QUANTILES),
     )
     # The joiner publishes; the latency part subscribes first, the step and LLM parts after it.
     joined = TimingPublisher(context.timings, context.updates)
