@@ -14,6 +14,7 @@ from tritonwatch.catalog.names import (
     GPU_MEMORY_USED_RATIO,
     GPU_XID,
     MODEL_READY,
+    MODEL_UNCOUNTED_ERRORS,
     QUEUE_TIME_RATIO,
     SCRAPE_DURATION,
     TRITON_FAILURE,
@@ -44,6 +45,7 @@ SIDECAR_STALE_ALERT = "TritonwatchSidecarStale"
 WATCHDOG_ALERT = "Watchdog"
 MODEL_STALLED_ALERT = "TritonModelStalled"
 SERVER_STALLED_ALERT = "TritonServerStalled"
+SLO_ERRORS_UNCOUNTED_ALERT = "TritonSLOErrorsUncounted"
 TARGET_UP = "up"  # Prometheus's own series of a scrape target's health (Triton's, by the SLO file's job)
 
 
@@ -205,6 +207,19 @@ OPERATIONAL_ALERTS: tuple[Alert, ...] = (
         "for {hold}; requests to it fail.",
     ),
     *(o.alert for o in OPERATIONAL_OBJECTIVES),
+    # One rule per availability SLO whose SLI reads Triton's counters: the sidecar's marker says,
+    # at run time, what `rules --triton` can only warn about when the rules are written.
+    Alert(
+        SLO_ERRORS_UNCOUNTED_ALERT,
+        watches=MODEL_UNCOUNTED_ERRORS,
+        hold="",
+        summary="SLO {slo} cannot see {model}'s errors: Triton does not count them ({reason})",
+        description="The availability SLO {slo} reads Triton's request counters for {model}, and the "
+        "sidecar marks {model} as a model whose errors Triton may not count ({reason}): error responses "
+        "reach clients as failures and Triton counts them as successes, so the SLI and its burn alerts "
+        "read 100% while clients fail. Take the SLI from a front that sees the clients' status codes: "
+        "set availability.from (errors, total) for {model} in the SLO file (docs/uncounted-errors.md).",
+    ),
     Alert(
         GPU_MEMORY_NEAR_FULL_ALERT,
         watches=GPU_MEMORY_USED_RATIO,
