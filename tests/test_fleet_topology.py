@@ -192,6 +192,7 @@ def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
             stack.callback(f.stop)
         joiner = FakeTriton().start()
         joiner.pending = 3  # a busy server: requests pending from its first scrape on
+        joiner.frozen = True  # and none completing yet, until the test says
         stack.callback(joiner.stop)
         second.wait_ready(120)
         servers = [(triton.http_url, triton.metrics_url)] + [(f.base_url, f.metrics_url) for f in fakes]
@@ -453,17 +454,32 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
     # No stall so far on either engine (every replica's series started with the test).
     assert not any(_stalls(fleet, "10m").values()), _stalls(fleet, "10m")
 
-    # A replica joins under load, with 3 requests of the model pending from its first scrape and its
-    # counters moving (a busy server scaled up; a restart or a model load starts series the same way).
-    # VictoriaMetrics reads increase() over its first samples as 0: the stall alerts paged it for one
-    # evaluation before they judged only series that existed a whole stall window ago.
+    # A replica joins under load, with 3 requests of the model pending from its first scrape and none
+    # completing over its first scrapes (a busy server scaled up while its model warms up; a restart
+    # or a model load starts series the same way), then completing steadily. VictoriaMetrics reads
+    # increase() over a series' first sample as 0, and over a few frozen samples both engines read 0:
+    # the stall alerts paged such a replica before they judged only series a whole window old.
     joined = {t.address for t in fleet.joiner_targets}
-    pending = f'{catalog.TRITON_PENDING}{{{sel},instance="127.0.0.1:{fleet.joiner.port}"}}'
+    instance = f'instance="127.0.0.1:{fleet.joiner.port}"'
+    pending = f"{catalog.TRITON_PENDING}{{{sel},{instance}}}"
+    success = f"{catalog.TRITON_SUCCESS}{{{sel},{instance}}}"
     _retarget(fleet, fleet.joiner_targets, set())
     for url in (vm, fleet.whole.url):
         wait_until(
             lambda u=url: scalar(u, pending) == 3, 60, f"the joining replica's pending requests in {url}"
         )
+    # Its first 5 samples on each engine complete nothing (vmalert's rounds and the whole Prometheus's
+    # evaluations see them); then its requests complete.
+    for url in (vm, fleet.whole.url):
+        wait_until(
+            lambda u=url: (scalar(u, f"count_over_time({success}[1m])") or 0) >= 5,
+            60,
+            f"5 samples of the joining replica in {url}",
+        )
+    # (not changes(): VictoriaMetrics counts a series' first sample as a change)
+    frozen = f"max_over_time({success}[1m]) - min_over_time({success}[1m])"
+    assert scalar(vm, frozen) == scalar(fleet.whole.url, frozen) == 0
+    fleet.joiner.frozen = False
     wait_until(lambda: len(query(vm, "up == 1")) == len(everyone | joined), 60, "the joined replica up")
     joined_at = time.monotonic()
     # Watched past the first stall window (2m for this model) and its first judgement.
@@ -475,9 +491,10 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
     # It was there all along, with requests pending at every sample, and completing.
     for url in (vm, fleet.whole.url):
         assert scalar(url, f"min_over_time({pending}[{catalog.STALL_WINDOWS[0]}])") == 3, url
-        success = f'{catalog.TRITON_SUCCESS}{{{sel},instance="127.0.0.1:{fleet.joiner.port}"}}'
         assert (scalar(url, f"increase({success}[{catalog.STALL_WINDOWS[0]}])") or 0) > 0, url
-    print(f"a replica joined with 3 requests pending: no stall alert on either engine over {window} s")
+    print(
+        f"a replica joined with 3 requests pending, 5 scrapes without completions: no stall over {window} s"
+    )
 
     before = {json.dumps(a, sort_keys=True) for a in _firing(fleet.alertmanager)}
     # What the fleet's own data makes active (e.g. the recorded batches fill 2 % of max_batch_size:

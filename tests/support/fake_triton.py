@@ -10,7 +10,8 @@ Faults (``metrics_mode``): ``html``, ``garbage`` (random bytes), ``bad_line`` (a
 one line that is not the format), ``bad_value`` (one kept counter's value not a number), ``hang`` (accept, never answer), ``trickle`` (headers, then a byte
 now and then), ``flap`` (every other answer 503), ``status503``, ``gzip_bomb`` (small on the wire,
 over the cap once inflated); ``padding`` makes good payloads oversized, ``clones`` adds models, ``pending``
-sets fraud_detector's pending request count (a busy server). ``restart()`` stops listening and,
+sets fraud_detector's pending request count (a busy server), ``frozen`` holds every counter (a model
+warming up with requests queued). ``restart()`` stops listening and,
 on ``resume()``, counters start again from 0, as after a Triton restart. The API side
 (``/v2/repository/index``, ``/v2/models/<m>/config``, ``/v2/models/stats``) serves the recorded JSON,
 or hangs (``api_mode = "hang"``), or answers statistics of the wrong shape (``wrong_shape``) or with a
@@ -116,6 +117,7 @@ class FakeTriton:
         self.hang_configs = False  # every model config request hangs (the rest of the API answers)
         self.extra_lines = b""  # appended to every good /metrics payload (hostile lines)
         self.pending: float | None = None  # fraud_detector's pending requests, when not the recorded gauge
+        self.frozen = False  # counters do not advance while set
         self.requests: collections.Counter[str] = collections.Counter()  # API requests by path
         self.lock = threading.Lock()
         self.index = json.loads((DATA / "triton_repository_index.json").read_text())
@@ -175,7 +177,7 @@ class FakeTriton:
     # --- payloads ----------------------------------------------------------------------------
     def good_payload(self) -> bytes:
         with self.lock:
-            self.steps += 1
+            self.steps += 0 if self.frozen else 1
             self.good += 1
             text = self.recorded.render(self.steps, self.restarted, self.clones)
         if self.pending is not None:
