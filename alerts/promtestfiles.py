@@ -24,6 +24,7 @@ from tritonwatch.alerts.promtests import (
     ready_cases,
     server_cases,
     sidecar_cases,
+    uncounted_cases,
     watchdog_cases,
 )
 from tritonwatch.alerts.stallcases import stall_cases
@@ -48,7 +49,13 @@ def test_files(spec: SLOFile) -> dict[str, dict[str, Any]]:
     for slo in sorted(spec.slos, key=lambda s: s.model):
         for objective in catalog.OPERATIONAL_OBJECTIVES:
             ops += operational_cases(spec, slo, objective)
-    ops += headroom_cases(spec) + gpu_cases(spec) + sidecar_cases(spec) + watchdog_cases(spec)
+    ops += (
+        uncounted_cases(spec)
+        + headroom_cases(spec)
+        + gpu_cases(spec)
+        + sidecar_cases(spec)
+        + watchdog_cases(spec)
+    )
     files = {"tests/operational.test.yml": _file(ops, OPERATIONAL_RULES)}
     if slo_cases:
         files["tests/slo.test.yml"] = _file(slo_cases, SLO_RULES)

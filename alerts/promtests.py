@@ -404,6 +404,27 @@ def ready_cases(spec: SLOFile) -> list[Case]:
     return [down, ready]
 
 
+def uncounted_cases(spec: SLOFile) -> list[Case]:
+    """An availability SLO on Triton's counters of a model marked as not counting its errors fires;
+    the same SLO's model unmarked, and another model marked, are quiet."""
+    out = []
+    for obj in rules.uncounted_objectives(spec):
+        marked = sidecar_labels(spec, **{catalog.MODEL: obj.model, catalog.VERSION: VERSION})
+        blind = Case(f"{obj.name} reads Triton's counters of a python model")
+        blind.add(catalog.MODEL_UNCOUNTED_ERRORS, {**marked, "reason": "python_backend"}, gauge(1, 10))
+        labels = {catalog.MODEL: obj.model, "reason": "python_backend", **_group(spec)}
+        labels.update({rules.SEVERITY: "ticket", rules.SLO_LABEL: obj.name})
+        alert = expected(spec, rules.ERRORS_UNCOUNTED, labels, {"slo": obj.name})
+        blind.checks.append(Check("5m", rules.ERRORS_UNCOUNTED, (alert,)))
+        other = {**marked, catalog.MODEL: f"not_{obj.model}", "reason": "decoupled"}
+        seeing = Case(f"{obj.name} on a model Triton counts is quiet")
+        seeing.add(catalog.MODEL_UNCOUNTED_ERRORS, other, gauge(1, 10))
+        seeing.add(catalog.MODEL_READY, marked, gauge(1, 10))
+        seeing.checks.append(Check("5m", rules.ERRORS_UNCOUNTED))
+        out += [blind, seeing]
+    return out
+
+
 def gpu_cases(spec: SLOFile) -> list[Case]:
     labels = sidecar_labels(spec, gpu_uuid=GPU)
     out = []

@@ -11,7 +11,8 @@
   ``budget_rules`` (``slo:objective:ratio``, ``slo:error_budget_remaining:ratio``), ``burn_alerts``
   (``TritonSLOErrorBudgetBurn``, one rule per severity) and ``nodata_alerts`` (``TritonSLONoData``).
 * ``operational.rules.yml`` -- ``operational_alerts``: server down, model not ready, queue time,
-  batch efficiency, cache hit ratio, GPU memory, XID, sidecar down and stale, Watchdog.
+  batch efficiency, cache hit ratio, an availability SLI blind to uncounted errors, GPU memory, XID,
+  sidecar down and stale, Watchdog.
 
 ``add_runbook_links`` runs last and gives every alert its ``runbook_url``.
 
@@ -33,6 +34,7 @@ from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is ho
     BUDGET_REMAINING_RECORD,
     BURN,
     CAUSE,
+    ERRORS_UNCOUNTED,
     FOR,
     GPU_MEMORY_NEAR_FULL,
     GPU_XID,
@@ -405,6 +407,7 @@ def operational_alerts(spec: SLOFile) -> list[Group]:
             limit = slo.limit(o)
             if limit is not None:
                 rules.append(_per_model(spec, o.alert.name, slo, o.record, o.op, limit))
+    rules += [uncounted_alert(spec, o) for o in uncounted_objectives(spec)]
     rules.append(
         _alert(
             catalog.NEAR_CAPACITY_ALERT, headroom.near_capacity_expr(), ticket, headroom.near_capacity_texts()
@@ -425,6 +428,20 @@ def operational_alerts(spec: SLOFile) -> list[Group]:
         _alert(WATCHDOG, "vector(1)", {SEVERITY: "none"}),
     ]
     return [{"name": "tritonwatch-operational", "rules": rules}]
+
+
+def uncounted_objectives(spec: SLOFile) -> list[Objective]:
+    """The availability objectives whose SLI reads Triton's counters (not ``from:`` a front)."""
+    objs = (o for o in spec.objectives() if o.kind == "availability" and front_counters(spec, o) is None)
+    return sorted(objs, key=lambda o: o.name)
+
+
+def uncounted_alert(spec: SLOFile, obj: Objective) -> Rule:
+    """That SLI is blind while the sidecar marks its model as one whose errors Triton may not count."""
+    marked = _select(catalog.MODEL_UNCOUNTED_ERRORS, _model(obj.model))
+    expr = f"max by ({_by(spec, catalog.MODEL, 'reason')}) ({marked}) > 0"
+    # The SLO is a static label, not in $labels at template time: spelled out.
+    return _alert(ERRORS_UNCOUNTED, expr, {SEVERITY: "ticket", SLO_LABEL: obj.name}, {"slo": obj.name})
 
 
 # --- step 5: runbook links ----------------------------------------------------------------------

@@ -11,7 +11,8 @@ Emits, across replicas and per Triton process (``instance``) and the SLO file's 
   worst 5m mean request latency over ``STALL_LATENCY_LOOKBACK``, at least the first stall window;
 * ``TritonModelStalled`` (page): per model, version and instance, the window chosen from that record
   among ``STALL_WINDOWS`` (``STALL_DEFAULT_WINDOW`` for a model with no latency in the lookback);
-  its value is the fewest requests pending over the window;
+  its value is the fewest requests pending over the window; a series younger than its window is
+  not judged (``_aged``);
 * ``TritonServerStalled`` (page): per instance, every stalled model counted, while no model on it
   completed anything over the first window; its value is the number of stalled models.
 """
@@ -56,12 +57,23 @@ def _completed(by: str, window: str, family: str) -> str:
     return f"sum by ({by}) (increase({family}[{window}]))"
 
 
+def _aged(by: str, window: str) -> str:
+    # Only a series that already had a sample a whole window ago is judged: VictoriaMetrics reads
+    # increase() over a series' first samples as 0 where Prometheus returns nothing, so a replica
+    # that just started (scale-up, restart, model load) with requests pending would page on one
+    # engine and not the other. An instant ``offset`` selector finds no sample before a series'
+    # first on both, whatever the scrape interval.
+    return f"count by ({by}) ({catalog.STALL_COMPLETIONS[0]} offset {window})"
+
+
 def stalled(by: str, window: str) -> str:
-    """Requests pending at every sample of ``window`` and no success or failure in it, per ``by``."""
+    """Requests pending at every sample of ``window`` and no success or failure in it, per ``by``,
+    on a series that existed a whole ``window`` ago."""
     success, failure = catalog.STALL_COMPLETIONS
     pending = f"sum by ({by}) (min_over_time({catalog.TRITON_PENDING}[{window}])) > 0"
     return (
         f"(({pending})\n  and on ({by}) ({_completed(by, window, success)} == 0)\n"
+        f"  and on ({by}) {_aged(by, window)}\n"
         f"  unless on ({by}) ({_completed(by, window, failure)} > 0))"
     )
 

@@ -1,5 +1,6 @@
 """promtool cases for the stall alerts (``alerts/stall.py``): a wedge pages; idle periods, slow
-batches and restarts stay quiet; a slow model that really wedges pages after its longer window.
+batches, restarts and a replica joining with requests pending stay quiet; a slow model that really
+wedges pages after its longer window.
 
 Samples are a minute apart (``promtests.INTERVAL``). Traffic stops after sample 9 (9m); the fast
 model's mean latency is 50 ms (its stall window the first, 2m), the slow one's 40 s (400 s: 10m).
@@ -90,4 +91,17 @@ def stall_cases(spec: SLOFile) -> list[Case]:
         "0x9 1x20",
     )
     slow_wedge.checks += _quiet("14m", "19m") + _at("20m", _alerts(spec, SLOW, "1", "1"))
-    return [wedge, idle, restart, slow, slow_wedge]
+
+    # A replica joins at 5m (a scale-up; a restart, model load or new version starts series the
+    # same way) with 4 requests pending from its first sample and its first completions in its
+    # second minute, beside one serving steadily all along (which gives the model its 2m window).
+    # At 6m its two samples show no completion: a rule judging a series younger than its window
+    # pages there (and VictoriaMetrics reads increase() over a lone first sample as 0).
+    young = _fast(Case("a replica joining with requests pending is quiet"), spec, "1x29", "0+60x29")
+    labels = triton_labels(spec, FAST, instance="triton-new:8002")
+    young.add(catalog.TRITON_SUCCESS, labels, "_x5 0 0 60+60x22")
+    young.add(catalog.TRITON_FAILURE, {**labels, "reason": "BACKEND"}, "_x5 0x24")
+    young.add(catalog.triton_duration("request"), labels, "_x5 0 0 3000000+3000000x22")
+    young.add(catalog.TRITON_PENDING, labels, "_x5 4x24")
+    young.checks += _quiet("5m", "6m", "7m", "12m")
+    return [wedge, idle, restart, slow, slow_wedge, young]

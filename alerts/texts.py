@@ -29,6 +29,7 @@ GPU_XID = catalog.GPU_XID_ALERT
 SIDECAR_DOWN = catalog.SIDECAR_DOWN_ALERT
 SIDECAR_STALE = catalog.SIDECAR_STALE_ALERT
 WATCHDOG = catalog.WATCHDOG_ALERT
+ERRORS_UNCOUNTED = catalog.SLO_ERRORS_UNCOUNTED_ALERT
 # The per-model operational objectives (queue time, batch efficiency, cache hit ratio), by alert name.
 OPERATIONAL = {o.alert.name: o for o in catalog.OPERATIONAL_OBJECTIVES}
 # TritonServerDown has two rules (a target down, no target at all) with texts of their own.

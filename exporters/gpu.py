@@ -53,7 +53,7 @@ from tritonwatch.exporters.gpuquery import (
 from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.placement import NO_CONFIG, Placement, gpu_fractions, split_by_config
 from tritonwatch.exporters.snapshot import Snapshots, TritonSnapshot
-from tritonwatch.exporters.source import Health, Source
+from tritonwatch.exporters.source import Health, Partial, Source, skipped_lines
 from tritonwatch.exporters.triton import ApiState, BatchStat
 from tritonwatch.exporters.window import IncreaseWindow, ModelKey
 from tritonwatch.fetch import MAX_LINE_BYTES, Fetcher
@@ -111,15 +111,17 @@ class DcgmSource(Source):
     def describe(self) -> str:
         return self.url
 
-    def scrape(self) -> None:
+    def scrape(self) -> Partial | None:
         payload = self.fetcher.get(self.url)
         now = self.clock()
-        readings = dcgm_readings(parse(payload, catalog.DCGM_FAMILIES))
+        parsed = parse(payload, catalog.DCGM_FAMILIES)
+        readings = dcgm_readings(parsed)
         with self.lock:
             self.energy.ingest(
                 now, ((k, k, r.energy_joules) for k, r in readings.items() if r.energy_joules is not None)
             )
             self.readings = readings
+        return skipped_lines(self.url, self.fetcher.skipped, parsed.skipped)
 
     def on_failure(self) -> None:
         with self.lock:

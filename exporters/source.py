@@ -79,6 +79,13 @@ class Partial:
     up: bool
 
 
+def skipped_lines(url: str, fetched: Sequence[str], parsed: Sequence[str]) -> Partial | None:
+    """A payload kept whole but for lines too long to read (``Fetcher.skipped``) or to decode
+    (``Parsed.skipped``): the target stays up and each skipped line is counted by its reason."""
+    errors = [("line_too_long", m) for m in fetched] + [("labels_too_long", f"{url}: {m}") for m in parsed]
+    return Partial(errors, up=True) if errors else None
+
+
 class Source:
     """Runs ``scrape()`` every ``interval`` seconds in a daemon thread and records its health."""
 

@@ -22,7 +22,7 @@ from tritonwatch.exporters.batching import batching_config
 from tritonwatch.exporters.derive import evaluate_many
 from tritonwatch.exporters.placement import Placement, placement
 from tritonwatch.exporters.snapshot import Snapshots, TritonSnapshot
-from tritonwatch.exporters.source import Partial, Source
+from tritonwatch.exporters.source import Partial, Source, skipped_lines
 from tritonwatch.exporters.window import CounterWindow, ModelKey, model_key
 from tritonwatch.fetch import MAX_LINE_BYTES, Fetcher, ScrapeError
 from tritonwatch.modelconfig import MAX_INT32
@@ -63,7 +63,7 @@ class TritonMetrics(Source):
     def describe(self) -> str:
         return self.url
 
-    def scrape(self) -> None:
+    def scrape(self) -> Partial | None:
         try:
             payload = self.fetcher.get(self.url)
         except ScrapeError as exc:  # the line budget holds as lines arrive: the flood is never held
@@ -84,7 +84,8 @@ class TritonMetrics(Source):
                     f"{MODELS_REFUSED_FLOOR}): refused before parsing",
                 )
         now = self.clock()
-        samples = self._cap_models(self.parser.parse(payload))
+        parsed = self.parser.parse(payload)
+        samples = self._cap_models(parsed)
         with self.lock:
             window = self.window
             window.ingest(now, samples)
@@ -94,6 +95,7 @@ class TritonMetrics(Source):
         self._scrapes += 1
         if self._scrapes % TRIM_EVERY == 0:
             memory.trim()
+        return skipped_lines(self.url, self.fetcher.skipped, parsed.skipped)
 
     def on_failure(self) -> None:
         self.snapshots.down()

@@ -251,14 +251,41 @@ def test_operational_alerts_per_model_only_for_configured_objectives() -> None:
     spec = slo.parse(doc)
     ops = rules.operational_alerts(spec)[0]["rules"]
     per_model = [(r["alert"], r["expr"]) for r in ops if 'model="' in r["expr"]]
+    # b's availability reads Triton's counters: blind while the sidecar marks b (TritonSLOErrorsUncounted).
     assert per_model == [
-        (rules.QUEUE_TIME_HIGH, 'model:tritonwatch_queue_time_ratio:rate5m{model="a"} > 0.4')
+        (rules.QUEUE_TIME_HIGH, 'model:tritonwatch_queue_time_ratio:rate5m{model="a"} > 0.4'),
+        (
+            rules.ERRORS_UNCOUNTED,
+            'max by (model, reason) (tritonwatch_model_uncounted_errors_info{model="b"}) > 0',
+        ),
     ]
     queue = next(r for r in ops if r["alert"] == rules.QUEUE_TIME_HIGH)
     assert "at most 40%" in queue["annotations"]["description"]
     # No availability or latency objective for a: no SLO group for it; b has availability only.
     assert [g["name"] for g in rules.slo_groups(spec)] == ["tritonwatch-slo-b-availability"]
     assert rules.nodata_alerts(spec, spec.objectives()[0]) == []
+
+
+def test_an_availability_slo_from_a_front_gets_no_uncounted_errors_alert() -> None:
+    doc = yaml.safe_load(SLO_FILE.read_text())
+    front = {"errors": 'lb_responses_total{code="5xx"}', "total": "lb_responses_total"}
+    doc["spec"]["grouping"] = ["cluster"]
+    doc["spec"]["slos"] = [
+        {"model": "a", "availability": {"objective": 99, "from": front}},
+        {"model": "b", "availability": {"objective": 99}, "latency": {"threshold": "1s", "objective": 99}},
+    ]
+    ops = rules.operational_alerts(slo.parse(doc))[0]["rules"]
+    blind = [r for r in ops if r["alert"] == rules.ERRORS_UNCOUNTED]
+    assert [(r["expr"], r["labels"]) for r in blind] == [
+        (
+            'max by (model, reason, cluster) (tritonwatch_model_uncounted_errors_info{model="b"}) > 0',
+            {rules.SEVERITY: "ticket", rules.SLO_LABEL: "b-availability"},
+        )
+    ]
+    assert blind[0]["annotations"]["summary"] == (
+        "SLO b-availability cannot see {{ $labels.model }}'s errors: Triton does not count them "
+        "({{ $labels.reason }})"
+    )
 
 
 def test_operational_alerts_are_the_catalog_entries_with_their_for_and_texts() -> None:

@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from support.static_endpoint import serve, shutdown
+from support.static_endpoint import StaticEndpoint, serve, shutdown
 
-from tritonwatch.fetch import Fetcher, ScrapeError
+from tritonwatch.fetch import MAX_LINE_BYTES, Fetcher, ScrapeError
 
 LINE = b'nv_inference_count{model="m",version="1"} 1\n'  # 44 bytes
 
@@ -95,3 +95,52 @@ def test_a_payload_within_budget_is_held_once() -> None:
     assert got.count(b"\n") == len(payload) // len(LINE)
     # one buffer (realloc grows it by an eighth) and a 1 MiB chunk in flight; joined chunks: 2x
     assert peak < 1.3 * len(payload), f"peak {peak / 2**20:.1f} MiB for {len(payload) / 2**20:.1f} MiB"
+
+
+# --- a line over MAX_LINE_BYTES: skipped to its end as it arrives, the rest kept ---------------------
+LONG = b'nv_inference_count{model="' + b"x" * (5 * 2**20) + b'",version="1"} 1\n'  # 5 MiB
+
+
+@pytest.mark.parametrize(
+    ("body", "kept", "skipped"),
+    [
+        (LINE * 1000 + LONG + LINE * 1000, LINE * 2000, 1),
+        (LONG + LINE * 3, LINE * 3, 1),  # at the start
+        (LINE * 3 + LONG[:-1], LINE * 3, 1),  # last, with no newline
+        (LINE + LONG + LONG + LINE, LINE * 2, 2),  # two in a row
+        (LINE * 3 + b"y" * (MAX_LINE_BYTES - 1) + b"\n" + LINE, None, 0),  # at the limit: kept
+        # a short line that ends right where a chunk boundary falls, then a long one
+        (b"z" * (2**20 - 1) + b"\n" + LONG + LINE, b"z" * (2**20 - 1) + b"\n" + LINE, 1),
+    ],
+    ids=["middle", "first", "last", "two", "at_limit", "at_chunk_boundary"],
+)
+def test_a_long_line_is_skipped_and_the_rest_of_the_payload_kept(
+    body: bytes, kept: bytes | None, skipped: int
+) -> None:
+    endpoint = StaticEndpoint(body).start()
+    try:
+        fetcher = Fetcher(timeout=30.0, max_line=MAX_LINE_BYTES)
+        tracemalloc.start()
+        try:
+            payload = fetcher.get(endpoint.url)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert bytes(payload) == (body if kept is None else kept)
+        assert fetcher.skipped == [f"{endpoint.url}: a line over {MAX_LINE_BYTES} bytes, skipped"] * skipped
+        if skipped:  # never the 5 MiB line whole: at most its first MiB and a chunk or two (~4 MiB)
+            assert peak < 5 * 2**20 + 2 * len(payload), f"peak {peak / 2**20:.1f} MiB"
+        assert fetcher.get(endpoint.url) == payload and len(fetcher.skipped) == skipped  # per read
+    finally:
+        endpoint.stop()
+
+
+def test_an_endless_line_is_counted_against_the_payload_cap() -> None:
+    """Skipped bytes still count as read: a target streaming one line for ever hits ``too_large``."""
+    endpoint = StaticEndpoint(LINE + b"x" * (8 * 2**20)).start()
+    try:
+        with pytest.raises(ScrapeError) as err:
+            Fetcher(timeout=30.0, max_bytes=4 * 2**20, max_line=MAX_LINE_BYTES).get(endpoint.url)
+        assert err.value.reason == "too_large"
+    finally:
+        endpoint.stop()

@@ -15,7 +15,10 @@ Topology, all real processes on loopback:
 Shown: the fleet request rate recorded by vmalert equals the sum of the replicas' rates read from
 the store at the same instant; each of the model's SLOs (availability, latency) burns and pages once
 (not per shard or replica);
-a replica that goes away (dropped from its shard's targets) pages nobody; every dashboard query
+a replica that joins under load with requests pending from its first scrape (a busy server scaled
+up) pages nobody, on vmalert over VictoriaMetrics (which reads ``increase()`` over a series' first
+samples as 0) nor on one Prometheus (``whole``) evaluating the same rules over every target; a
+replica that goes away (dropped from its shard's targets) pages nobody; every dashboard query
 parses on VictoriaMetrics and returns data there wherever it does on a shard.
 """
 
@@ -41,7 +44,7 @@ from support.vmstack import VictoriaMetrics, VMAlert
 from test_dashboards_live import LIVE_BUILTINS
 
 from tritonwatch import catalog
-from tritonwatch.alerts import layers
+from tritonwatch.alerts import layers, stall
 from tritonwatch.dashboards import promcheck
 from tritonwatch.dashboards.generate import render_all
 from tritonwatch.errors import TritonwatchError
@@ -67,6 +70,10 @@ class Fleet:
     sidecars: list[Any]
     tmp: Path
     vmalert: VMAlert
+    whole: Prometheus  # every target, every rule file: the same rules on Prometheus
+    whole_config: dict[str, Any]
+    joiner: FakeTriton  # serving from the start, scraped only once the test adds its targets
+    joiner_targets: list[ScrapeTarget]
 
 
 def query(url: str, expr: str, at: float | None = None) -> list[dict[str, Any]]:
@@ -183,6 +190,10 @@ def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
         fakes = [FakeTriton().start() for _ in range(REPLAYS)]
         for f in fakes:
             stack.callback(f.stop)
+        joiner = FakeTriton().start()
+        joiner.pending = 3  # a busy server: requests pending from its first scrape on
+        joiner.frozen = True  # and none completing yet, until the test says
+        stack.callback(joiner.stop)
         second.wait_ready(120)
         servers = [(triton.http_url, triton.metrics_url)] + [(f.base_url, f.metrics_url) for f in fakes]
         servers.append((second.http_url, second.metrics_url))
@@ -194,6 +205,14 @@ def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
             sidecars.append(side)
         triton_targets = [m.split("/")[2] for _, m in servers]
         sidecar_targets = [f"127.0.0.1:{s.port}" for s in sidecars]
+        joiner_side = Sidecar.local(joiner.base_url, joiner.metrics_url, interval=1, window=10).start()
+        stack.callback(joiner_side.stop)
+        joiner_targets = [
+            ScrapeTarget("triton", f"127.0.0.1:{joiner.port}", labels={SHARD_KEY: f"r{len(servers)}"}),
+            ScrapeTarget(
+                "tritonwatch", f"127.0.0.1:{joiner_side.port}", labels={SHARD_KEY: f"r{len(servers)}"}
+            ),
+        ]
         # Sharded on a fixed name per replica, not on the address: random ports could hash every
         # target to one shard. Triton and its sidecar go to the same shard, as a per-pod shard would.
         targets = [
@@ -213,18 +232,66 @@ def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
             shards.append(prom)
         vmalert = VMAlert(vmalert_bin, tmp_path / "vmalert", rule_files[layers.GLOBAL], store, am.url)
         stack.callback(vmalert.stop)
+        whole_config = prometheus_config(targets, rule_files[layers.GLOBAL] + rule_files[layers.REPLICA])
+        whole = Prometheus(tmp_path / "whole", whole_config)
+        stack.callback(whole.stop)
         # Live traffic on the real replicas too (light: the machine runs the whole fleet). Started after
         # the last child process: a fork while two load threads ran once warned "release unlocked lock".
         for seed, url in ((25, triton.http_url), (26, second.http_url)):
             load = LoadDriver(url, model=MODEL, concurrency=1, rps=5, seed=seed)
             stack.callback(load.stop)
             load.start()
-        for p in shards:
+        for p in [*shards, whole]:
             p.wait_ready()
         vmalert.wait_ready()
         yield Fleet(
-            triton_targets, sidecar_targets, shards, configs, store, am, fakes, sidecars, tmp_path, vmalert
+            triton_targets,
+            sidecar_targets,
+            shards,
+            configs,
+            store,
+            am,
+            fakes,
+            sidecars,
+            tmp_path,
+            vmalert,
+            whole,
+            whole_config,
+            joiner,
+            joiner_targets,
         )
+
+
+def _retarget(fleet: Fleet, add: list[ScrapeTarget], drop: set[str]) -> None:
+    """Every shard and the whole-fleet Prometheus: ``add`` these targets, ``drop`` those addresses."""
+    for prom, cfg in [
+        *zip(fleet.shards, fleet.shard_configs, strict=True),
+        (fleet.whole, fleet.whole_config),
+    ]:
+        for job in cfg["scrape_configs"]:
+            configs = job["static_configs"]
+            configs[:] = [sc for sc in configs if not set(sc["targets"]) & drop]
+            configs += [
+                {"targets": [t.address], "labels": dict(t.labels or {})}
+                for t in add
+                if t.job == job["job_name"]
+            ]
+        prom.config_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        requests.post(f"{prom.url}/-/reload", timeout=10).raise_for_status()
+
+
+STALLS = f'ALERTS{{alertname=~"{catalog.MODEL_STALLED_ALERT}|{catalog.SERVER_STALLED_ALERT}"}}'
+
+
+def _stalls(fleet: Fleet, over: str) -> dict[str, list[Any]]:
+    """Any stall alert, pending or firing, on either engine over ``over``: vmalert writes ALERTS to
+    the store, the whole-fleet Prometheus keeps its own."""
+    expr = f"max_over_time({STALLS}[{over}])"
+    return {
+        "victoriametrics": query(fleet.store.url, expr),
+        "prometheus": query(fleet.whole.url, expr),
+        "vmalert now": [a for a in _evaluated(fleet.vmalert) if "Stalled" in a],
+    }
 
 
 def _firing(am: Alertmanager) -> list[dict[str, str]]:
@@ -384,6 +451,51 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
     print(f"vmalert's slowest rounds (s) by group: {_slowest_rounds(_vmalert_metrics(fleet.vmalert))}")
     assert sorted(a["slo"] for a in burn) == sorted(slos), burn
     assert all(a["model"] == MODEL and "shard" not in a and "instance" not in a for a in burn), burn
+    # No stall so far on either engine (every replica's series started with the test).
+    assert not any(_stalls(fleet, "10m").values()), _stalls(fleet, "10m")
+
+    # A replica joins under load, with 3 requests of the model pending from its first scrape and none
+    # completing over its first scrapes (a busy server scaled up while its model warms up; a restart
+    # or a model load starts series the same way), then completing steadily. VictoriaMetrics reads
+    # increase() over a series' first sample as 0, and over a few frozen samples both engines read 0:
+    # the stall alerts paged such a replica before they judged only series a whole window old.
+    joined = {t.address for t in fleet.joiner_targets}
+    instance = f'instance="127.0.0.1:{fleet.joiner.port}"'
+    pending = f"{catalog.TRITON_PENDING}{{{sel},{instance}}}"
+    success = f"{catalog.TRITON_SUCCESS}{{{sel},{instance}}}"
+    _retarget(fleet, fleet.joiner_targets, set())
+    for url in (vm, fleet.whole.url):
+        wait_until(
+            lambda u=url: scalar(u, pending) == 3, 60, f"the joining replica's pending requests in {url}"
+        )
+    # Its first 5 samples on each engine complete nothing (vmalert's rounds and the whole Prometheus's
+    # evaluations see them); then its requests complete.
+    for url in (vm, fleet.whole.url):
+        wait_until(
+            lambda u=url: (scalar(u, f"count_over_time({success}[1m])") or 0) >= 5,
+            60,
+            f"5 samples of the joining replica in {url}",
+        )
+    # (not changes(): VictoriaMetrics counts a series' first sample as a change)
+    frozen = f"max_over_time({success}[1m]) - min_over_time({success}[1m])"
+    assert scalar(vm, frozen) == scalar(fleet.whole.url, frozen) == 0
+    fleet.joiner.frozen = False
+    wait_until(lambda: len(query(vm, "up == 1")) == len(everyone | joined), 60, "the joined replica up")
+    joined_at = time.monotonic()
+    # Watched past the first stall window (2m for this model) and its first judgement.
+    window = stall.seconds(catalog.STALL_WINDOWS[0]) + 20
+    while time.monotonic() - joined_at < window:
+        stalls = _stalls(fleet, "10m")
+        assert not any(stalls.values()), stalls
+        time.sleep(2)
+    # It was there all along, with requests pending at every sample, and completing.
+    for url in (vm, fleet.whole.url):
+        assert scalar(url, f"min_over_time({pending}[{catalog.STALL_WINDOWS[0]}])") == 3, url
+        assert (scalar(url, f"increase({success}[{catalog.STALL_WINDOWS[0]}])") or 0) > 0, url
+    print(
+        f"a replica joined with 3 requests pending, 5 scrapes without completions: no stall over {window} s"
+    )
+
     before = {json.dumps(a, sort_keys=True) for a in _firing(fleet.alertmanager)}
     # What the fleet's own data makes active (e.g. the recorded batches fill 2 % of max_batch_size:
     # TritonModelBatchEfficiencyLow starts pending) settles first: the same set over 4 evaluations.
@@ -400,19 +512,14 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
     # A replay replica goes away: its shard drops its two targets (scaled down), the server stops.
     gone = fleet.fakes[0]
     gone_targets = {f"127.0.0.1:{gone.port}", fleet.sidecar_targets[1]}
-    for prom, cfg in zip(fleet.shards, fleet.shard_configs, strict=True):
-        for job in cfg["scrape_configs"]:
-            for sc in job["static_configs"]:
-                sc["targets"] = [t for t in sc["targets"] if t not in gone_targets]
-        prom.config_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-        requests.post(f"{prom.url}/-/reload", timeout=10).raise_for_status()
+    _retarget(fleet, [], gone_targets)
 
     # Service discovery drops the targets before the pod stops, as in a scale-down. Prometheus applies
     # a reload's targets a few seconds later (its discovery updates are throttled): a server stopped at
     # once was scraped down in between, and TritonServerDown went pending (seen once under a full run).
     def scraped_anywhere() -> set[str]:
         active: set[str] = set()
-        for prom in fleet.shards:
+        for prom in [*fleet.shards, fleet.whole]:
             body = requests.get(f"{prom.url}/api/v1/targets", timeout=10).json()
             active |= {t["labels"]["instance"] for t in body["data"]["activeTargets"]}
         return active & gone_targets
@@ -421,7 +528,9 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
     fleet.sidecars[1].stop()
     gone.stop()
     wait_until(
-        lambda: len(query(vm, "up")) == len(everyone) - 2, 60, "the store to see the replica gone (stale)"
+        lambda: len(query(vm, "up")) == len(everyone | joined) - 2,
+        60,
+        "the store to see the replica gone (stale)",
     )
     # Ten evaluations after: nothing new fires.
     deadline = time.monotonic() + 20
@@ -432,6 +541,8 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
         pending = _evaluated(fleet.vmalert)
         assert pending <= pending_before, sorted(pending - pending_before)
         time.sleep(1)
+    # No stall alert at any evaluation since the test began, on either engine.
+    assert not any(_stalls(fleet, "15m").values()), _stalls(fleet, "15m")
 
     # Every dashboard query parses on VictoriaMetrics and has data there wherever a shard has it.
     dashes = {name: json.loads(data) for name, data in render_all().items()}

@@ -7,8 +7,9 @@ Prometheus scrapes HAProxy, Triton and the sidecar with the rules ``tritonwatch 
 ``alerts/examples/haproxy-slo.yaml``. The SLO's recorded error ratio must be the share of 5xx the
 clients saw, while Triton's own error ratio reads 0, and the sidecar marks both models. The dashboards'
 gap panel and the capacity report read the same; ``tritonwatch rules --triton`` warns for steady,
-whose availability reads Triton's counters. On the session's Triton, the decoupled ``streamer`` is
-marked ``decoupled`` too.
+whose availability reads Triton's counters, and at run time ``TritonSLOErrorsUncounted`` fires for
+steady's SLO and not for flaky's. On the session's Triton, the decoupled ``streamer`` is marked
+``decoupled`` too.
 """
 
 from __future__ import annotations
@@ -212,6 +213,23 @@ def test_slo_error_ratio_is_what_clients_saw_while_triton_reads_zero(stack: Stac
         "flaky": "python_backend",
         "steady": "python_backend",
     }
+    # The rules say it at run time: steady's availability SLO is blind (a ticket naming it); flaky's
+    # SLI comes from HAProxy, so it has no such rule, though flaky is marked too.
+    blind = f'ALERTS{{alertname="{catalog.SLO_ERRORS_UNCOUNTED_ALERT}",alertstate="firing"}}'
+    _poll(lambda: stack.query(blind), f"{catalog.SLO_ERRORS_UNCOUNTED_ALERT} firing")
+    assert [r["metric"] for r in stack.query(blind)] == [
+        {
+            "__name__": "ALERTS",
+            "alertname": catalog.SLO_ERRORS_UNCOUNTED_ALERT,
+            "alertstate": "firing",
+            "model": "steady",
+            "reason": "python_backend",
+            "severity": "ticket",
+            "slo": "steady-availability",
+        }
+    ]
+    rules_doc = (stack.rules_dir / "operational.rules.yml").read_text()
+    assert rules_doc.count(f"alert: {catalog.SLO_ERRORS_UNCOUNTED_ALERT}") == 1
 
 
 @pytest.mark.triton

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from tritonwatch import catalog
-from tritonwatch.expfmt import ExpositionError, Parser, SeriesView, parse
+from tritonwatch.expfmt import MAX_LABELS_TEXT, ExpositionError, Parser, SeriesView, parse
 from tritonwatch.exporters.traces import otlp
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -151,7 +151,7 @@ def payload_sequences(draw: st.DrawFn) -> tuple[list[str], list[str] | None, boo
     payloads = []
     for _ in range(draw(st.integers(1, 5))):
         lines = list(base)
-        op = draw(st.sampled_from(["same", "values", "tokens", "suffix", "junk", "drop"]))
+        op = draw(st.sampled_from(["same", "values", "tokens", "suffix", "junk", "drop", "long"]))
         if op == "values":  # same series, new values: the parser's fast path
             lines = [
                 ln if ln.startswith("#") else ln.rpartition(" ")[0] + " " + render_value(draw(sample_values))
@@ -168,6 +168,9 @@ def payload_sequences(draw: st.DrawFn) -> tuple[list[str], list[str] | None, boo
             lines.insert(draw(st.integers(0, len(lines))), draw(_JUNK))
         elif op == "drop" and lines:
             del lines[draw(st.integers(0, len(lines) - 1))]
+        elif op == "long":  # labels over MAX_LABELS_TEXT: that line skipped, the rest read
+            name = draw(st.sampled_from([f["name"] for f in fams]))
+            lines.insert(draw(st.integers(0, len(lines))), f'{name}{{a="{"x" * (MAX_LABELS_TEXT + 1)}"}} 1')
         payloads.append("\n".join(lines) + "\n")
     names = [f["name"] for f in fams]
     keep = draw(st.one_of(st.none(), st.lists(st.sampled_from(names), unique=True)))
@@ -176,9 +179,10 @@ def payload_sequences(draw: st.DrawFn) -> tuple[list[str], list[str] | None, boo
 
 def outcome(fn: Any) -> Any:
     try:
-        return ("ok", flat_ours(fn()))
+        parsed = fn()
     except ExpositionError:
         return ("error", None)
+    return ("ok", flat_ours(parsed), len(parsed.skipped))
 
 
 @pytest.mark.slow  # many examples, over 4 s
@@ -194,7 +198,7 @@ def test_reused_parser_gives_what_a_fresh_parse_gives(case: tuple[list[str], lis
         except ExpositionError:
             assert fresh == ("error", None)
             continue
-        assert ("ok", flat_ours(parsed)) == fresh
+        assert ("ok", flat_ours(parsed), len(parsed.skipped)) == fresh
         if parsed.layout is not None:
             # The flat values handed to the window are the samples, in layout order.
             flat = {

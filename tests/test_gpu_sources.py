@@ -24,6 +24,7 @@ from tritonwatch.exporters.gpu import DcgmSource, GpuPart, TritonGpuWindow
 from tritonwatch.exporters.gpuquery import GpuReading, dcgm_readings
 from tritonwatch.exporters.triton import TritonMetrics
 from tritonwatch.exporters.window import CounterWindow
+from tritonwatch.fetch import MAX_LINE_BYTES
 
 DATA = Path(__file__).resolve().parent / "data"
 REAL_GPU = "GPU-951eeeeb-d284-d263-688e-d98a5306389b"  # the real Triton scrape's GPU
@@ -187,3 +188,27 @@ def test_dcgm_serving_only_other_gpus_leaves_tritons_gpu_to_triton() -> None:
     assert by(got, catalog.GPU_INFO, catalog.GPU_UUID, catalog.SOURCE) == {(REAL_GPU, "triton"): 1.0}
     assert per_gpu(got, catalog.GPU_POWER) == {REAL_GPU: 32.09}
     assert got[catalog.GPU_TEMPERATURE] == {}  # DCGM-only, and DCGM does not serve this GPU
+
+
+@pytest.mark.parametrize("length", [2 * 2**20, 100 * 2**10], ids=["over_the_line_cap", "labels_over_64k"])
+def test_a_long_dcgm_line_is_skipped_and_counted_and_the_other_gpus_kept(length: int) -> None:
+    """Before: one line over 1 MiB stopped the read and one label over 64 KiB refused the payload:
+    every GPU's readings went with it."""
+    clean = (DATA / "dcgm_node2gpu_1.txt").read_text()
+    lines = clean.splitlines(keepends=True)
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("DCGM_FI_DEV_GPU_UTIL{"))
+    long = 'DCGM_FI_DEV_GPU_UTIL{gpu="9",UUID="' + "x" * length + '"} 50\n'
+    hostile = "".join(lines[:at] + [long] + lines[at:])
+    readings = {}
+    for name, payload in (("clean", clean), ("hostile", hostile)):
+        endpoint = StaticEndpoint(payload.encode()).start()
+        try:
+            source = DcgmSource(endpoint.url, 60.0, 1.0, 5.0, 1 << 26, clock=Clock())
+            assert source.step()
+            readings[name] = source.readings
+            assert source.health.up == 1.0
+            reason = "line_too_long" if length > MAX_LINE_BYTES else "labels_too_long"
+            assert source.health.errors == ({reason: 1.0} if name == "hostile" else {})
+        finally:
+            endpoint.stop()
+    assert readings["hostile"] == readings["clean"] and len(readings["clean"]) >= 2

@@ -21,7 +21,7 @@ from support.harness import models_served, poll, read_metrics, running_sidecar, 
 from support.sidecar import sidecar_argv
 
 from tritonwatch import catalog
-from tritonwatch.expfmt import MAX_LABELS_TEXT, ExpositionLimitError, Parser
+from tritonwatch.expfmt import MAX_LABELS_TEXT, LabelSet, Parser, Samples
 from tritonwatch.exporters.triton import MAX_BATCH_SIZES, TritonApi
 from tritonwatch.fetch import MAX_LINE_BYTES
 from tritonwatch.local.procs import Managed, free_port, wait_until
@@ -48,53 +48,108 @@ def peak_rss_mib(pid: int) -> float:
 
 
 # --- case 1: one long label value ---------------------------------------------------------------
-def test_a_5mb_label_value_is_refused_with_bounded_memory_fast_gets_and_sigterm(
-    fake: FakeTriton, tmp_path: Path
+HOSTILE_MODEL = "m047"
+
+
+def _per_model(samples: Samples, model: str) -> dict[tuple[str, LabelSet], float]:
+    """Every sample the sidecar serves for ``model``, keyed by name and its other labels."""
+    return {
+        (name, tuple((k, v) for k, v in ls if k != "model")): v
+        for name, series in samples.items()
+        for ls, v in series.items()
+        if dict(ls).get("model") == model
+    }
+
+
+def test_a_5mb_label_line_is_skipped_and_the_other_models_kept_with_bounded_memory(
+    tmp_path: Path,
 ) -> None:
-    """Before: the label regex kept a backtracking point per character, ~175 bytes each (a 5 MB value
-    peaked at 900 MB, each parse took ~3 s holding the GIL, GETs timed out and SIGTERM waited)."""
+    """Before: one line over 1 MiB stopped the read, and the whole scrape was refused (every model's
+    rates and readiness gone while the line was there); before that, the label regex kept a
+    backtracking point per character (a 5 MB value peaked at 900 MB and held the GIL for seconds).
+
+    50 models: fraud_detector, fail_always and 48 copies of fraud_detector (``m000``...), so that a
+    copy reads, in the same /metrics, exactly what fraud_detector does: the sidecar's rates divide by
+    its own scrape times, which no second process could share."""
+    fake = FakeTriton(clones=48)
+    fake.index = fake.index + [{"name": f"m{i:03d}", "state": "READY", "version": "1"} for i in range(48)]
+    fake.start()
     port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"
     argv = sidecar_argv(fake.base_url, fake.metrics_url, port, "--timeout", "0.8")
-    with Managed("sidecar", argv, log_path=tmp_path / "sidecar.log") as sidecar:
-        wait_until(lambda: _answers(url), 30, "sidecar /metrics")
-        poll(port, lambda s: models_served(s) == BOTH, "both models served", timeout=30)
-        normal = peak_rss_mib(sidecar.pid)
-        value_5mb = "x" * (5 * 2**20)
-        fake.extra_lines = f'nv_inference_request_success{{model="{value_5mb}",version="1"}} 1\n'.encode()
-        took: list[float] = []
+    try:
+        with Managed("sidecar", argv, log_path=tmp_path / "sidecar.log") as sidecar:
+            wait_until(lambda: _answers(url), 30, "sidecar /metrics")
+            clean = poll(port, lambda s: len(models_served(s)) == 50, "50 models served", timeout=30)
+            normal = peak_rss_mib(sidecar.pid)
+            value_5mb = "x" * (5 * 2**20)
+            line = (
+                f'nv_inference_request_success{{model="{HOSTILE_MODEL}",version="1",tag="{value_5mb}"}} 1\n'
+            )
+            fake.extra_lines = line.encode()
+            took: list[float] = []
 
-        def refused_twice(s: object) -> bool:
-            took.append(_timed_get(url))
-            return errors(s, "triton", "line_too_long") >= 2
+            def skipped_twice(s: object) -> bool:
+                took.append(_timed_get(url))
+                return errors(s, "triton", "line_too_long") >= 2
 
-        s = poll(port, refused_twice, "the long label refused twice", timeout=30)
-        assert value(s, catalog.UP, target="triton") == 0.0
-        assert errors(s, "triton", "parse") == 0.0  # its own reason, not a generic parse error
-        peak = peak_rss_mib(sidecar.pid)
-        # The read stops at the first MiB-long line: a few chunks in memory, not copies of 5 MiB.
-        assert peak < normal + 30, f"peak RSS {peak:.0f} MiB, {normal:.0f} MiB before the long label"
-        assert sorted(took)[len(took) // 2] < 0.1, f"GET median {sorted(took)[len(took) // 2]:.3f}s"
-        log = (tmp_path / "sidecar.log").read_text()
-        assert f"{fake.metrics_url}: a line over {MAX_LINE_BYTES} bytes" in log  # one line naming the source
-        fake.extra_lines = b""
-        poll(port, lambda s: value(s, catalog.UP, target="triton") == 1.0, "the target back", timeout=30)
-        start = time.monotonic()
-        sidecar.signal_group(signal.SIGTERM)
-        sidecar.proc.wait(timeout=10)
-        assert time.monotonic() - start < 10
-        assert sidecar.proc.returncode == 0
+            s = poll(port, skipped_twice, "the long line skipped twice", timeout=30)
+            assert value(s, catalog.UP, target="triton") == 1.0  # the rest of the payload kept
+            assert errors(s, "triton", "parse") == errors(s, "triton", "labels_too_long") == 0.0
+            assert len(models_served(s)) == 50
+            reference = _per_model(s, "fraud_detector")
+            assert reference.keys() == _per_model(clean, "fraud_detector").keys()
+            assert reference[(catalog.MODEL_READY, (("version", "1"),))] == 1.0
+            assert reference[(catalog.REQUEST_RATE, (("version", "1"),))] > 0
+            for i in range(48):
+                model = f"m{i:03d}"
+                got = _per_model(s, model)
+                assert got.keys() == _per_model(clean, model).keys(), model  # no series lost
+                # What comes from /metrics is fraud_detector's (the API's statistics are not copied).
+                shared = got.keys() & reference.keys()
+                assert (catalog.REQUEST_RATE, (("version", "1"),)) in shared
+                assert (catalog.MODEL_READY, (("version", "1"),)) in shared
+                for key in shared:
+                    assert got[key] == pytest.approx(reference[key], rel=1e-9, abs=1e-9), (model, key)
+            assert _per_model(s, "fail_always").keys() == _per_model(clean, "fail_always").keys()
+            assert value(s, catalog.MODEL_READY, model="fail_always", version="1") == 1.0
+            peak = peak_rss_mib(sidecar.pid)
+            # The line is dropped as it arrives: at most a MiB of it and a chunk are ever held.
+            assert peak < normal + 30, f"peak RSS {peak:.0f} MiB, {normal:.0f} MiB before the long line"
+            assert sorted(took)[len(took) // 2] < 0.1, f"GET median {sorted(took)[len(took) // 2]:.3f}s"
+            log = (tmp_path / "sidecar.log").read_text()
+            # one line naming the source, once while the line stays
+            assert log.count(f"{fake.metrics_url}: a line over {MAX_LINE_BYTES} bytes, skipped") == 1
+            start = time.monotonic()
+            sidecar.signal_group(signal.SIGTERM)
+            sidecar.proc.wait(timeout=10)
+            assert time.monotonic() - start < 10
+            assert sidecar.proc.returncode == 0
+    finally:
+        fake.stop()
 
 
-def test_a_label_value_under_the_line_limit_is_refused_by_the_parser_in_linear_time() -> None:
-    """Lines up to MAX_LINE_BYTES reach the parser, which refuses label text over MAX_LABELS_TEXT."""
-    line = 'nv_inference_request_success{model="' + "x" * (MAX_LINE_BYTES - 100) + '",version="1"} 1\n'
+def test_a_label_value_under_the_line_limit_is_skipped_by_the_parser_in_linear_time() -> None:
+    """Lines up to MAX_LINE_BYTES reach the parser, which skips one whose label text is over
+    MAX_LABELS_TEXT (listed in ``skipped``) and keeps the rest of the payload."""
+    long = 'nv_inference_request_success{model="' + "x" * (MAX_LINE_BYTES - 100) + '",version="1"} 1\n'
+    ok = 'nv_inference_request_success{model="a",version="1"} 2\n'
     start = time.monotonic()
-    with pytest.raises(ExpositionLimitError, match=f"over {MAX_LABELS_TEXT}") as err:
-        Parser().parse(line)
-    assert err.value.reason == "labels_too_long" and time.monotonic() - start < 0.5
-    ok = 'nv_inference_request_success{model="' + "x" * 60_000 + '",version="1"} 1\n'
-    assert len(next(iter(Parser().parse(ok).values()))) == 1  # under the limit: read as before
+    parser = Parser()
+    out = parser.parse(ok + long + ok.replace('"a"', '"b"'))
+    assert time.monotonic() - start < 0.5
+    assert dict(out[catalog.TRITON_SUCCESS]) == {
+        (("model", "a"), ("version", "1")): 2.0,
+        (("model", "b"), ("version", "1")): 2.0,
+    }
+    assert len(out.skipped) == 1 and f"over {MAX_LABELS_TEXT}" in out.skipped[0]
+    assert out.skipped[0].startswith("line 2: labels of ")
+    # The same parser, the line gone: read as a fresh parser reads it, nothing skipped.
+    again = parser.parse(ok)
+    assert dict(again[catalog.TRITON_SUCCESS]) == {(("model", "a"), ("version", "1")): 2.0}
+    assert not again.skipped
+    ok_long = 'nv_inference_request_success{model="' + "x" * 60_000 + '",version="1"} 1\n'
+    assert len(next(iter(Parser().parse(ok_long).values()))) == 1  # under the limit: read as before
 
 
 def _answers(url: str) -> bool:

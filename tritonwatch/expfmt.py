@@ -3,7 +3,9 @@
 ``parse(payload, keep)`` returns ``{sample_name: {labelset: value}}`` where ``labelset`` is a tuple of
 ``(name, value)`` pairs in exposition order. Only samples whose *family* is in ``keep`` are decoded
 (``keep=None`` decodes all); other lines are still checked for shape, because a payload with any line
-that is not the format is rejected whole, as Prometheus rejects it.
+that is not the format is rejected whole, as Prometheus rejects it. The one exception is a sample
+line whose label text is over ``MAX_LABELS_TEXT``: it is the format, but one hostile or buggy label
+value must not blank every other series, so that line is skipped and listed in ``Parsed.skipped``.
 
 Errors raise ``ExpositionError`` with the line number.
 """
@@ -28,7 +30,8 @@ class ExpositionError(ValueError):
 
 
 class ExpositionLimitError(ExpositionError):
-    """The payload is the format, but over a budget the parser holds to (``MAX_LABELS_TEXT``)."""
+    """A line is the format, but over a budget the parser holds to (``MAX_LABELS_TEXT``): the parser
+    skips that line (``Parsed.skipped``) rather than raise."""
 
     reason = "labels_too_long"
 
@@ -54,7 +57,7 @@ _SAMPLE = re.compile(
 # regex engine keep a backtracking point per character (~175 bytes each: 900 MB for a 5 MB value).
 _LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"([^"\\]*(?:\\.[^"\\]*)*)"[ \t]*(,|$)')
 # The label text (between the braces) of one sample: Triton's and DCGM's are a few hundred bytes.
-# A longer one is refused before it is decoded, whatever the payload cap allows.
+# A longer one is skipped before it is decoded, whatever the payload cap allows.
 MAX_LABELS_TEXT = 64 * 1024
 _META = re.compile(rf"^#[ \t]+(HELP|TYPE)[ \t]+({_NAME})(?:[ \t]+(.*))?$")
 _TYPES = {"counter", "gauge", "histogram", "summary", "untyped"}
@@ -246,6 +249,8 @@ class Parsed(dict[str, Mapping[LabelSet, float]]):
 
     layout: Layout | None = None
     flat: Sequence[float] = ()  # not ``values``: that is dict.values()
+    # Lines left out, one message each (labels over MAX_LABELS_TEXT): the scrape counts them.
+    skipped: Sequence[str] = ()
 
 
 class Parser:
@@ -335,6 +340,7 @@ class Parser:
         built: dict[str, dict[LabelSet, float]] = {}
         kept: dict[str, list[tuple[int, LabelSet, float]]] = {}
         other: list[int] = []
+        skipped: list[str] = []
         layout_ok = True
         for index, line in enumerate(lines):
             lineno = index + 1
@@ -360,7 +366,13 @@ class Parser:
             if head is None:
                 if line.isspace():
                     continue
-                head, value_text, cacheable = self._slow_head(line, lineno)
+                try:
+                    head, value_text, cacheable = self._slow_head(line, lineno)
+                except ExpositionLimitError as exc:
+                    # Not remembered as a layout: a payload without this line is a different one.
+                    skipped.append(str(exc))
+                    layout_ok = False
+                    continue
                 if cacheable and value_text == line[len(head_text) + 1 :]:
                     heads[head_text] = head
                 else:
@@ -382,6 +394,7 @@ class Parser:
             series[head[1]] = value
             kept[name].append((index, head[1], value))
         out = Parsed(built)
+        out.skipped = skipped
         if layout_ok:
             self._remember_layout(pieces, kept, other, out)
         else:

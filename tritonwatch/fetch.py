@@ -3,7 +3,8 @@
 Reasons (the ``reason`` label of ``tritonwatch_scrape_errors_total``): ``timeout`` (no answer, or the
 whole answer not in time), ``connection`` (refused, reset, gone), ``http_status`` (not 200),
 ``too_large`` (over ``--max-payload-bytes``, counted after decompression), ``line_too_long`` (a
-text payload with a line over ``MAX_LINE_BYTES``, stopped as it arrives), ``too_many_lines`` (more
+text payload's line over ``MAX_LINE_BYTES``: that line skipped to its end as it arrives, the rest
+kept; ``Fetcher.skipped`` lists them for the source to count), ``too_many_lines`` (more
 lines than the source's budget, stopped as they arrive), ``bad_json``,
 ``bad_number`` (JSON with Infinity, NaN or a number out of range), ``too_deep`` (JSON nested past the
 recursion limit), ``http``.
@@ -25,7 +26,8 @@ from typing import Any
 import requests
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
-# The longest line of an exposition payload read at all (the parser refuses labels over 64 KiB).
+# The longest line of an exposition payload read at all: a longer one is skipped (the parser also
+# skips a line whose labels are over 64 KiB).
 MAX_LINE_BYTES = 1024 * 1024
 
 
@@ -157,9 +159,11 @@ class Fetcher:
     ) -> None:
         self.timeout = timeout
         self.max_bytes = max_bytes
-        # Text formats: a line longer than this stops the read (0: no limit). Checked per chunk as it
-        # arrives, so a 50 MB label value costs a few chunks of memory, not copies of the payload.
+        # Text formats: a line longer than this is skipped to its end as it arrives (0: no limit), so
+        # a 50 MB label value costs a few chunks of memory and the rest of the payload is kept.
         self.max_line = max_line
+        # What the last read skipped (one message per line): the source counts them as line_too_long.
+        self.skipped: list[str] = []
         # Text formats: more lines than this stop the read as they arrive (0: no limit).
         self.max_lines = max_lines
         self.session = requests.Session()
@@ -175,33 +179,50 @@ class Fetcher:
         # One buffer that grows in place (realloc): the payload is held once, never as chunks and
         # their join, so a payload at the cap costs the cap and a chunk.
         payload = bytearray()
-        run = 0  # bytes since the last newline
+        self.skipped = []
+        received = 0  # counted as read, kept or skipped: a target streaming one endless line is too_large
+        run = 0  # bytes of the current line kept so far; -1 while skipping a long line to its end
         lines = 0
         for chunk in resp.iter_content(chunk_size=1 << 20):
-            if len(payload) + len(chunk) > self.max_bytes:
+            received += len(chunk)
+            if received > self.max_bytes:
                 raise ScrapeError("too_large", f"{url}: payload over {self.max_bytes} bytes")
-            if self.max_line:
-                run = self._line_run(url, chunk, run)
             if self.max_lines:
                 lines += chunk.count(b"\n")
                 if lines > self.max_lines:
                     raise ScrapeError(
                         "too_many_lines", f"{url}: over {self.max_lines} lines, refused as read"
                     )
+            if self.max_line:
+                chunk, run = self._keep_lines(url, payload, chunk, run)
             payload += chunk
             if time.monotonic() > deadline:
                 raise ScrapeError("timeout", f"{url}: payload not complete within {self.timeout:g}s")
         return payload
 
-    def _line_run(self, url: str, chunk: bytes, run: int) -> int:
-        """Bytes since the last newline after ``chunk``; a line over ``max_line`` stops the read.
+    def _keep_lines(self, url: str, payload: bytearray, chunk: bytes, run: int) -> tuple[bytes, int]:
+        """``chunk`` less any part of a line over ``max_line``, and the kept run after it.
 
-        Lines that begin and end inside one chunk (at most its size) are left to the parser's own limit.
+        A line found too long is cut from ``payload`` where it began and its rest dropped as it
+        arrives (up to its newline), so it costs at most ``max_line`` and a chunk, and is listed in
+        ``skipped``. Only a line that crosses a chunk boundary can be longer than a chunk: those
+        that begin and end inside one (at most its size) are left to the parser's own limit.
+        Constant Python work per chunk: the newline searches run in C.
         """
+        if run < 0:  # the rest of a skipped line
+            end = chunk.find(b"\n")
+            if end < 0:
+                return b"", -1
+            chunk, run = chunk[end + 1 :], 0
         first = chunk.find(b"\n")
-        if (run + len(chunk) if first < 0 else run + first) > self.max_line:
-            raise ScrapeError("line_too_long", f"{url}: a line over {self.max_line} bytes")
-        return run + len(chunk) if first < 0 else len(chunk) - 1 - chunk.rfind(b"\n")
+        if (run + len(chunk) if first < 0 else run + first) <= self.max_line:
+            return chunk, run + len(chunk) if first < 0 else len(chunk) - 1 - chunk.rfind(b"\n")
+        del payload[len(payload) - run :]
+        self.skipped.append(f"{url}: a line over {self.max_line} bytes, skipped")
+        if first < 0:
+            return b"", -1
+        rest = chunk[first + 1 :]
+        return rest, len(rest) - 1 - rest.rfind(b"\n")
 
     def request(self, method: str, url: str, body: Any = None) -> bytearray:
         """The payload, in the one buffer it was read into (bytes-like: decode, count, regex, JSON)."""

@@ -64,6 +64,7 @@ class _Replay:
     def __init__(self, payloads: Sequence[str]) -> None:
         self.payloads = list(payloads)
         self.next = 0
+        self.skipped: list[str] = []  # as ``Fetcher.skipped``: recorded payloads have no over-long line
 
     def get(self, url: str) -> bytes:
         payload = self.payloads[self.next]

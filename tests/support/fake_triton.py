@@ -9,7 +9,9 @@ served; injected as the sidecar's clock it makes one step last one "second", so 
 Faults (``metrics_mode``): ``html``, ``garbage`` (random bytes), ``bad_line`` (a valid payload with
 one line that is not the format), ``bad_value`` (one kept counter's value not a number), ``hang`` (accept, never answer), ``trickle`` (headers, then a byte
 now and then), ``flap`` (every other answer 503), ``status503``, ``gzip_bomb`` (small on the wire,
-over the cap once inflated); ``padding`` makes good payloads oversized, ``clones`` adds models. ``restart()`` stops listening and,
+over the cap once inflated); ``padding`` makes good payloads oversized, ``clones`` adds models, ``pending``
+sets fraud_detector's pending request count (a busy server), ``frozen`` holds every counter (a model
+warming up with requests queued). ``restart()`` stops listening and,
 on ``resume()``, counters start again from 0, as after a Triton restart. The API side
 (``/v2/repository/index``, ``/v2/models/<m>/config``, ``/v2/models/stats``) serves the recorded JSON,
 or hangs (``api_mode = "hang"``), or answers statistics of the wrong shape (``wrong_shape``) or with a
@@ -23,6 +25,7 @@ import collections
 import gzip
 import json
 import random
+import re
 import socket
 import threading
 import time
@@ -113,6 +116,8 @@ class FakeTriton:
         self.fail_paths: dict[str, int] = {}  # API path -> status answered instead of the payload
         self.hang_configs = False  # every model config request hangs (the rest of the API answers)
         self.extra_lines = b""  # appended to every good /metrics payload (hostile lines)
+        self.pending: float | None = None  # fraud_detector's pending requests, when not the recorded gauge
+        self.frozen = False  # counters do not advance while set
         self.requests: collections.Counter[str] = collections.Counter()  # API requests by path
         self.lock = threading.Lock()
         self.index = json.loads((DATA / "triton_repository_index.json").read_text())
@@ -172,9 +177,11 @@ class FakeTriton:
     # --- payloads ----------------------------------------------------------------------------
     def good_payload(self) -> bytes:
         with self.lock:
-            self.steps += 1
+            self.steps += 0 if self.frozen else 1
             self.good += 1
             text = self.recorded.render(self.steps, self.restarted, self.clones)
+        if self.pending is not None:
+            text = _PENDING.sub(lambda m: f"{m.group(1)}{self.pending!r}", text)
         pad = ("# padding " + "x" * 90 + "\n") * (self.padding // 100)
         return (text + pad).encode() + self.extra_lines
 
@@ -190,6 +197,9 @@ class FakeTriton:
         lines = text.splitlines()
         lines.insert(len(lines) // 2, "this line is not the exposition format")
         return ("\n".join(lines) + "\n").encode()
+
+
+_PENDING = re.compile(rf'^({catalog.TRITON_PENDING}{{model="fraud_detector",version="1"}} ).*$', re.M)
 
 
 def _handler(fake: FakeTriton) -> type[BaseHTTPRequestHandler]:

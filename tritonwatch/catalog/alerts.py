@@ -15,6 +15,7 @@ from tritonwatch.catalog.names import (
     GPU_MEMORY_USED_RATIO,
     GPU_XID,
     MODEL_READY,
+    MODEL_UNCOUNTED_ERRORS,
     QUEUE_TIME_RATIO,
     SCRAPE_DURATION,
     TRITON_FAILURE,
@@ -50,6 +51,7 @@ CAPACITY_RECORD = "model:tritonwatch_capacity_requests_per_second:sum"
 CAPACITY_UTILISATION_RECORD = "model:tritonwatch_capacity_utilisation:ratio"
 NEAR_CAPACITY_ALERT = "TritonModelNearCapacity"
 NEAR_CAPACITY_LIMIT = 0.8
+SLO_ERRORS_UNCOUNTED_ALERT = "TritonSLOErrorsUncounted"
 TARGET_UP = "up"  # Prometheus's own series of a scrape target's health (Triton's, by the SLO file's job)
 
 
@@ -211,6 +213,19 @@ OPERATIONAL_ALERTS: tuple[Alert, ...] = (
         "for {hold}; requests to it fail.",
     ),
     *(o.alert for o in OPERATIONAL_OBJECTIVES),
+    # One rule per availability SLO whose SLI reads Triton's counters: the sidecar's marker says,
+    # at run time, what `rules --triton` can only warn about when the rules are written.
+    Alert(
+        SLO_ERRORS_UNCOUNTED_ALERT,
+        watches=MODEL_UNCOUNTED_ERRORS,
+        hold="",
+        summary="SLO {slo} cannot see {model}'s errors: Triton does not count them ({reason})",
+        description="The availability SLO {slo} reads Triton's request counters for {model}, and the "
+        "sidecar marks {model} as a model whose errors Triton may not count ({reason}): error responses "
+        "reach clients as failures and Triton counts them as successes, so the SLI and its burn alerts "
+        "read 100% while clients fail. Take the SLI from a front that sees the clients' status codes: "
+        "set availability.from (errors, total) for {model} in the SLO file (docs/uncounted-errors.md).",
+    ),
     Alert(
         NEAR_CAPACITY_ALERT,
         watches=CAPACITY,
