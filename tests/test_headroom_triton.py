@@ -6,8 +6,8 @@ run side by side on one Triton under one sidecar: ``linear_nodelay`` with no que
 ``linear_delay``, reloaded to a 200 ms queue delay while the sidecar runs (it follows: new config,
 batch_stats from 0). Both are driven at about a third of their capacity until the sidecar serves an
 estimate C for each, then driven open-loop (Poisson), both at once, at 0.85 C for a minute, where the
-clients' p99 must keep the objective, and at 1.15 C, where it must not. About 3 minutes on 2 shared
-cores, most of it the two measured runs (the models sleep, so running both at once costs little).
+clients' p99 must keep the objective, and at 1.15 C, where it must not. About 2.5 minutes on 2 shared
+cores, most of it the two measured runs.
 """
 
 from __future__ import annotations
