@@ -64,8 +64,8 @@ def model_copy(repo: Path, name: str) -> None:
 
 @pytest.fixture(scope="module")
 def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    # A private Triton, not conftest's bench_triton: the reload and two extra models (still listed in
-    # the repository index once unloaded) would be left for the advise tests that share that one.
+    # A private Triton, not conftest's bench_triton: two extra models and a reload there would stay for
+    # the advise tests that share it (its repository index, server-wide series); sharing saves one start.
     from tritonwatch.local.triton import LocalTriton
 
     repo = tmp_path_factory.mktemp("headroom-models")
