@@ -1,19 +1,24 @@
-"""The served capacity against measurement, on the real local Triton serving bench/models/linear.
+"""The served capacity against measurement, on the real local Triton serving two copies of bench/models/linear.
 
-The model is loaded with a batch of n sleeping 100 + 12 n ms (sleep, not CPU: the shared machine's
-load stays out of the cost), max_batch_size 8, one instance; the objective is p99 within 500 ms. For
-two configurations, with no queue delay and with 200 ms, the model is reloaded (the sidecar follows:
-new config, batch_stats from 0), driven at about a third of its capacity until the sidecar serves an
-estimate C, then driven open-loop (Poisson) at 0.85 C for a minute, where the clients' p99 must keep
-the objective, and at 1.15 C, where it must not. About 7 minutes on 2 shared cores (most of it the four measured minutes).
+Each copy sleeps 100 + 12 n ms per batch of n (sleep, not CPU: the shared machine's load stays out of
+the cost), max_batch_size 8, one instance; the objective is p99 within 500 ms. The two configurations
+run side by side on one Triton under one sidecar: ``linear_nodelay`` with no queue delay, and
+``linear_delay``, reloaded to a 200 ms queue delay while the sidecar runs (it follows: new config,
+batch_stats from 0). Both are driven at about a third of their capacity until the sidecar serves an
+estimate C for each, then driven open-loop (Poisson), both at once, at 0.85 C for a minute, where the
+clients' p99 must keep the objective, and at 1.15 C, where it must not. About 2.5 minutes on 2 shared
+cores, most of it the two measured runs.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,79 +31,135 @@ from tritonwatch import catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.triton
-MODEL = "linear"
+# model -> the queue delay it is measured with (µs); both copies start without one
+DELAYS = {"linear_nodelay": 0, "linear_delay": 200_000}
+RELOADED = "linear_delay"
 THRESHOLD = 0.5
-COSTS_MS = {"fixed_ms": "100", "per_item_ms": "12"}
 SLO = """apiVersion: tritonwatch/v1
 kind: ServiceLevelObjectives
 metadata: {name: headroom}
 spec:
   window: 28d
   slos:
-    - model: linear
-      latency: {threshold: 500ms, objective: 99}
-"""
+""" + "".join(f"    - model: {m}\n      latency: {{threshold: 500ms, objective: 99}}\n" for m in DELAYS)
 LATE_LIMIT = 0.05  # a sender this late against its schedule measured the shared CPU, not Triton
 RETRIES = 2
 ESTIMATE_WITHIN = 120.0  # seconds of light load for three batch sizes of 20 executions, and a refresh
 
 
+def model_copy(repo: Path, name: str) -> None:
+    """bench/models/linear as ``name``, its line raised to 100 + 12 n ms (fewer requests for the same load)."""
+    shutil.copytree(ROOT / "bench" / "models" / "linear", repo / name)
+    config = repo / name / "config.pbtxt"
+    text = config.read_text()
+    for old, new in (
+        ('name: "linear"', f'name: "{name}"'),
+        ('value: { string_value: "50" }', 'value: { string_value: "100" }'),
+        ('value: { string_value: "6" }', 'value: { string_value: "12" }'),
+    ):
+        assert text.count(old) == 1, f"{config}: expected {old!r} once"
+        text = text.replace(old, new)
+    config.write_text(text)
+
+
 @pytest.fixture(scope="module")
-def linear() -> Iterator[Any]:
+def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    # A private Triton, not conftest's bench_triton: two extra models and a reload there would stay for
+    # the advise tests that share it (its repository index, server-wide series); sharing saves one start.
     from tritonwatch.local.triton import LocalTriton
 
-    with LocalTriton([ROOT / "bench" / "models"]) as server:
+    repo = tmp_path_factory.mktemp("headroom-models")
+    for name in DELAYS:
+        model_copy(repo, name)
+    with LocalTriton([repo]) as server:
         server.wait_ready(120)
         yield server
 
 
-def reload(base: str, delay_us: int) -> None:
-    full = requests.get(f"{base}/v2/models/{MODEL}/config", timeout=10).json()
+def reload(base: str, model: str, delay_us: int) -> None:
+    full = requests.get(f"{base}/v2/models/{model}/config", timeout=10).json()
     full["dynamic_batching"] = {"max_queue_delay_microseconds": delay_us}
-    full["parameters"] = {k: {"string_value": v} for k, v in COSTS_MS.items()}
     resp = requests.post(
-        f"{base}/v2/repository/models/{MODEL}/load",
+        f"{base}/v2/repository/models/{model}/load",
         json={"parameters": {"config": json.dumps(full)}},
         timeout=120,
     )
     resp.raise_for_status()
 
 
-def served_config(samples: Any) -> dict[str, Any] | None:
+def served_delay(samples: Any, model: str) -> int | None:
+    """The queue delay of the config the sidecar serves for ``model``, None before it serves one."""
     for labels, _v in samples.get(catalog.MODEL_BATCHING_INFO, {}).items():
-        if dict(labels).get(catalog.MODEL) == MODEL:
-            return json.loads(dict(labels)[catalog.CONFIG])  # type: ignore[no-any-return]
+        if dict(labels).get(catalog.MODEL) == model:
+            config = json.loads(dict(labels)[catalog.CONFIG])
+            return int(config["dynamic_batching"].get("max_queue_delay_microseconds", 0))
     return None
 
 
-def state(samples: Any) -> str | None:
+def state(samples: Any, model: str) -> str | None:
     for labels, _v in samples.get(catalog.CAPACITY_INFO, {}).items():
-        if dict(labels).get(catalog.MODEL) == MODEL:
+        if dict(labels).get(catalog.MODEL) == model:
             return dict(labels)[catalog.CAPACITY_STATE]
     return None
 
 
-def measure(base: str, rate: float, seconds: float, seed: int) -> Run:
-    """One open-loop run; again (at most ``RETRIES`` times) while the sender ran late, as bench/advise.py
-    does: a late sender measured the shared CPU, not Triton. The least late try is kept."""
-    tries = [drive(base, MODEL, rate, seconds, seed=seed)]
-    while tries[-1].late_s > LATE_LIMIT and len(tries) <= RETRIES:
-        tries.append(drive(base, MODEL, rate, seconds, seed=seed + 100 * len(tries)))
-    return min(tries, key=lambda r: r.late_s)
+def wait_for(port: int, check: Callable[[Any], bool], what: str, within: float) -> Any:
+    deadline = time.monotonic() + within
+    while not check(samples := read_metrics(port)):
+        assert time.monotonic() < deadline, (
+            f"{what}: {[(m, served_delay(samples, m), state(samples, m)) for m in DELAYS]}"
+        )
+        time.sleep(0.5)
+    return samples
 
 
-@pytest.mark.parametrize("delay_us", [0, 200_000])
-def test_served_capacity_is_neither_optimistic_nor_pessimistic(
-    linear: Any, tmp_path: Path, delay_us: int
-) -> None:
+def concurrently(jobs: dict[str, Callable[[], Run]]) -> dict[str, Run]:
+    """Each job in its own thread (one event loop and HTTP session each), all at once."""
+    runs: dict[str, Run] = {}
+    errors: list[BaseException] = []
+
+    def one(model: str, job: Callable[[], Run]) -> None:
+        try:
+            runs[model] = job()
+        except BaseException as exc:  # re-raised below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=item) for item in jobs.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return runs
+
+
+def measure(base: str, rates: dict[str, float], seconds: float, seed: int) -> dict[str, Run]:
+    """One open-loop run per model, all at once; again (at most ``RETRIES`` times) for the models whose
+    sender ran late, as bench/advise.py does: a late sender measured the shared CPU, not Triton. The
+    least late try of each model is kept."""
+    tries: dict[str, list[Run]] = {model: [] for model in rates}
+    late = list(rates)
+    for attempt in range(RETRIES + 1):
+        seeded = seed + 100 * attempt
+        runs = concurrently({m: partial(drive, base, m, rates[m], seconds, seed=seeded) for m in late})
+        for model, run in runs.items():
+            tries[model].append(run)
+        late = [m for m in late if runs[m].late_s > LATE_LIMIT]
+        if not late:
+            break
+    return {model: min(runs, key=lambda r: r.late_s) for model, runs in tries.items()}
+
+
+def test_served_capacity_is_neither_optimistic_nor_pessimistic(triton: Any, tmp_path: Path) -> None:
     slo = tmp_path / "slo.yaml"
     slo.write_text(SLO)
-    base = linear.http_url
+    base = triton.http_url
     argv = [
         "--triton",
         base,
         "--triton-metrics",
-        linear.metrics_url,
+        triton.metrics_url,
         "--slo",
         str(slo),
         "--interval",
@@ -108,54 +169,64 @@ def test_served_capacity_is_neither_optimistic_nor_pessimistic(
         "--headroom-interval",
         "2",
     ]
-    reload(base, delay_us)
     with running_sidecar(argv) as sidecar:
-        # The sidecar has read the reloaded config, and batch_stats from 0 (too little data yet).
-        deadline = time.monotonic() + 30
-        while True:
-            samples = read_metrics(sidecar.port)
-            cfg = served_config(samples)
-            if (
-                cfg is not None
-                and cfg["dynamic_batching"].get("max_queue_delay_microseconds", 0) == delay_us
-                and state(samples) == "too_little_data"
-            ):
-                break
-            assert time.monotonic() < deadline, f"reloaded config not followed: {cfg}, {state(samples)}"
-            time.sleep(0.5)
-        # Light load: about a third of the capacity the known line gives (33 req/s).
+        wait_for(
+            sidecar.port,
+            lambda s: all(served_delay(s, m) == 0 and state(s, m) == "too_little_data" for m in DELAYS),
+            "both configs served",
+            30,
+        )
+        # The sidecar follows a reload: the new config, and batch_stats from 0 (too little data yet).
+        reload(base, RELOADED, DELAYS[RELOADED])
+        wait_for(
+            sidecar.port,
+            lambda s: (
+                served_delay(s, RELOADED) == DELAYS[RELOADED] and state(s, RELOADED) == "too_little_data"
+            ),
+            "reloaded config not followed",
+            30,
+        )
+        # Light load on both: about a third of the capacity the known line gives (33 req/s).
         stop = threading.Event()
         light: list[Run] = []
 
-        def drive_light() -> None:
+        def drive_light(model: str, seed: int) -> None:
             while not stop.is_set():
-                light.append(drive(base, MODEL, 11.0, 5.0, seed=len(light) + 7, warmup=0.0))
+                light.append(drive(base, model, 11.0, 5.0, seed=seed + len(light), warmup=0.0))
 
-        thread = threading.Thread(target=drive_light)
-        thread.start()
+        loads = [threading.Thread(target=drive_light, args=(m, 7 + 1000 * i)) for i, m in enumerate(DELAYS)]
+        for thread in loads:
+            thread.start()
         try:
-            deadline = time.monotonic() + ESTIMATE_WITHIN
-            while (
-                capacity := value(read_metrics(sidecar.port), catalog.CAPACITY, model=MODEL, version="1")
-            ) is None:
-                assert time.monotonic() < deadline, f"no estimate: {state(read_metrics(sidecar.port))}"
-                time.sleep(1.0)
+            samples = wait_for(
+                sidecar.port,
+                lambda s: all(value(s, catalog.CAPACITY, model=m, version="1") is not None for m in DELAYS),
+                "no estimate",
+                ESTIMATE_WITHIN,
+            )
         finally:
             stop.set()
-            thread.join()
-        samples = read_metrics(sidecar.port)
-    assert all(r.failed == 0 for r in light)
-    assert state(samples) == catalog.CAPACITY_ESTIMATED
-    fit_error = value(samples, catalog.CAPACITY_FIT_ERROR, model=MODEL, version="1")
-    assert fit_error is not None and fit_error < 0.05
-    # the line is known: 8 items in 196 ms at most is 40.8 req/s, the p99 bound is below it
-    assert 20.0 < capacity < 40.8
-    below = measure(base, 0.85 * capacity, 60.0, seed=1)
-    above = measure(base, 1.15 * capacity, 40.0, seed=2)
-    report = (
-        f"delay {delay_us} us: C {capacity:.2f} req/s; at 0.85 C p99 {below.quantile(0.99) * 1e3:.0f} ms "
-        f"(late {below.late_s * 1e3:.0f} ms), at 1.15 C p99 {above.quantile(0.99) * 1e3:.0f} ms"
+            for thread in loads:
+                thread.join()
+    assert light and all(r.failed == 0 for r in light)
+    capacity: dict[str, float] = {}
+    for model in DELAYS:
+        assert state(samples, model) == catalog.CAPACITY_ESTIMATED, model
+        fit_error = value(samples, catalog.CAPACITY_FIT_ERROR, model=model, version="1")
+        assert fit_error is not None and fit_error < 0.05, (model, fit_error)
+        c = value(samples, catalog.CAPACITY, model=model, version="1")
+        assert c is not None
+        # the line is known: 8 items in 196 ms at most is 40.8 req/s, the p99 bound is below it
+        assert 20.0 < c < 40.8, (model, c)
+        capacity[model] = c
+    below = measure(base, {m: 0.85 * c for m, c in capacity.items()}, 60.0, seed=1)
+    above = measure(base, {m: 1.15 * c for m, c in capacity.items()}, 40.0, seed=2)
+    report = "; ".join(
+        f"delay {DELAYS[m]} us: C {capacity[m]:.2f} req/s; at 0.85 C p99 {below[m].quantile(0.99) * 1e3:.0f} ms "
+        f"(late {below[m].late_s * 1e3:.0f} ms), at 1.15 C p99 {above[m].quantile(0.99) * 1e3:.0f} ms"
+        for m in DELAYS
     )
-    print(report)
-    assert below.failed == 0 and below.quantile(0.99) <= THRESHOLD, report
-    assert above.quantile(0.99) > THRESHOLD, report
+    print(f"{report}; load average {os.getloadavg()[0]:.1f}")
+    for model in DELAYS:
+        assert below[model].failed == 0 and below[model].quantile(0.99) <= THRESHOLD, report
+        assert above[model].quantile(0.99) > THRESHOLD, report
