@@ -11,12 +11,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from tritonwatch import uncounted
 from tritonwatch.errors import UsageError
 from tritonwatch.slo import SLOFile
-from tritonwatch.tritonapi import ScrapeError, TritonClient
+from tritonwatch.tritonapi import ScrapeError, TritonClient, check_base_url
 
 log = logging.getLogger(__name__)
 TIMEOUT = 10.0
@@ -24,8 +23,7 @@ MAX_BYTES = 1 << 20  # a model config is a few KB
 
 
 def check_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+    if check_base_url(url):
         raise UsageError(f"--triton {url!r}: must be Triton's HTTP API base URL, e.g. http://127.0.0.1:8000")
     return url.rstrip("/")
 
