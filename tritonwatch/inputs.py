@@ -49,13 +49,10 @@ def _wire_type(config_type: str) -> str:
 def input_specs(config: ModelConfig | Mapping[str, Any], batch: int = 1) -> list[InputSpec]:
     """Request shapes from a model config, typed or as Triton's HTTP API returns it (variable dims
     become 1)."""
-    if isinstance(config, ModelConfig):
-        cfg = config
-    else:
-        try:
-            cfg = modelconfig.parse(config)
-        except ValueError as exc:
-            raise TritonwatchError(f"model config: {exc}") from None
+    try:
+        cfg = modelconfig.typed(config)
+    except ValueError as exc:
+        raise TritonwatchError(f"model config: {exc}") from None
     batched = cfg.max_batch_size > 0
     specs = []
     for item in cfg.inputs:
