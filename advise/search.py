@@ -19,16 +19,11 @@ from dataclasses import dataclass
 
 from tritonwatch.advise import simulate
 from tritonwatch.advise.observed import Batching, Fit
+from tritonwatch.advise.simulate import Objective as Objective  # search.Objective: what callers name it
 
 # Delays tried, as fractions of the latency threshold.
 DELAY_FRACTIONS = (0.02, 0.05, 0.1, 0.2, 0.4)
 TIE = 0.02
-
-
-@dataclass(frozen=True)
-class Objective:
-    threshold_s: float
-    quantile: float  # e.g. 0.99 for "99 % of requests within the threshold"
 
 
 @dataclass(frozen=True)

@@ -42,12 +42,7 @@ from tritonwatch.exporters.window import ModelKey, model_key
 # unchanged fit gives the same capacity; 20,000 put the knee within about ±3 % of the seed-free value
 # (docs/advise.md measured ±4-5 % at 5,500 and ±2 % at 40,000) for ~0.1 s of CPU per model per refresh.
 SIMULATED_REQUESTS = 20000
-
-
-@dataclass(frozen=True)
-class Objective:
-    threshold_s: float
-    quantile: float  # 0.99 for "99 % of requests within the threshold"
+Objective = advise.Objective  # the latency objective a capacity is bound by, as advise judges it
 
 
 @dataclass(frozen=True)
