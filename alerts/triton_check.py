@@ -40,7 +40,7 @@ def read_config(client: TritonClient, model: str) -> Mapping[str, Any]:
             raise ConfigMissing(f"HTTP {exc.status}") from None
         if exc.reason == "too_large":
             raise ConfigMissing(f"config over {MAX_BYTES} bytes") from None
-        if exc.reason in ("connection", "timeout", "http"):
+        if exc.unreachable:
             raise UsageError(f"--triton {client.config_url(model)}: cannot read ({exc.reason})") from None
         raise ConfigMissing("not JSON") from None
 

@@ -75,7 +75,7 @@ def fetch_config(triton_url: str, model: str, timeout: float = 5.0) -> ModelConf
     except ScrapeError as exc:
         if exc.reason == "http_status":
             raise TritonwatchError(f"--model {model}: {exc}") from None
-        if exc.reason in ("connection", "timeout", "http"):
+        if exc.unreachable:
             raise TritonwatchError(f"--triton {triton_url}: cannot reach {url} ({exc.reason})") from None
         if exc.reason == "bad_json":  # not JSON, or not an object: something else answers on that port
             raise TritonwatchError(
