@@ -115,10 +115,6 @@ def objective_of(slos: slo_model.SLOFile, model: str, source: str) -> search.Obj
     return search.Objective(s.latency.threshold, float(s.latency.objective) / 100.0)
 
 
-def _raw_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    return modelconfig.tuned_fields(config)
-
-
 def advise(reading: Reading, slos: slo_model.SLOFile, slo_source: str, max_instances: int) -> dict[str, Any]:
     """The contract entry for a model read from a live Triton."""
     return advise_observed(from_reading(reading), slos, slo_source, max_instances)
@@ -131,7 +127,11 @@ def advise_observed(
         "model": obs.model,
         "version": obs.version,
         "refusal": None,
-        "current": {"config": _raw_config(obs.config), "p99_seconds": None, "slo_capacity_rps": None},
+        "current": {
+            "config": modelconfig.tuned_fields(obs.config),
+            "p99_seconds": None,
+            "slo_capacity_rps": None,
+        },
         "recommended": None,
         "details": {"read_seconds": round(obs.seconds, 3)},
     }

@@ -14,7 +14,6 @@ import math
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from tritonwatch.errors import UsageError
 from tritonwatch.flags import utc_time
@@ -70,8 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _url(flag: str, value: str) -> str:
-    url = urlsplit(value)
-    if url.scheme not in ("http", "https") or not url.hostname or url.query or url.fragment:
+    from tritonwatch.tritonapi import check_base_url
+
+    if check_base_url(value):
         raise UsageError(f"--{flag}: {value!r} is not an http(s) base URL (e.g. http://127.0.0.1:8000)")
     return value.rstrip("/")
 

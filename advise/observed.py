@@ -99,23 +99,21 @@ def _list(value: object, model: str, path: str) -> Sequence[Any]:
     return value
 
 
-def devices(group: InstanceGroup) -> int:
-    # a KIND_GPU group with a gpus list runs ``count`` instances on each listed GPU
-    return group.devices
-
-
 def batching(config: object, model: str) -> Batching:
     """The batching settings of a model config (``tritonwatch.modelconfig``); Refusal if it cannot batch."""
     try:
-        shape = modelconfig.parse(config, lenient=True)  # what kind of model, before its fields are judged
-    except ValueError as exc:
-        raise TritonwatchError(f"{_where(model, 'config')}: {exc}") from None
-    if shape.ensemble or shape.ensemble_scheduling:
-        raise Refusal("an ensemble does not batch: tune the models of its steps")
-    try:
         cfg = modelconfig.parse(config)
     except ValueError as exc:
+        # An ensemble is refused whatever its other fields hold: what kind of model comes first.
+        try:
+            shape = modelconfig.parse(config, lenient=True)
+        except ValueError:
+            raise TritonwatchError(f"{_where(model, 'config')}: {exc}") from None
+        if shape.ensemble or shape.ensemble_scheduling:
+            raise Refusal("an ensemble does not batch: tune the models of its steps") from None
         raise TritonwatchError(f"model {model!r}: {exc}") from None
+    if cfg.ensemble or cfg.ensemble_scheduling:
+        raise Refusal("an ensemble does not batch: tune the models of its steps")
     if cfg.max_batch_size == 0:
         raise Refusal("max_batch_size is 0: the model cannot batch")
     if cfg.sequence_batching:

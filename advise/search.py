@@ -18,17 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tritonwatch.advise import simulate
-from tritonwatch.advise.observed import Batching, Fit, devices
+from tritonwatch.advise.observed import Batching, Fit
+from tritonwatch.advise.simulate import Objective as Objective  # search.Objective: what callers name it
 
 # Delays tried, as fractions of the latency threshold.
 DELAY_FRACTIONS = (0.02, 0.05, 0.1, 0.2, 0.4)
 TIE = 0.02
-
-
-@dataclass(frozen=True)
-class Objective:
-    threshold_s: float
-    quantile: float  # e.g. 0.99 for "99 % of requests within the threshold"
 
 
 @dataclass(frozen=True)
@@ -45,7 +40,7 @@ def candidates(current: Batching, objective: Objective, max_instances: int) -> l
     counts: list[int] = [current.instances]
     if max_instances and len(current.groups) <= 1:
         # a group with a gpus list runs its count on each listed GPU: totals in steps of that many
-        step = devices(current.groups[0]) if current.groups else 1
+        step = current.groups[0].devices if current.groups else 1
         counts = list(range(step, max(max_instances, current.instances) + 1, step))
     return [current.with_(d, p, k) for k in counts for d in sorted(delays) for p in sorted(prefs)]
 

@@ -39,6 +39,14 @@ PRECISE_REQUESTS = 40000
 WARMUP = 500  # first requests left out: the simulation starts with an empty queue
 
 
+@dataclass(frozen=True)
+class Objective:
+    """What a configuration is judged by: the ``quantile`` of latency within ``threshold_s``."""
+
+    threshold_s: float
+    quantile: float  # e.g. 0.99 for "99 % of requests within the threshold"
+
+
 @lru_cache(maxsize=4)
 def _unit_arrivals(n: int, seed: int) -> tuple[float, ...]:
     rng = random.Random(seed)

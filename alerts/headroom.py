@@ -15,15 +15,9 @@ from typing import Any
 from tritonwatch import catalog
 from tritonwatch.slo import SLOFile
 
-UTILISATION_EXPR = "{rate} / {capacity}"
-
-
-def _by(spec: SLOFile) -> str:
-    return ", ".join(dict.fromkeys([catalog.MODEL, catalog.VERSION, *spec.grouping]))
-
 
 def capacity_expr(spec: SLOFile) -> str:
-    return f"sum by ({_by(spec)}) ({catalog.CAPACITY})"
+    return f"sum by ({catalog.by_clause(spec.grouping)}) ({catalog.CAPACITY})"
 
 
 def utilisation_expr(spec: SLOFile) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from tritonwatch import catalog
-from tritonwatch.alerts import headroom, rules
+from tritonwatch.alerts import headroom
 from tritonwatch.alerts.promtests import (
     RPM,
     SIDECAR_INSTANCE,
@@ -14,10 +14,10 @@ from tritonwatch.alerts.promtests import (
     VERSION,
     Case,
     Check,
-    _group,
     counter,
     expected,
     gauge,
+    model_ticket_labels,
     pct,
     sidecar_labels,
     triton_labels,
@@ -42,7 +42,7 @@ def _case(spec: SLOFile, name: str, capacities: tuple[Decimal, Decimal]) -> tupl
 
 
 def headroom_cases(spec: SLOFile) -> list[Case]:
-    labels = {rules.SEVERITY: "ticket", catalog.MODEL: MODEL, catalog.VERSION: VERSION, **_group(spec)}
+    labels = model_ticket_labels(spec, MODEL)
     # 2 x 1000 requests a minute = 33.3 req/s against 20 + 20 req/s: 83 % of the fleet's capacity
     near, u = _case(spec, "a fleet above 80 % of its capacity opens a ticket", (Decimal(20), Decimal(20)))
     values = {**headroom.near_capacity_texts(), "value_pct": pct(u)}

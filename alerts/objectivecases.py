@@ -19,19 +19,15 @@ from tritonwatch.alerts.promtests import (
     Case,
     Check,
     _between,
-    _group,
     counter,
     expected,
     gauge,
+    model_ticket_labels,
     pct,
     sidecar_labels,
     triton_labels,
 )
 from tritonwatch.slo import SLO, SLOFile, format_duration, parse_duration
-
-
-def _model_alert_labels(spec: SLOFile, model: str) -> dict[str, str]:
-    return {rules.SEVERITY: "ticket", catalog.MODEL: model, catalog.VERSION: VERSION, **_group(spec)}
 
 
 def _objective_inputs(
@@ -85,7 +81,7 @@ def operational_cases(spec: SLOFile, slo: SLO, objective: catalog.OperationalObj
         _objective_inputs(c, spec, slo.model, objective.signal, value, per_minute, samples)
         alert = objective.alert.name
         values = {**rules.operational_texts(spec, alert, slo), "value_pct": pct(value)}
-        labels = _model_alert_labels(spec, slo.model)
+        labels = model_ticket_labels(spec, slo.model)
         alerts = (expected(spec, alert, labels, values),) if fire else ()
         c.checks.append(Check(at, alert, alerts))
         out.append(c)

@@ -146,6 +146,11 @@ def sidecar_labels(spec: SLOFile, **extra: str) -> dict[str, str]:
     return {"instance": SIDECAR_INSTANCE, "job": SIDECAR_JOB, **_group(spec), **extra}
 
 
+def model_ticket_labels(spec: SLOFile, model: str) -> dict[str, str]:
+    """The labels of a per-model ticket alert (objectives, headroom): what its rule keeps of the series."""
+    return {rules.SEVERITY: "ticket", catalog.MODEL: model, catalog.VERSION: VERSION, **_group(spec)}
+
+
 # --- SLO burn-rate and no-data cases ------------------------------------------------------------
 def _burn_factors(spec: SLOFile) -> tuple[Decimal, Decimal]:
     """A burn rate that opens a ticket but never pages: between the largest ticket factor and the

@@ -11,12 +11,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from tritonwatch import uncounted
 from tritonwatch.errors import UsageError
 from tritonwatch.slo import SLOFile
-from tritonwatch.tritonapi import ScrapeError, TritonClient
+from tritonwatch.tritonapi import ScrapeError, TritonClient, check_base_url
 
 log = logging.getLogger(__name__)
 TIMEOUT = 10.0
@@ -24,8 +23,7 @@ MAX_BYTES = 1 << 20  # a model config is a few KB
 
 
 def check_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+    if check_base_url(url):
         raise UsageError(f"--triton {url!r}: must be Triton's HTTP API base URL, e.g. http://127.0.0.1:8000")
     return url.rstrip("/")
 
@@ -42,7 +40,7 @@ def read_config(client: TritonClient, model: str) -> Mapping[str, Any]:
             raise ConfigMissing(f"HTTP {exc.status}") from None
         if exc.reason == "too_large":
             raise ConfigMissing(f"config over {MAX_BYTES} bytes") from None
-        if exc.reason in ("connection", "timeout", "http"):
+        if exc.unreachable:
             raise UsageError(f"--triton {client.config_url(model)}: cannot read ({exc.reason})") from None
         raise ConfigMissing("not JSON") from None
 

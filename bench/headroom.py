@@ -21,6 +21,7 @@ import statistics
 import time
 from pathlib import Path
 
+from tritonwatch import modelconfig
 from tritonwatch.exporters import headroom
 from tritonwatch.exporters.batching import batching_config
 from tritonwatch.exporters.config import SidecarConfig
@@ -41,7 +42,7 @@ def state(models: int, refresh: int) -> ApiState:
             "dynamic_batching": {"max_queue_delay_microseconds": 2000 if i % 2 else 0},
             "instance_group": [{"count": 2 if i % 4 == 0 else 1, "kind": "KIND_GPU"}],
         }
-        configs[name] = batching_config(cfg) or ""
+        configs[name] = batching_config(modelconfig.parse(cfg)) or ""
         grown = 100 * refresh
         batch[(name, "1")] = {
             b: BatchStat(n + grown, (n + grown) * (fixed + per_item * b) * (1 + 0.01 * (b % 3)))

@@ -134,7 +134,7 @@ class Triton:
         try:
             return read(*args)
         except ScrapeError as exc:
-            if exc.reason in ("connection", "timeout", "http"):
+            if exc.unreachable:
                 raise TritonwatchError(f"--triton {self.url}: cannot reach Triton: {exc}") from None
             raise TritonwatchError(f"--triton {self.url}: {exc}") from None
 

@@ -8,6 +8,6 @@ so that moving advise is one import to change.
 from __future__ import annotations
 
 from tritonwatch.advise.observed import Batching, Fit, Refusal, batching, fit
-from tritonwatch.advise.simulate import slo_capacity
+from tritonwatch.advise.simulate import Objective, slo_capacity
 
-__all__ = ["Batching", "Fit", "Refusal", "batching", "fit", "slo_capacity"]
+__all__ = ["Batching", "Fit", "Objective", "Refusal", "batching", "fit", "slo_capacity"]

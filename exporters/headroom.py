@@ -42,12 +42,7 @@ from tritonwatch.exporters.window import ModelKey, model_key
 # unchanged fit gives the same capacity; 20,000 put the knee within about ±3 % of the seed-free value
 # (docs/advise.md measured ±4-5 % at 5,500 and ±2 % at 40,000) for ~0.1 s of CPU per model per refresh.
 SIMULATED_REQUESTS = 20000
-
-
-@dataclass(frozen=True)
-class Objective:
-    threshold_s: float
-    quantile: float  # 0.99 for "99 % of requests within the threshold"
+Objective = advise.Objective  # the latency objective a capacity is bound by, as advise judges it
 
 
 @dataclass(frozen=True)
@@ -178,6 +173,10 @@ class Headroom(Source):
         self.refusals: dict[tuple[ModelKey, str], int] = {}
         self.cpu_seconds = 0.0  # spent estimating since start (bench/headroom.py reads it)
         self.refreshed_at: float | None = None
+        # Per model version: the inputs of its last estimate and that estimate. The simulation is seeded,
+        # so the same inputs give the same answer: an idle model's (nothing new in its stats or counters)
+        # is not simulated again. Touched by the refresh thread only.
+        self._last: dict[ModelKey, tuple[tuple[object, ...], Estimate]] = {}
 
     def scrape(self) -> None:
         self.refresh()
@@ -188,17 +187,24 @@ class Headroom(Source):
         over = overheads(self.snapshot())
         keys = sorted({*state.batch_stats, *(k for k, ready in state.ready.items() if ready)})
         found: dict[ModelKey, Estimate] = {}
+        last: dict[ModelKey, tuple[tuple[object, ...], Estimate]] = {}
         for key in keys:
             objective = self.objectives.get(key[0])
             if objective is None:
                 continue  # no latency objective: nothing to bound a capacity by
-            found[key] = estimate(
-                key[0],
+            config, stats, overhead = (
                 state.batching.get(key[0]),
                 state.batch_stats.get(key),
-                objective,
                 over.get(key, 0.0),
             )
+            inputs = (config, tuple(sorted((stats or {}).items())), objective, overhead)
+            before = self._last.get(key)
+            if before is not None and before[0] == inputs:
+                found[key] = before[1]
+            else:
+                found[key] = estimate(key[0], config, stats, objective, overhead)
+            last[key] = (inputs, found[key])
+        self._last = last
         with self._lock:
             self.estimates = found
             for key, e in found.items():

@@ -42,7 +42,7 @@ class Placement:
 def placement(config: ModelConfig | object) -> Placement:
     """The placement of a model's instances from its config (typed, or its JSON: ValueError on a
     malformed group)."""
-    cfg = config if isinstance(config, ModelConfig) else modelconfig.parse(config)
+    cfg = modelconfig.typed(config)
     if not cfg.instance_groups:
         return Placement(reason=NO_CONFIG)
     kinds: set[str] = set()

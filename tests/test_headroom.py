@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.core import Metric
@@ -157,6 +158,26 @@ def test_follows_a_config_reload() -> None:
     # two instances take batches side by side: well over half as much again
     assert after > 1.6 * before
     assert part.refreshed_at == 1060.0
+
+
+def test_an_idle_model_is_not_simulated_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = Fake(CONFIG, stats({1: 300, 2: 120, 3: 40}))
+    part = fake.part()
+    calls: list[str] = []
+    real = headroom.estimate
+
+    def counted(model: str, *args: Any) -> headroom.Estimate:
+        calls.append(model)
+        return real(model, *args)
+
+    monkeypatch.setattr(headroom, "estimate", counted)
+    part.refresh()
+    first = served(part)
+    part.refresh()  # nothing new: the same inputs, the estimate kept
+    assert calls == ["linear"] and served(part)[catalog.CAPACITY] == first[catalog.CAPACITY]
+    fake.set(CONFIG, stats({1: 310, 2: 120, 3: 40}))  # ten more executions of batch size 1
+    part.refresh()
+    assert calls == ["linear", "linear"]
 
 
 def test_a_model_without_a_latency_objective_is_left_out() -> None:

@@ -102,6 +102,12 @@ class ScrapeError(Exception):
         self.reason = reason
         self.status = status  # the HTTP status of an ``http_status`` refusal
 
+    @property
+    def unreachable(self) -> bool:
+        """No answer came at all (``connection``, ``timeout``, ``http``): the server, not what it
+        said, is the problem."""
+        return self.reason in ("connection", "timeout", "http")
+
 
 # Triton's counters are uint64 and its settings int32/int64: a longer integer is not Triton's, and
 # Python would carry it into float() (OverflowError) or arithmetic of any size.

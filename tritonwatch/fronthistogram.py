@@ -25,6 +25,7 @@ from decimal import Decimal
 
 from tritonwatch.errors import UsageError
 from tritonwatch.selector import Selector, parse_selector
+from tritonwatch.validators import kind as _kind
 from tritonwatch.validators import promql_string
 
 UNITS = {"seconds": Decimal(1), "milliseconds": Decimal(1000)}
@@ -34,8 +35,7 @@ _SECONDS_NAME = re.compile(r"_seconds(_|$)")
 
 def le_text(value: Decimal) -> str:
     """The plain decimal spelling of a bucket bound: 0.05 -> "0.05", 50 -> "50" (no exponent)."""
-    text = format(value.normalize(), "f")
-    return text
+    return format(value.normalize(), "f")
 
 
 def le_regex(value: Decimal) -> str:
@@ -115,7 +115,3 @@ def parse_front_histogram(raw: object, where: str) -> FrontHistogram:
     if named is not None and named != unit:
         raise UsageError(f"{where}.unit: {unit} contradicts the family name {family!r} ({named})")
     return FrontHistogram(sel, unit)
-
-
-def _kind(value: object) -> str:
-    return "nothing" if value is None else type(value).__name__

@@ -49,13 +49,10 @@ def _wire_type(config_type: str) -> str:
 def input_specs(config: ModelConfig | Mapping[str, Any], batch: int = 1) -> list[InputSpec]:
     """Request shapes from a model config, typed or as Triton's HTTP API returns it (variable dims
     become 1)."""
-    if isinstance(config, ModelConfig):
-        cfg = config
-    else:
-        try:
-            cfg = modelconfig.parse(config)
-        except ValueError as exc:
-            raise TritonwatchError(f"model config: {exc}") from None
+    try:
+        cfg = modelconfig.typed(config)
+    except ValueError as exc:
+        raise TritonwatchError(f"model config: {exc}") from None
     batched = cfg.max_batch_size > 0
     specs = []
     for item in cfg.inputs:
@@ -78,7 +75,7 @@ def fetch_config(triton_url: str, model: str, timeout: float = 5.0) -> ModelConf
     except ScrapeError as exc:
         if exc.reason == "http_status":
             raise TritonwatchError(f"--model {model}: {exc}") from None
-        if exc.reason in ("connection", "timeout", "http"):
+        if exc.unreachable:
             raise TritonwatchError(f"--triton {triton_url}: cannot reach {url} ({exc.reason})") from None
         if exc.reason == "bad_json":  # not JSON, or not an object: something else answers on that port
             raise TritonwatchError(

@@ -306,3 +306,8 @@ def parse(config: object, lenient: bool = False) -> ModelConfig:
         histogram_buckets=read(lambda: _histograms(config.get("model_metrics") or {}), {}),
         raw=config,
     )
+
+
+def typed(config: ModelConfig | object) -> ModelConfig:
+    """``config`` itself when it is already typed, else ``parse(config)`` (its JSON as Triton gave it)."""
+    return config if isinstance(config, ModelConfig) else parse(config)

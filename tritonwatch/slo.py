@@ -23,6 +23,7 @@ from tritonwatch.errors import UsageError
 from tritonwatch.fronthistogram import FrontHistogram, parse_front_histogram
 from tritonwatch.secrets_check import find_secret
 from tritonwatch.selector import Selector, parse_selector
+from tritonwatch.validators import kind as _kind
 
 API_VERSION = "tritonwatch/v1"
 KIND = "ServiceLevelObjectives"
@@ -243,10 +244,6 @@ class _Fields:
 
 def _join(where: str, key: str) -> str:
     return f"{where}.{key}" if where else key
-
-
-def _kind(value: object) -> str:
-    return "nothing" if value is None else type(value).__name__
 
 
 def _percent(d: Decimal) -> str | None:

@@ -101,11 +101,7 @@ class TritonClient:
 
     def config_json(self, model: str, version: str = "") -> Mapping[str, Any]:
         """The model's config JSON as Triton gave it (an object; its fields not yet checked)."""
-        url = self.config_url(model, version)
-        answer = self.fetcher.json("GET", url)
-        if not isinstance(answer, dict):
-            raise ScrapeError("bad_json", f"{url}: not a JSON object")
-        return answer
+        return self._object("GET", self.config_url(model, version))
 
     def config(self, model: str, version: str = "") -> ModelConfig:
         """The model's config, typed; a config that is not one Triton wrote is ``bad_json`` naming the field."""
@@ -133,13 +129,10 @@ class TritonClient:
 
     def trace_settings(self, update: Mapping[str, str] | None = None) -> Mapping[str, Any]:
         """The trace settings in force; with ``update`` (e.g. ``{"trace_rate": "10"}``) set first."""
-        url = self.trace_url()
-        answer = self.fetcher.json("POST" if update is not None else "GET", url, update)
-        if answer is None and update is not None:
-            return {}  # set, and nothing said back: the next read says what is in force
-        if not isinstance(answer, dict):
-            raise ScrapeError("bad_json", f"{url}: not a JSON object")
-        return answer
+        if update is None:
+            return self._object("GET", self.trace_url())
+        # set, and nothing said back: the next read says what is in force
+        return self._object("POST", self.trace_url(), update, empty={})
 
     def ready(self) -> bool:
         """Whether the server says it is ready (``GET /v2/health/ready`` answers 200)."""
@@ -153,8 +146,15 @@ class TritonClient:
 
     def metadata(self, model: str, version: str = "") -> Mapping[str, Any]:
         """The model's metadata (name, versions, platform, inputs, outputs) as Triton gave it."""
-        url = self._model_url(model, version)
-        answer = self.fetcher.json("GET", url)
+        return self._object("GET", self._model_url(model, version))
+
+    def _object(
+        self, method: str, url: str, body: Any = None, empty: Mapping[str, Any] | None = None
+    ) -> Mapping[str, Any]:
+        """The JSON object ``url`` answers; ``empty`` stands for an empty answer where one is allowed."""
+        answer = self.fetcher.json(method, url, body)
+        if answer is None and empty is not None:
+            return empty
         if not isinstance(answer, dict):
             raise ScrapeError("bad_json", f"{url}: not a JSON object")
         return answer

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tritonwatch import modelconfig
-from tritonwatch.modelconfig import ModelConfig
 
 PYTHON_BACKENDS = frozenset({"python", "vllm"})
 
@@ -34,7 +33,7 @@ class ModelShape:
 def shape(config: object) -> ModelShape:
     """The shape of one config (typed, or its JSON as Triton's HTTP API returns it: ``ValueError``
     when it is not one)."""
-    cfg = config if isinstance(config, ModelConfig) else modelconfig.parse(config)
+    cfg = modelconfig.typed(config)
     return ModelShape(cfg.backend, cfg.decoupled)
 
 

@@ -78,3 +78,8 @@ def fullmatch(pattern: re.Pattern[str], value: str, where: str, what: str) -> st
     if pattern.fullmatch(value) is None:
         raise UsageError(f"{where}: {what} (got {value[:80]!r})")
     return value
+
+
+def kind(value: object) -> str:
+    """What a wrong value in a spec file is, for its one-line error: ``nothing`` or its type's name."""
+    return "nothing" if value is None else type(value).__name__

@@ -86,9 +86,9 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
-def _dump(docs: list[dict[str, Any]], sources: str) -> str:
+def _dump(docs: list[dict[str, Any]], sources: str, note: str = "") -> str:
     body = yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1_000_000)
-    return HEADER.format(sources=sources) + body
+    return HEADER.format(sources=sources) + note + body
 
 
 def _name(stem: str) -> str:
@@ -276,9 +276,11 @@ def autoscaling(rules_dir: Path, slo_text: str) -> dict[str, str]:
         SLO_CONFIGMAP_FILE: _dump([configmap], "alerts/slo.yaml"),
         KEDA_FILE: _dump([scaled], rules_src),
         HPA_FILE: _dump([hpa], rules_src),
-        ADAPTER_FILE: HEADER.format(sources=rules_src)
-        + "# Helm values for prometheus-community/prometheus-adapter (helm install ... -f values.yaml)\n"
-        + yaml.dump(values, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1_000_000),
+        ADAPTER_FILE: _dump(
+            [values],
+            rules_src,
+            "# Helm values for prometheus-community/prometheus-adapter (helm install ... -f values.yaml)\n",
+        ),
     }
 
 
@@ -297,41 +299,22 @@ def render_all(rules_dir: Path, dashboards_dir: Path) -> dict[str, str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--rules",
-        type=Path,
-        default=Path("alerts/generated"),
-        metavar="DIR",
-        help="generated rules directory",
-    )
-    parser.add_argument(
-        "--dashboards",
-        type=Path,
-        default=Path("dashboards/generated"),
-        metavar="DIR",
-        help="generated dashboards directory",
-    )
-    parser.add_argument(
-        "--slo",
-        type=Path,
-        default=Path("alerts/slo.yaml"),
-        metavar="FILE",
-        help="the SLO file the sidecars of the autoscaling overlays read",
-    )
-    parser.add_argument(
-        "--autoscaling",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="also write the autoscaling overlays' generated files there (make generate: deploy/autoscaling)",
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=Path("deploy/kubernetes/generated"),
-        metavar="DIR",
-        help="output directory",
-    )
+    # (flag, default, metavar, help): every flag here is a path
+    for flag, default, metavar, text in (
+        ("--rules", "alerts/generated", "DIR", "generated rules directory"),
+        ("--dashboards", "dashboards/generated", "DIR", "generated dashboards directory"),
+        ("--slo", "alerts/slo.yaml", "FILE", "the SLO file the sidecars of the autoscaling overlays read"),
+        (
+            "--autoscaling",
+            None,
+            "DIR",
+            "also write the autoscaling overlays' generated files there (make generate: deploy/autoscaling)",
+        ),
+        ("--out", "deploy/kubernetes/generated", "DIR", "output directory"),
+    ):
+        parser.add_argument(
+            flag, type=Path, default=Path(default) if default else None, metavar=metavar, help=text
+        )
 
 
 def run(args: argparse.Namespace) -> int:

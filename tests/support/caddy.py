@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from tritonwatch.local.procs import Managed, free_port, http_ok, wait_until
-
-_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+from support.front_process import FrontProcess, check_names
+from tritonwatch.local.procs import Managed, free_port
 
 
 def config(models: Sequence[str], triton_http: str, ports: Sequence[int], admin: str) -> dict[str, object]:
     """A server named after each model on its own port, reverse-proxying everything to Triton."""
+    check_names(models)
     servers = {}
     for model, port in zip(models, ports, strict=True):
-        assert _NAME.match(model), model
         servers[model] = {
             "listen": [f"127.0.0.1:{port}"],
             "automatic_https": {"disable": True},
@@ -33,7 +31,7 @@ def config(models: Sequence[str], triton_http: str, ports: Sequence[int], admin:
     return {"admin": {"listen": admin}, "apps": {"http": {"servers": servers}}}
 
 
-class Caddy:
+class Caddy(FrontProcess):
     def __init__(self, binary: str, workdir: Path, models: Sequence[str], triton_http: str) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         ports = [free_port() for _ in models]
@@ -50,15 +48,3 @@ class Caddy:
         self.proc = Managed(
             "caddy", [binary, "run", "--config", str(path)], log_path=workdir / "caddy.log", env=env
         )
-
-    def wait_ready(self, timeout: float = 20.0) -> Caddy:
-        def ready() -> bool:
-            if not self.proc.alive():
-                raise AssertionError(f"caddy exited: {self.proc.log_tail()}")
-            return http_ok(f"http://{self.metrics_address}/metrics")
-
-        wait_until(ready, timeout, "caddy's metrics")
-        return self
-
-    def stop(self) -> None:
-        self.proc.stop()

@@ -7,19 +7,16 @@ built-in service (``http-request use-service prometheus-exporter``), which serve
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from tritonwatch.local.procs import Managed, free_port, http_ok, wait_until
-
-_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+from support.front_process import FrontProcess, check_names
+from tritonwatch.local.procs import Managed, free_port
 
 
 def config(models: Sequence[str], triton_http: str, front_port: int, stats_port: int) -> str:
     """A backend named after each model, chosen by the request path /v2/models/<model>/."""
-    for m in models:
-        assert _NAME.match(m), m
+    check_names(models)
     routes = "".join(f"  use_backend {m} if {{ path_beg /v2/models/{m}/ }}\n" for m in models)
     backends = "".join(f"backend {m}\n  server triton {triton_http}\n" for m in models)
     return (
@@ -32,7 +29,7 @@ def config(models: Sequence[str], triton_http: str, front_port: int, stats_port:
     )
 
 
-class HAProxy:
+class HAProxy(FrontProcess):
     def __init__(self, binary: str, workdir: Path, models: Sequence[str], triton_http: str) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -43,15 +40,3 @@ class HAProxy:
         path.write_text(config(models, triton_http, self.port, self.stats_port))
         # -db: stay in the foreground, so stopping the process stops HAProxy.
         self.proc = Managed("haproxy", [binary, "-db", "-f", str(path)], log_path=workdir / "haproxy.log")
-
-    def wait_ready(self, timeout: float = 20.0) -> HAProxy:
-        def ready() -> bool:
-            if not self.proc.alive():
-                raise AssertionError(f"haproxy exited: {self.proc.log_tail()}")
-            return http_ok(f"http://{self.metrics_address}/metrics")
-
-        wait_until(ready, timeout, "haproxy's exporter")
-        return self
-
-    def stop(self) -> None:
-        self.proc.stop()
