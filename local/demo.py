@@ -87,6 +87,7 @@ PATTERN = (
     Phase("failures", 0.45, 4, 0.3),
     Phase("recovery", 0.75, 4, 0.0),
 )
+MAX_TRITON_RESTARTS = 3  # a Triton that dies more often than this in one demo is left dead, and said so
 OPEN_ENDED_PERIOD = 240.0  # with no --duration the pattern repeats every 4 minutes
 
 
@@ -96,6 +97,8 @@ class Seen:
     alerts: dict[tuple[str, str, str], float] = field(default_factory=dict)
     # ensemble -> its steps in order, as the sidecar serves them (tritonwatch_ensemble_step_info)
     pipelines: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # seconds into the demo and exit code of each time the bundled Triton died on its own
+    triton_deaths: list[tuple[float, int | None]] = field(default_factory=list)
 
 
 def _get(url: str, timeout: float = 3.0) -> bytes:
@@ -199,6 +202,9 @@ def summary_text(rows: dict[str, dict[str, float]], seen: Seen) -> str:
     if seen.pipelines:
         lines += ["", "pipelines (each client request counted once, at the ensemble; its steps follow):"]
         lines += [f"  {m}: {' -> '.join(steps)}" for m, steps in sorted(seen.pipelines.items())]
+    if seen.triton_deaths:
+        lines += ["", "Triton 2.51 died on its own and was started again (its tracing crashes now and then):"]
+        lines += [f"  at {at:.0f}s, exit code {code}" for at, code in seen.triton_deaths]
     lines += ["", "alerts that fired:"]
     if not seen.alerts:
         lines.append("  (none)")
@@ -458,6 +464,18 @@ def _watch(
             elapsed = time.monotonic() - t0
             if args.duration and elapsed >= args.duration:
                 break
+            if stack.triton.crashed() and len(seen.triton_deaths) < MAX_TRITON_RESTARTS:
+                # Triton 2.51 segfaults now and then while it traces (server#7795; trace files too, in
+                # the python backend's ResponseSend): a demo that kept running on a dead server would
+                # show nothing. Same ports, so the sidecar, Prometheus and the load follow it.
+                seen.triton_deaths.append((elapsed, stack.triton.exit_code()))
+                log.warning(
+                    "tritonserver died (exit code %s); starting it again. Last lines of %s:\n%s",
+                    stack.triton.exit_code(),
+                    stack.triton.log_path,
+                    stack.triton.log_tail(15),
+                )
+                stack.triton.restart(timeout=120)
             now_rows = model_rows(stack.sidecar.port)
             if args.gpu_replay:
                 now_rows.update({f"{m} (REPLAY)": r for m, r in model_rows(stack.gpu_sidecar_port).items()})
