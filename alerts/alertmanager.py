@@ -6,7 +6,9 @@ Emits (``alertmanager.yml``)::
       - alertname="Watchdog"  -> watchdog (repeats every minute: a dead man's switch)
       - severity="page"       -> page
       - severity="ticket"     -> ticket
-    inhibit_rules:    TritonServerDown mutes per-model alerts (model=~".+") with equal <grouping>;
+    inhibit_rules:    TritonServerDown mutes the alerts of the same replica only: those with a model and
+                      the down target's instance (equal instance, <grouping>), never an alert
+                      without an instance (a fleet-wide SLO page);
                       a page mutes the ticket of the same alertname, slo and model;
                       TritonServerStalled mutes TritonModelStalled on the same instance
     receivers:        default, page, ticket, watchdog: as configured in spec.alertmanager.receivers
@@ -63,14 +65,14 @@ def route(spec: SLOFile) -> dict[str, Any]:
 
 
 def inhibit_rules(spec: SLOFile) -> list[dict[str, Any]]:
-    # Per-model alerts are aggregated across replicas and carry no instance: the server-down alert
-    # can only be matched to them through the deployment's grouping labels (e.g. cluster).
+    # One replica down mutes what that replica says of its models, nothing else. Alertmanager reads
+    # a label both alerts lack as equal (both empty), so the target must have an instance: else a
+    # crash-looping pod would hide every fleet-wide SLO page (which carries no instance) while it loops.
     server_down: dict[str, Any] = {
         "source_matchers": [f'alertname="{rules.SERVER_DOWN}"'],
-        "target_matchers": [f'{catalog.MODEL}=~".+"'],
+        "target_matchers": [f'{catalog.MODEL}=~".+"', 'instance=~".+"'],
+        "equal": list(dict.fromkeys(["instance", *spec.grouping])),
     }
-    if spec.grouping:
-        server_down["equal"] = list(spec.grouping)
     return [
         server_down,
         {

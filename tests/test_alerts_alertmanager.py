@@ -70,8 +70,8 @@ def test_grouping_and_inhibition_follow_the_slo_file() -> None:
     server_down = cfg["inhibit_rules"][0]
     assert server_down == {
         "source_matchers": ['alertname="TritonServerDown"'],
-        "target_matchers": ['model=~".+"'],
-        "equal": ["cluster"],
+        "target_matchers": ['model=~".+"', 'instance=~".+"'],
+        "equal": ["instance", "cluster"],
     }
 
 
