@@ -28,6 +28,7 @@ from tritonwatch.alerts.promtests import (
     watchdog_cases,
 )
 from tritonwatch.alerts.stallcases import stall_cases
+from tritonwatch.alerts.trafficcases import low_traffic_cases, steady_burn_cases
 from tritonwatch.slo import SLOFile
 
 
@@ -44,7 +45,8 @@ def _file(cases: list[Case], rule_files: tuple[str, ...]) -> dict[str, Any]:
 def test_files(spec: SLOFile) -> dict[str, dict[str, Any]]:
     slo_cases: list[Case] = []
     for obj in sorted(spec.objectives(), key=lambda o: o.name):
-        slo_cases += burn_cases(spec, obj) + nodata_cases(spec, obj)
+        slo_cases += burn_cases(spec, obj) + steady_burn_cases(spec, obj) + low_traffic_cases(spec, obj)
+        slo_cases += nodata_cases(spec, obj)
     ops: list[Case] = server_cases(spec) + stall_cases(spec) + ready_cases(spec)
     for slo in sorted(spec.slos, key=lambda s: s.model):
         for objective in catalog.OPERATIONAL_OBJECTIVES:

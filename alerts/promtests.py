@@ -155,8 +155,8 @@ def model_ticket_labels(spec: SLOFile, model: str) -> dict[str, str]:
 def _burn_factors(spec: SLOFile) -> tuple[Decimal, Decimal]:
     """A burn rate that opens a ticket but never pages: between the largest ticket factor and the
     smallest page factor."""
-    ticket = max(w.scaled(spec.window) for w in windows.for_severity("ticket"))
-    page = min(w.scaled(spec.window) for w in windows.for_severity("page"))
+    ticket = max(w.factor for w in windows.for_severity("ticket"))
+    page = windows.slowest_page_factor()
     return Decimal(str(round((ticket + page) / 2, 1))), Decimal("0.5")
 
 
@@ -164,12 +164,10 @@ FRONT_INSTANCE = "front:8404"
 FRONT_JOB = "front"
 
 
-def _front_traffic(spec: SLOFile, case: Case, obj: Objective, bad_per_minute: Decimal, samples: int) -> None:
-    """The front's series: one the errors selector picks, and one only total picks.
-
-    Where total selects the error series too (HAProxy's, Envoy's and NGINX's do: one metric split by
-    status), the other series carries the good requests only; else it counts every request.
-    """
+def front_series(spec: SLOFile, obj: Objective) -> tuple[str, dict[str, str], str, dict[str, str], bool]:
+    """The front's series: one the errors selector picks, one only total picks, and whether total
+    picks the error series too (HAProxy's, Envoy's and NGINX's do: one metric split by status): then
+    the other series carries the good requests only, else every request."""
     front = rules.front_counters(spec, obj)
     assert front is not None
     where = f"spec.slos[{spec.slos.index(spec.slo_for(obj.model))}].availability.from"
@@ -181,8 +179,13 @@ def _front_traffic(spec: SLOFile, case: Case, obj: Objective, bad_per_minute: De
     if other is None:
         raise UsageError(f"{where}.total: every series it selects is an error too")
     included = front.total.matches(front.errors.metric, bad)
-    case.add(front.errors.metric, bad, counter(bad_per_minute, samples))
-    case.add(front.total.metric, other, counter(RPM - bad_per_minute if included else RPM, samples))
+    return front.errors.metric, bad, front.total.metric, other, included
+
+
+def _front_traffic(spec: SLOFile, case: Case, obj: Objective, bad_per_minute: Decimal, samples: int) -> None:
+    errors, bad, total, other, included = front_series(spec, obj)
+    case.add(errors, bad, counter(bad_per_minute, samples))
+    case.add(total, other, counter(RPM - bad_per_minute if included else RPM, samples))
 
 
 def _front_buckets(spec: SLOFile, case: Case, obj: Objective, under: Decimal, n: Decimal, size: int) -> None:

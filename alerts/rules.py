@@ -28,7 +28,7 @@ from decimal import Decimal
 from typing import Any
 
 from tritonwatch import catalog
-from tritonwatch.alerts import headroom, records, stall, windows
+from tritonwatch.alerts import headroom, records, stall, traffic, windows
 from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is how the rest reads them)
     ALERTS,
     BUDGET_REMAINING_RECORD,
@@ -178,10 +178,11 @@ def sli_rules(spec: SLOFile, obj: Objective) -> list[Rule]:
     labels = {SLO_LABEL: obj.name}
     if front_counters(spec, obj) is not None or front_histogram(spec, obj) is not None:
         labels[catalog.MODEL] = obj.model  # the front's series do not name the model
+    labels = dict(sorted(labels.items()))
     return [
-        {"record": sli_record(w), "expr": sli_expr(spec, obj, w), "labels": dict(sorted(labels.items()))}
+        {"record": sli_record(w), "expr": sli_expr(spec, obj, w), "labels": labels}
         for w in windows.sli_windows(spec.window)
-    ]
+    ] + traffic.requests_rules(spec, obj, labels)
 
 
 def _slo_selector(obj: Objective) -> str:
@@ -207,13 +208,14 @@ def budget_rules(spec: SLOFile, obj: Objective) -> list[Rule]:
 
 # --- step 3: multiwindow multi-burn-rate alerts -------------------------------------------------
 def burn_expr(spec: SLOFile, obj: Objective, severity: str) -> str:
-    """Burn rate (error ratio / budget) over both windows of each pair above the scaled factor;
-    the alert's value is the long window's burn rate of the first pair that fires."""
+    """Burn rate (error ratio / budget) over both windows of each pair above the factor; the alert's
+    value is the long window's burn rate of the first pair that fires. Availability reads each ratio
+    through the minimum-traffic guard (``alerts/traffic.py``)."""
     pairs = []
     for w in windows.for_severity(severity):
-        factor = _num(w.scaled(spec.window))
-        long_ = _select(sli_record(w.long), _slo_selector(obj))
-        short = _select(sli_record(w.short), _slo_selector(obj))
+        factor = _num(w.factor)
+        long_ = traffic.guarded_ratio(spec, obj, w.long, _slo_selector(obj))
+        short = traffic.guarded_ratio(spec, obj, w.short, _slo_selector(obj))
         budget = _num(obj.budget)
         pairs.append(f"(\n  {long_} / {budget} > {factor}\nand\n  {short} / {budget} > {factor}\n)")
     return "\nor\n".join(pairs)

@@ -1,9 +1,15 @@
 """Multiwindow multi-burn-rate windows as data (Google SRE Workbook, chapter "Alerting on SLOs").
 
-The table is written for a 30-day SLO window. A burn factor is "this much of the error budget gone
-within the long window": 14.4x over 1h spends 2% of a 30d budget. For another SLO window the windows
-stay and the factor scales so that the same share of the budget is spent: factor * window / 30d
-(28d: 13.44, 5.6, 2.8, 0.9333).
+A burn rate is the error ratio over the error budget: at 1x the budget runs out exactly when the SLO
+window ends, at 14.4x in a 14.4th of it. The factors are burn rates, so they mean the same for every
+SLO window the file accepts and are not scaled with it: a ticket (1x and more) means the budget runs
+out within the window if this goes on, a page (6x, 14.4x) that it runs out within days. Scaling them
+by ``window / 30d`` (as this module once did) made a 7d SLO ticket at 0.2333x, a burn that ends the
+window with three quarters of the budget left.
+
+The windows stay the workbook's for every SLO window (Pyrra scales them with the SLO window instead):
+a 7d SLO would get a 1m10s short window, a rate over two or three scrapes, and record names would
+change with the SLO window.
 """
 
 from __future__ import annotations
@@ -14,23 +20,16 @@ from decimal import Decimal
 from tritonwatch.errors import UsageError
 from tritonwatch.slo import SLOFile, format_duration, parse_duration
 
-TABLE_WINDOW = 30 * 86400
-
-
 @dataclass(frozen=True)
 class BurnWindow:
     severity: str  # "page" | "ticket"
     long: str  # Prometheus duration
     short: str
-    factor: float  # for the 30d table
-
-    def scaled(self, slo_window: float) -> float:
-        """The burn factor for an SLO window of ``slo_window`` seconds, rounded for stable output."""
-        return round(self.factor * slo_window / TABLE_WINDOW, 4)
+    factor: float  # burn rate: error ratio over the error budget
 
 
-# (severity, long window, short window, burn factor over 30d)
-SRE_WORKBOOK_30D: tuple[BurnWindow, ...] = (
+# (severity, long window, short window, burn factor)
+SRE_WORKBOOK: tuple[BurnWindow, ...] = (
     BurnWindow("page", "1h", "5m", 14.4),
     BurnWindow("page", "6h", "30m", 6.0),
     BurnWindow("ticket", "1d", "2h", 3.0),
@@ -41,12 +40,16 @@ SEVERITIES = ("page", "ticket")
 
 
 def for_severity(severity: str) -> tuple[BurnWindow, ...]:
-    return tuple(w for w in SRE_WORKBOOK_30D if w.severity == severity)
+    return tuple(w for w in SRE_WORKBOOK if w.severity == severity)
+
+
+def slowest_page_factor() -> float:
+    return min(w.factor for w in for_severity("page"))
 
 
 def sli_windows(slo_window: float) -> tuple[str, ...]:
     """Every window an SLI error ratio is recorded for, shortest first, the SLO window last."""
-    seconds = {parse_duration(w, "window") for b in SRE_WORKBOOK_30D for w in (b.long, b.short)}
+    seconds = {parse_duration(w, "window") for b in SRE_WORKBOOK for w in (b.long, b.short)}
     seconds.add(slo_window)
     return tuple(format_duration(s) for s in sorted(seconds))
 
@@ -61,7 +64,7 @@ def check_budgets(spec: SLOFile) -> None:
 
     A total outage burns a budget b at 1/b: when that is not above the slowest page factor, no page
     can ever fire (and the generated "total outage pages" test could not hold)."""
-    slowest_page = Decimal(str(min(w.scaled(spec.window) for w in for_severity("page"))))
+    slowest_page = Decimal(str(slowest_page_factor()))
     for i, s in enumerate(spec.slos):
         for obj in spec.objectives():
             if obj.model != s.model:

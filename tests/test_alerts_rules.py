@@ -33,7 +33,7 @@ def all_rules(files: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["promtool", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(["promtool", *args], capture_output=True, text=True, timeout=300)
 
 
 # --- golden -------------------------------------------------------------------------------------
@@ -100,9 +100,12 @@ def test_catalog_rules_come_from_every_catalog_signal() -> None:
     assert gpu[1]["expr"] == catalog.gpu_busy_ratio_promql("5m", ["cluster"])
 
 
-def test_windows_scale_to_the_slo_window() -> None:
-    assert [w.scaled(30 * 86400) for w in windows.SRE_WORKBOOK_30D] == [14.4, 6.0, 3.0, 1.0]
-    assert [w.scaled(28 * 86400) for w in windows.SRE_WORKBOOK_30D] == [13.44, 5.6, 2.8, 0.9333]
+def test_factors_are_burn_rates_for_every_slo_window() -> None:
+    # A burn rate is relative to the budget whatever the SLO window: 1x runs it out as the window ends.
+    assert [w.factor for w in windows.SRE_WORKBOOK] == [14.4, 6.0, 3.0, 1.0]
+    for window in ("7d", "28d"):
+        page = next(r for r in all_rules(rules.rule_files(spec_with(window=window))) if r.get("alert") == rules.BURN)
+        assert "> 14.4" in page["expr"] and "> 6\n" in page["expr"]
     assert windows.sli_windows(28 * 86400) == ("5m", "30m", "1h", "2h", "6h", "1d", "3d", "28d")
     assert windows.sli_windows(3 * 86400) == ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
     # The dashboards draw the burn rate over the same windows.
@@ -114,9 +117,18 @@ def test_sli_rules_per_window_with_slo_and_grouping() -> None:
     avail = spec.objectives()[0]
     got = rules.sli_rules(spec, avail)
     assert [r["record"] for r in got] == [
-        f"slo:sli_error:ratio_rate{w}" for w in windows.sli_windows(spec.window)
+        *(f"slo:sli_error:ratio_rate{w}" for w in windows.sli_windows(spec.window)),
+        *(f"slo:sli_requests:increase{w}" for w in ("1h", "5m", "6h", "30m", "1d", "2h", "3d")),
     ]
     one_hour = got[2]
+    requests = got[len(windows.sli_windows(spec.window))]
+    assert requests["labels"] == one_hour["labels"]
+    inc = 'sum by (model, cluster) (increase(nv_inference_request_{}{{{}model="fraud_detector"}}[1h]))'
+    ok, bad = inc.format("success", ""), inc.format("failure", 'reason!~"CANCELED",')
+    assert requests["expr"] == (
+        f'(({ok} + {bad}) unless on (model) tritonwatch_model_role_info{{role="ensemble"}})'
+        f' or (({ok} + {bad} * 0.5) and on (model) tritonwatch_model_role_info{{role="ensemble"}})'
+    )
     assert one_hour["labels"] == {"slo": "fraud_detector-availability"}
     failures = 'sum by (model, cluster) (rate(nv_inference_request_failure{reason!~"CANCELED",model="fraud_detector"}[1h]))'
     successes = 'sum by (model, cluster) (rate(nv_inference_request_success{model="fraud_detector"}[1h]))'
@@ -151,8 +163,10 @@ def test_one_burn_alert_per_severity_per_slo() -> None:
         "severity": "page",
         "slo": "fraud_detector-availability",
     }
-    assert "slo:sli_error:ratio_rate1h" in page["expr"] and "> 13.44" in page["expr"]
-    assert "slo:sli_error:ratio_rate30m" in page["expr"] and "> 5.6" in page["expr"]
+    assert "slo:sli_error:ratio_rate1h" in page["expr"] and "> 14.4" in page["expr"]
+    assert "slo:sli_error:ratio_rate30m" in page["expr"] and "> 6\n" in page["expr"]
+    # availability: each window's failures count against at least min_requests (500 for 99.9%)
+    assert "clamp_max(slo:sli_requests:increase1h{slo=\"fraud_detector-availability\"} / 500, 1)" in page["expr"]
 
 
 def test_no_two_rules_yield_the_same_label_set() -> None:

@@ -54,7 +54,8 @@ def test_repository_slo_file_parses_into_typed_objects() -> None:
     assert spec.name == "fraud-platform"
     assert spec.window == 28 * 86400 and spec.window_text == "28d"
     fd = spec.slo_for("fraud_detector")
-    assert fd.availability == slo.Availability(Decimal("99.9"))
+    # min_requests from the objective: one failure alone reads 2x (1 / (2 x 0.001))
+    assert fd.availability == slo.Availability(Decimal("99.9"), min_requests=500)
     assert fd.latency is not None and fd.latency.threshold == 0.05 and fd.latency.objective == Decimal(99)
     assert fd.queue_time_ratio_max == 0.5
     assert fd.capacity == slo.Capacity(max_request_rate=500.0)
@@ -66,7 +67,10 @@ def test_only_availability_for_an_unknown_model_is_valid() -> None:
     doc = edited("spec.slos", [{"model": "not_in_the_repository", "availability": {"objective": 99.5}}])
     spec = slo.parse(doc)
     assert spec.slos == (
-        slo.SLO(model="not_in_the_repository", availability=slo.Availability(Decimal("99.5"))),
+        slo.SLO(
+            model="not_in_the_repository",
+            availability=slo.Availability(Decimal("99.5"), min_requests=100),
+        ),
     )
     assert spec.grouping == () and spec.up_job == "triton"
     assert spec.runbook_base_url == slo.DEFAULT_RUNBOOK_BASE_URL
@@ -92,10 +96,21 @@ def test_only_availability_for_an_unknown_model_is_valid() -> None:
         ("spec.window", "1d", "spec.window: must be at least 3d"),
         ("spec.slos.0.model", None, "spec.slos[0].model: required"),
         ("spec.slos.0.model", "bad name", "spec.slos[0].model: not a Triton model name"),
+        ("spec.slos.0.latency.threshold", "0ms", "spec.slos[0].latency.threshold: must be greater than 0"),
         (
-            "spec.slos.0.latency.threshold",
-            "40ms",
-            "spec.slos[0].latency.threshold: must be a latency histogram bucket",
+            "spec.slos.0.time_to_first_token",
+            {"threshold": "40ms", "objective": 99},
+            "spec.slos[0].time_to_first_token.threshold: must be a latency histogram bucket",
+        ),
+        (
+            "spec.slos.0.availability.min_requests",
+            2.5,
+            "spec.slos[0].availability.min_requests: must be a whole number from 1 to 1000000000 (got 2.5)",
+        ),
+        (
+            "spec.slos.0.availability.min_requests",
+            0,
+            "spec.slos[0].availability.min_requests: must be a whole number from 1 to 1000000000 (got 0)",
         ),
         ("spec.slos.0.latency.threshold", "fast", "spec.slos[0].latency.threshold: unknown duration 'fast'"),
         (
@@ -127,6 +142,20 @@ def test_invalid_fields_are_named(path: str, value: object, message: str) -> Non
     text = str(err.value)
     assert text.startswith("slo.yaml: " + message), text
     assert "\n" not in text
+
+
+def test_any_latency_threshold_is_exact_from_the_model_metrics_buckets() -> None:
+    # 30 ms is no trace bucket, but rules' model_metrics stanza makes it one of Triton's own bounds.
+    spec = slo.parse(edited("spec.slos.0.latency.threshold", "30ms"))
+    lat = spec.slo_for("fraud_detector").latency
+    assert lat is not None and lat.threshold == 0.03
+
+
+def test_min_requests_is_derived_from_the_objective_or_set() -> None:
+    assert [slo.default_min_requests(Decimal(o)) for o in ("99", "99.9", "99.99", "90")] == [50, 500, 5000, 5]
+    spec = slo.parse(edited("spec.slos.0.availability.min_requests", 40))
+    a = spec.slo_for("fraud_detector").availability
+    assert a is not None and a.min_requests == 40
 
 
 def test_duplicate_model_is_named() -> None:

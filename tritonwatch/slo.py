@@ -8,6 +8,7 @@ the field, e.g. ``alerts/slo.yaml: spec.slos[0].availability.objective: must be 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ DEFAULT_RUNBOOK_BASE_URL = "https://github.com/tritonwatch/tritonwatch/blob/main
 DEFAULT_UP_JOB = "triton"
 DEFAULT_GPU_MEMORY_USED_MAX = 0.95
 DEFAULT_LATENCY_MIN_SAMPLES = 20
+MAX_MIN_REQUESTS = 10**9
+_WHOLE_MIN_REQUESTS = f"must be a whole number from 1 to {MAX_MIN_REQUESTS}"
 # Alertmanager receivers the generated routing tree uses; each may be configured in the SLO file.
 RECEIVERS = ("default", "page", "ticket", "watchdog")
 _MODEL_NAME = re.compile(r"[A-Za-z0-9_.\-]+")  # fullmatch: "$" would let a final newline through
@@ -67,6 +70,11 @@ class FrontCounters:
         total = f"{by}({fn}({self.total.promql()}[{window}]))"
         return f"(\n  {errors}\nor\n  0 * {total}\n)\n/\n{total}"
 
+    def requests_promql(self, window: str, grouping: tuple[str, ...] = ()) -> str:
+        """The responses the front counted over ``window`` (the ratio's denominator)."""
+        by = f"sum by ({', '.join(grouping)}) " if grouping else "sum"
+        return f"{by}(increase({self.total.promql()}[{window}]))"
+
 
 @dataclass(frozen=True)
 class Availability:
@@ -77,6 +85,16 @@ class Availability:
 
     objective: Decimal
     source: FrontCounters | None = None
+    # A window that saw fewer requests counts its failures against this many (burn alerts only):
+    # at low traffic one failure is a large share of the window, not a fast burn of the budget.
+    min_requests: int = 1
+
+
+def default_min_requests(objective: Decimal) -> int:
+    """``1 / (2 x budget)`` requests (500 for 99.9%): one failed request alone then reads as a 2x burn,
+    a third of the slowest page (6x), so a page needs more than 3 failures in 30 minutes and 6 hours."""
+    budget = (Decimal(100) - objective) / Decimal(100)
+    return max(1, math.ceil(1 / (2 * budget)))
 
 
 @dataclass(frozen=True)
@@ -267,7 +285,10 @@ def _bucket(threshold: float) -> float | None:
 
 
 def _parse_latency(raw: object, where: str, front: bool = False) -> Latency:
-    """``front``: the objective may read a front's histogram (``from``), whose bounds are its own."""
+    """``front``: request latency, which may read a front's histogram (``from``), whose bounds are its
+    own, or the sidecar's, whose bounds on Triton 2.65+ are the model's ``model_metrics`` buckets
+    (``tritonwatch rules`` writes a stanza with every threshold): any positive threshold. A threshold
+    the served histogram lacks leaves the SLI blind and raises ``TritonSLONoData`` naming the bound."""
     f = _Fields(raw, where, ("threshold", "objective", "min_samples", *(("from",) if front else ())))
     raw_threshold = f.required("threshold")
     if isinstance(raw_threshold, int | float) and not isinstance(raw_threshold, bool):
@@ -275,9 +296,9 @@ def _parse_latency(raw: object, where: str, front: bool = False) -> Latency:
     else:
         threshold = parse_duration(raw_threshold, f.at("threshold"))
     source = parse_front_histogram(f.raw["from"], f.at("from")) if f.has("from") else None
-    if source is not None and not threshold > 0:
+    if front and not threshold > 0:
         raise UsageError(f"{f.at('threshold')}: must be greater than 0 (got {raw_threshold})")
-    bucket = threshold if source is not None else _bucket(threshold)
+    bucket = (_bucket(threshold) or threshold) if front else _bucket(threshold)
     if bucket is None:
         choices = ", ".join(format_duration(b) for b in catalog.DEFAULT_BUCKETS)
         raise UsageError(
@@ -325,9 +346,15 @@ def _parse_slo(raw: object, where: str) -> SLO:
         raise UsageError(f"{where}: needs at least one objective ({', '.join(_OBJECTIVES)})")
     availability = None
     if f.has("availability"):
-        a = _Fields(f.raw["availability"], f.at("availability"), ("objective", "from"))
+        a = _Fields(f.raw["availability"], f.at("availability"), ("objective", "min_requests", "from"))
         source = _parse_front(a.raw["from"], a.at("from")) if a.has("from") else None
-        availability = Availability(objective=a.number("objective", _percent), source=source)
+        objective = a.number("objective", _percent)
+        min_requests = a.number(
+            "min_requests",
+            lambda d: None if 1 <= d <= MAX_MIN_REQUESTS and d == int(d) else _WHOLE_MIN_REQUESTS,
+            default_min_requests(objective),
+        )
+        availability = Availability(objective=objective, source=source, min_requests=int(min_requests))
     latency = _parse_latency(f.raw["latency"], f.at("latency"), front=True) if f.has("latency") else None
     capacity = None
     if f.has("capacity"):

@@ -294,3 +294,9 @@ def operational_objective_of(signal: str) -> OperationalObjective:
 def slo_sli_error_record(window: str) -> str:
     """Recording rule of an SLI's error ratio over ``window`` (labels ``slo``, ``model``)."""
     return f"slo:sli_error:ratio_rate{window}"
+
+
+def slo_sli_requests_record(window: str) -> str:
+    """Recording rule of the requests an availability SLI counted over ``window`` (its denominator's
+    increase; labels ``slo``, ``model``): what the burn alerts' minimum-traffic guard reads."""
+    return f"slo:sli_requests:increase{window}"

@@ -36,14 +36,15 @@ def by_clause(grouping: Sequence[str] = ()) -> str:
     return ", ".join(labels)
 
 
-def sum_rate(terms: Sequence[Term], window: str, by: str, selector: str) -> str:
-    """``sum by (by) (rate(term[window]))`` per term (``selector`` added to its matchers), scaled, summed."""
+def sum_rate(terms: Sequence[Term], window: str, by: str, selector: str, fn: str = "rate") -> str:
+    """``sum by (by) (fn(term[window]))`` per term (``selector`` added to its matchers), scaled, summed;
+    ``fn`` is ``rate`` or ``increase``."""
     parts = []
     for t in terms:
         m = t.matcher()
         if selector:
             m = m[:-1] + "," + selector + "}" if m.endswith("}") else f"{m}{{{selector}}}"
-        rate = f"sum by ({by}) (rate({m}[{window}]))"
+        rate = f"sum by ({by}) ({fn}({m}[{window}]))"
         if t.scale != 1.0:
             rate = f"{rate} * {t.scale:g}"
         parts.append(rate)
