@@ -67,6 +67,9 @@ class _Dumper(yaml.SafeDumper):
     def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
         super().increase_indent(flow, False)
 
+    def ignore_aliases(self, data: Any) -> bool:
+        return True  # a value shared by two rules is written out twice, never as an anchor
+
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
     style = "|" if "\n" in value else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tritonwatch import catalog
+from tritonwatch.alerts.blindcases import nodata_cases
 from tritonwatch.alerts.headroomcases import headroom_cases
 from tritonwatch.alerts.objectivecases import operational_cases
 from tritonwatch.alerts.promtests import (
@@ -20,7 +21,6 @@ from tritonwatch.alerts.promtests import (
     Case,
     burn_cases,
     gpu_cases,
-    nodata_cases,
     ready_cases,
     server_cases,
     sidecar_cases,

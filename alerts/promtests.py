@@ -305,61 +305,6 @@ def burn_cases(spec: SLOFile, obj: Objective) -> list[Case]:
     return out
 
 
-def _sampled(spec: SLOFile, case: Case, obj: Objective) -> None:
-    """Series that keep ``obj``'s own no-data alert quiet in another objective's case."""
-    if rules.front_histogram(spec, obj) is not None:
-        return _front_buckets(spec, case, obj, RPM, RPM, 40)
-    labels = {catalog.MODEL: obj.model, catalog.VERSION: VERSION, catalog.PHASE: "request"}
-    case.add(f"{catalog.REQUEST_DURATION}_count", sidecar_labels(spec, **labels), counter(60, 40))
-
-
-def nodata_cases(spec: SLOFile, obj: Objective) -> list[Case]:
-    if obj.kind != "latency":
-        return []
-    others = [o for o in spec.objectives() if o.kind == "latency" and o.model != obj.model]
-    base = {rules.SEVERITY: "ticket", rules.SLO_LABEL: obj.name, catalog.MODEL: obj.model}
-    if (front := rules.front_histogram(spec, obj)) is not None:
-        # No bucket at the threshold raises the no-data alert; absent() keeps the equality matchers.
-        labels = {**{m.label: m.value for m in front.buckets.matchers if m.op == "="}, **base}
-        alert = expected(spec, rules.NO_DATA, labels, rules.nodata_texts(spec, obj), rules.NO_DATA_FRONT)
-        missing = Case(f"{obj.name}: a front without a bucket at the threshold raises TritonSLONoData")
-        _front_buckets(spec, missing, obj, Decimal(-1), RPM, 40)
-        missing.checks.append(Check("30m", rules.NO_DATA, (alert,)))
-        quiet = Case(f"{obj.name}: the front's bucket at the threshold keeps TritonSLONoData quiet")
-        _front_buckets(spec, quiet, obj, RPM, RPM, 40)
-        quiet.checks.append(Check("30m", rules.NO_DATA))
-        for case in (missing, quiet):
-            for other in others:
-                _sampled(spec, case, other)
-        return [missing, quiet]
-    values = rules.nodata_texts(spec, obj)
-    hist = sidecar_labels(
-        spec, **{catalog.MODEL: obj.model, catalog.VERSION: VERSION, catalog.PHASE: "request"}
-    )
-
-    absent = Case(f"{obj.name}: no latency histogram at all raises TritonSLONoData")
-    absent.add(catalog.TRITON_SUCCESS, triton_labels(spec, obj.model), counter(RPM, 40))
-    absent_labels = {**base, catalog.PHASE: "request"}
-    absent.checks.append(Check("30m", rules.NO_DATA, (expected(spec, rules.NO_DATA, absent_labels, values),)))
-
-    frozen = Case(f"{obj.name}: traffic without new samples raises TritonSLONoData")
-    frozen.add(catalog.TRITON_SUCCESS, triton_labels(spec, obj.model), counter(RPM, 40))
-    frozen.add(f"{catalog.REQUEST_DURATION}_count", hist, gauge(50, 40))
-    frozen_labels = {**base, **_group(spec)}
-    frozen.checks.append(Check("30m", rules.NO_DATA, (expected(spec, rules.NO_DATA, frozen_labels, values),)))
-
-    quiet = Case(f"{obj.name}: sampled latencies keep TritonSLONoData quiet")
-    quiet.add(catalog.TRITON_SUCCESS, triton_labels(spec, obj.model), counter(RPM, 40))
-    quiet.add(f"{catalog.REQUEST_DURATION}_count", hist, counter(60, 40))
-    quiet.checks.append(Check("30m", rules.NO_DATA))
-    # Every other latency SLI is sampled in these cases: else its own absent_over_time fires beside
-    # this one's (an SLO file with two latency objectives failed its own generated tests).
-    for case in (absent, frozen, quiet):
-        for other in others:
-            _sampled(spec, case, other)
-    return [absent, frozen, quiet]
-
-
 # --- operational cases --------------------------------------------------------------------------
 def _between(limit: float, upper: bool) -> Decimal:
     """A ratio clearly past ``limit``: halfway to 1 (upper) or to 0."""

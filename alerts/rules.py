@@ -23,12 +23,11 @@ they expect, so the tests prove the rendered text too.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
 from tritonwatch import catalog
-from tritonwatch.alerts import headroom, records, stall, traffic, windows
+from tritonwatch.alerts import blind, build, headroom, records, stall, traffic, windows
 from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is how the rest reads them)
     ALERTS,
     BUDGET_REMAINING_RECORD,
@@ -42,7 +41,10 @@ from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is ho
     MODEL_STALLED,
     NO_DATA,
     NO_DATA_ABSENT,
+    NO_DATA_BUCKET,
     NO_DATA_FRONT,
+    NO_DATA_FRONT_SERIES,
+    NO_DATA_SERIES,
     NO_DATA_TRAFFIC_WINDOW,
     OBJECTIVE_RECORD,
     OPERATIONAL,
@@ -62,7 +64,7 @@ from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is ho
     render,
 )
 from tritonwatch.catalog import le_matcher
-from tritonwatch.fronthistogram import FrontHistogram, le_text
+from tritonwatch.fronthistogram import FrontHistogram
 from tritonwatch.slo import SLO, FrontCounters, Objective, SLOFile, format_duration
 from tritonwatch.validators import promql_string
 
@@ -70,33 +72,13 @@ Rule = dict[str, Any]
 Group = dict[str, Any]
 
 
-# --- PromQL helpers -----------------------------------------------------------------------------
-def _by(spec: SLOFile, *labels: str) -> str:
-    return ", ".join(dict.fromkeys([*labels, *spec.grouping]))
-
-
-def _select(metric: str, *matchers: str) -> str:
-    """``metric`` (possibly with a selector already) plus ``matchers``."""
-    ms = [m for m in matchers if m]
-    if not ms:
-        return metric
-    if metric.endswith("}"):
-        return metric[:-1] + "," + ",".join(ms) + "}"
-    return f"{metric}{{{','.join(ms)}}}"
-
-
-def _model(model: str) -> str:
-    return f'{catalog.MODEL}="{model}"'
-
-
-def _num(d: Decimal | float) -> str:
-    """A number as rules print it: no float noise, no exponent (0.001, 13.44, 0.9333)."""
-    text = format(Decimal(str(d)).normalize(), "f")
-    return text
-
-
-def _request_phase() -> str:
-    return f'{catalog.PHASE}="request"'
+# --- PromQL and rule helpers (alerts/build.py) --------------------------------------------------
+_by = build.by
+_select = build.select
+_model = build.model
+_num = build.num
+_request_phase = build.request_phase
+_alert = build.alert
 
 
 # --- step 2: SLI error ratios per window --------------------------------------------------------
@@ -180,7 +162,7 @@ def sli_rules(spec: SLOFile, obj: Objective) -> list[Rule]:
         labels[catalog.MODEL] = obj.model  # the front's series do not name the model
     labels = dict(sorted(labels.items()))
     return [
-        {"record": sli_record(w), "expr": sli_expr(spec, obj, w), "labels": labels}
+        {"record": sli_record(w), "expr": sli_expr(spec, obj, w), "labels": dict(labels)}
         for w in windows.sli_windows(spec.window)
     ] + traffic.requests_rules(spec, obj, labels)
 
@@ -263,42 +245,6 @@ def burn_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
     ]
 
 
-def nodata_texts(spec: SLOFile, obj: Objective) -> dict[str, str]:
-    # Static rule labels are not in $labels at template time: the SLO and model are spelled out.
-    front, lat = front_histogram(spec, obj), spec.slo_for(obj.model).latency
-    bound = {} if front is None or lat is None else {"bound": le_text(front.bound(lat.threshold))}
-    return {
-        **bound,
-        "slo": obj.name,
-        "model": obj.model,
-        "histogram": catalog.REQUEST_DURATION if front is None else front.buckets.promql(),
-        "absent": NO_DATA_ABSENT,
-        "traffic_window": NO_DATA_TRAFFIC_WINDOW,
-    }
-
-
-def nodata_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
-    """A latency SLI without samples alerts on its own instead of going quiet."""
-    if obj.kind != "latency":
-        return []
-    labels = {SEVERITY: "ticket", SLO_LABEL: obj.name, catalog.MODEL: obj.model}
-    front, lat = front_histogram(spec, obj), spec.slo_for(obj.model).latency
-    if front is not None and lat is not None:
-        # The front sees every request: no bucket at the threshold is what leaves this SLI blind.
-        expr = f"absent_over_time({front.under(lat.threshold)}[{NO_DATA_ABSENT}])"
-        return [_alert(NO_DATA, expr, labels, nodata_texts(spec, obj), NO_DATA_FRONT)]
-    by = _by(spec, catalog.MODEL)
-    count = _select(f"{catalog.REQUEST_DURATION}_count", _request_phase(), _model(obj.model))
-    success = _select(catalog.TRITON_SUCCESS, _model(obj.model))
-    w = NO_DATA_TRAFFIC_WINDOW
-    expr = (
-        f"absent_over_time({count}[{NO_DATA_ABSENT}])\nor\n(\n"
-        f"  sum by ({by}) (increase({count}[{w}])) < 1\nand on ({by})\n"
-        f"  sum by ({by}) (increase({success}[{w}])) > 0\n)"
-    )
-    return [_alert(NO_DATA, expr, labels, nodata_texts(spec, obj))]
-
-
 def slo_groups(spec: SLOFile) -> list[Group]:
     return [
         {
@@ -306,7 +252,7 @@ def slo_groups(spec: SLOFile) -> list[Group]:
             "rules": sli_rules(spec, obj)
             + budget_rules(spec, obj)
             + burn_alerts(spec, obj)
-            + nodata_alerts(spec, obj),
+            + blind.nodata_alerts(spec, obj),
         }
         for obj in sorted(spec.objectives(), key=lambda o: o.name)
     ]
@@ -315,30 +261,6 @@ def slo_groups(spec: SLOFile) -> list[Group]:
 # --- step 4: operational alerts -----------------------------------------------------------------
 def up_matcher(spec: SLOFile) -> str:
     return f"{catalog.TARGET_UP}{{job=~{promql_string(spec.up_job)}}}"
-
-
-def _hold(name: str) -> dict[str, str]:
-    return {"hold": FOR[name]} if name in FOR else {}
-
-
-def _alert(
-    name: str,
-    expr: str,
-    labels: Mapping[str, str],
-    fixed: Mapping[str, str] | None = None,
-    texts_key: str = "",
-) -> Rule:
-    texts = TEXTS[texts_key or name]
-    values = _go_vars({**_hold(name), **(fixed or {})})
-    rule: Rule = {"alert": name, "expr": expr}
-    if name in FOR:
-        rule["for"] = FOR[name]
-    rule["labels"] = dict(sorted(labels.items()))
-    rule["annotations"] = {
-        "description": render(texts.description, values),
-        "summary": render(texts.summary, values),
-    }
-    return rule
 
 
 def operational_texts(spec: SLOFile, name: str, slo: SLO | None = None) -> dict[str, str]:

@@ -70,11 +70,17 @@ SLO_ALERTS = (
         summary="No latency samples for {model}: the {slo} SLI is blind",
         description="The latency SLI {slo} has no sampled requests for {model}: no {histogram} series for "
         "{absent}, or none added over {traffic_window} while Triton served requests. Check that "
-        "Triton's traces reach the sidecar (--otlp-listen, --trace-rate).",
+        "Triton's own histogram (2.65+: --metrics-config histogram_latencies=true) or its traces "
+        "(--otlp-listen, --trace-rate) reach the sidecar.",
     ),
 )
 # The no-data alert of a latency SLI read from a front's histogram (``latency.from``).
 NO_DATA_FRONT = "TritonSLONoDataFront"
+# The no-data alerts of an availability SLI whose counters are gone, and of a latency SLI whose
+# histogram lacks the threshold's bucket (alerts/blind.py).
+NO_DATA_SERIES = "TritonSLONoData/series"
+NO_DATA_FRONT_SERIES = "TritonSLONoData/front-series"
+NO_DATA_BUCKET = "TritonSLONoData/bucket"
 TEXTS: dict[str, catalog.Alert] = {
     **{a.name: a for a in (*SLO_ALERTS, *catalog.OPERATIONAL_ALERTS)},
     SERVER_ABSENT_TEXTS: catalog.SERVER_ABSENT,
@@ -86,6 +92,37 @@ TEXTS: dict[str, catalog.Alert] = {
         description="The latency SLI {slo} of {model} reads the front's histogram {histogram}, which has "
         "had no bucket at the threshold (le={bound}) for {absent}: the front is not scraped, or its "
         "buckets do not include the threshold (docs/latency-sources.md).",
+    ),
+    NO_DATA_SERIES: catalog.Alert(
+        NO_DATA,
+        watches="",
+        hold="10m",
+        summary="No request counters for {model}: the {slo} SLI is blind",
+        description="The availability SLI {slo} reads Triton's counters of {model} ({series}), which have "
+        "had no series for {absent} while Triton's targets are up: the model was unloaded or renamed, "
+        "or a relabelling or selector drops it. Until they are back the SLO cannot burn: check the "
+        "model's state (POST /v2/repository/index) and the scrape configuration.",
+    ),
+    NO_DATA_FRONT_SERIES: catalog.Alert(
+        NO_DATA,
+        watches="",
+        hold="10m",
+        summary="No request counters for {model}: the {slo} SLI is blind",
+        description="The availability SLI {slo} of {model} reads the front's counters {series}, which "
+        "have had no series for {absent}: the front is not scraped, or the selector matches nothing "
+        "(availability.from in the SLO file). Until they are back the SLO cannot burn.",
+    ),
+    NO_DATA_BUCKET: catalog.Alert(
+        NO_DATA,
+        watches="",
+        hold="10m",
+        summary="No bucket at {threshold} for {model}: the {slo} SLI is blind",
+        description="The latency SLI {slo} reads {histogram}, and the histogram {instance} serves for "
+        "{model} has no bucket at the threshold (le={bound}): its requests are left out of the SLI, "
+        "and where no replica has the bucket the SLO cannot burn. On Triton 2.65+ (Triton's own "
+        "histogram) merge triton/{model}.model_metrics.pbtxt, which tritonwatch rules writes, into the "
+        "model's config.pbtxt and reload the model; from sampled traces choose a threshold among the "
+        "sidecar's buckets ({buckets}).",
     ),
 }
 FOR = {name: a.hold for name, a in TEXTS.items() if a.hold and name in ALERTS}

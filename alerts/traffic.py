@@ -66,7 +66,11 @@ def requests_rules(spec: SLOFile, obj: Objective, labels: dict[str, str]) -> lis
     if not guarded(spec, obj):
         return []
     return [
-        {"record": catalog.slo_sli_requests_record(w), "expr": requests_expr(spec, obj, w), "labels": labels}
+        {
+            "record": catalog.slo_sli_requests_record(w),
+            "expr": requests_expr(spec, obj, w),
+            "labels": dict(labels),
+        }
         for w in burn_windows()
     ]
 

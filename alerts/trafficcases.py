@@ -89,7 +89,11 @@ def low_traffic_cases(spec: SLOFile, obj: Objective) -> list[Case]:
     at_45 = _x(45 // STEP, spec, obj)
     outage.checks += [
         Check("10m", rules.BURN, (_burn_alert(spec, obj, "ticket", _x(1, spec, obj)),)),
-        Check("45m", rules.BURN, (_burn_alert(spec, obj, "page", at_45), _burn_alert(spec, obj, "ticket", at_45))),
+        Check(
+            "45m",
+            rules.BURN,
+            (_burn_alert(spec, obj, "page", at_45), _burn_alert(spec, obj, "ticket", at_45)),
+        ),
     ]
     return [one, outage]
 

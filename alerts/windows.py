@@ -20,6 +20,7 @@ from decimal import Decimal
 from tritonwatch.errors import UsageError
 from tritonwatch.slo import SLOFile, format_duration, parse_duration
 
+
 @dataclass(frozen=True)
 class BurnWindow:
     severity: str  # "page" | "ticket"

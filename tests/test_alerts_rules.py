@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tritonwatch import catalog, slo
-from tritonwatch.alerts import generate, records, rules, windows
+from tritonwatch.alerts import blind, generate, records, rules, windows
 from tritonwatch.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,7 +104,9 @@ def test_factors_are_burn_rates_for_every_slo_window() -> None:
     # A burn rate is relative to the budget whatever the SLO window: 1x runs it out as the window ends.
     assert [w.factor for w in windows.SRE_WORKBOOK] == [14.4, 6.0, 3.0, 1.0]
     for window in ("7d", "28d"):
-        page = next(r for r in all_rules(rules.rule_files(spec_with(window=window))) if r.get("alert") == rules.BURN)
+        page = next(
+            r for r in all_rules(rules.rule_files(spec_with(window=window))) if r.get("alert") == rules.BURN
+        )
         assert "> 14.4" in page["expr"] and "> 6\n" in page["expr"]
     assert windows.sli_windows(28 * 86400) == ("5m", "30m", "1h", "2h", "6h", "1d", "3d", "28d")
     assert windows.sli_windows(3 * 86400) == ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
@@ -166,7 +168,9 @@ def test_one_burn_alert_per_severity_per_slo() -> None:
     assert "slo:sli_error:ratio_rate1h" in page["expr"] and "> 14.4" in page["expr"]
     assert "slo:sli_error:ratio_rate30m" in page["expr"] and "> 6\n" in page["expr"]
     # availability: each window's failures count against at least min_requests (500 for 99.9%)
-    assert "clamp_max(slo:sli_requests:increase1h{slo=\"fraud_detector-availability\"} / 500, 1)" in page["expr"]
+    assert (
+        'clamp_max(slo:sli_requests:increase1h{slo="fraud_detector-availability"} / 500, 1)' in page["expr"]
+    )
 
 
 def test_no_two_rules_yield_the_same_label_set() -> None:
@@ -205,7 +209,8 @@ def test_grouping_labels_in_every_by_and_no_sum_without_or_job() -> None:
             assert "cluster" in by.split(", "), (r.get("alert") or r["record"], by)
         jobs = re.findall(r"job\s*=", expr)
         if jobs:
-            assert r.get("alert") == rules.SERVER_DOWN and 'up{job=~"triton-.*"}' in expr
+            # `up` of Triton's targets, matched by the configured job: down, or up while an SLI is blind
+            assert r.get("alert") in (rules.SERVER_DOWN, rules.NO_DATA) and 'up{job=~"triton-.*"}' in expr
 
 
 def test_availability_needs_only_raw_triton_counters() -> None:
@@ -277,7 +282,9 @@ def test_operational_alerts_per_model_only_for_configured_objectives() -> None:
     assert "at most 40%" in queue["annotations"]["description"]
     # No availability or latency objective for a: no SLO group for it; b has availability only.
     assert [g["name"] for g in rules.slo_groups(spec)] == ["tritonwatch-slo-b-availability"]
-    assert rules.nodata_alerts(spec, spec.objectives()[0]) == []
+    assert [r for g in rules.slo_groups(spec) for r in g["rules"] if r.get("alert") == rules.NO_DATA] == [
+        blind.availability_alerts(spec, spec.objectives()[0])[0]
+    ]  # b's counters gone while Triton is up
 
 
 def test_an_availability_slo_from_a_front_gets_no_uncounted_errors_alert() -> None:

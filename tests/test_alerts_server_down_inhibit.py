@@ -54,7 +54,12 @@ def test_one_replica_down_mutes_that_replica_only(am: Alertmanager) -> None:
     burn = catalog.SLO_BURN_ALERT
     posted: dict[str, tuple[dict[str, str], str]] = {
         "down": (
-            {"alertname": catalog.SERVER_DOWN_ALERT, "instance": DOWN, "severity": "page", "cause": "scrape_failed"},
+            {
+                "alertname": catalog.SERVER_DOWN_ALERT,
+                "instance": DOWN,
+                "severity": "page",
+                "cause": "scrape_failed",
+            },
             "active",
         ),
         # the fleet aggregate: no instance; the page it is must reach the on-call

@@ -36,6 +36,7 @@ CORE = {
     "tritonwatch.fetch",
     "tritonwatch.files",
     "tritonwatch.flags",
+    "tritonwatch.frontcounters",
     "tritonwatch.fronthistogram",
     "tritonwatch.inputs",
     "tritonwatch.exporters.traces.otlp",

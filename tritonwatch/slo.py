@@ -21,9 +21,10 @@ import yaml
 from tritonwatch import catalog, safeyaml, validators
 from tritonwatch.durations import format_duration, parse_duration
 from tritonwatch.errors import UsageError
+from tritonwatch.frontcounters import FrontCounters
 from tritonwatch.fronthistogram import FrontHistogram, parse_front_histogram
 from tritonwatch.secrets_check import find_secret
-from tritonwatch.selector import Selector, parse_selector
+from tritonwatch.selector import parse_selector
 from tritonwatch.validators import kind as _kind
 
 API_VERSION = "tritonwatch/v1"
@@ -47,33 +48,6 @@ _RESERVED_GROUPING = {catalog.MODEL, catalog.VERSION, "slo", "severity", "alertn
 def valid_model_name(name: str) -> bool:
     """Whether ``spec.slos[].model`` accepts ``name`` (what ``tritonwatch init`` may write)."""
     return bool(_MODEL_NAME.fullmatch(name)) and len(name) <= 200
-
-
-@dataclass(frozen=True)
-class FrontCounters:
-    """Counters of a component in front of Triton (ingress, proxy, gateway) that sees every response.
-
-    Used instead of Triton's own counters, which do not count a python model's error responses.
-    """
-
-    errors: Selector
-    total: Selector
-
-    def error_ratio_promql(self, window: str, grouping: tuple[str, ...] = (), fn: str = "rate") -> str:
-        """Errors over all responses over ``window`` (``fn``: rate or increase, the ratio is the same).
-
-        Summed by the grouping labels only: the front's series do not name the model. A front that
-        creates its error series with the first error (Envoy, NGINX) reads 0 until then, not nothing.
-        """
-        by = f"sum by ({', '.join(grouping)}) " if grouping else "sum"
-        errors = f"{by}({fn}({self.errors.promql()}[{window}]))"
-        total = f"{by}({fn}({self.total.promql()}[{window}]))"
-        return f"(\n  {errors}\nor\n  0 * {total}\n)\n/\n{total}"
-
-    def requests_promql(self, window: str, grouping: tuple[str, ...] = ()) -> str:
-        """The responses the front counted over ``window`` (the ratio's denominator)."""
-        by = f"sum by ({', '.join(grouping)}) " if grouping else "sum"
-        return f"{by}(increase({self.total.promql()}[{window}]))"
 
 
 @dataclass(frozen=True)
