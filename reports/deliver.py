@@ -157,7 +157,7 @@ def _smtp(text: str, credentials: str | None) -> Smtp:
 def parse(args: argparse.Namespace) -> Delivery:
     """The delivery the flags ask for, every value checked (UsageError naming the flag)."""
     to = tuple(_address(a, "--mail-to") for a in (args.mail_to or "").split(",") if a.strip())
-    if args.mail_to is not None and not to:
+    if args.mail_to and not to:
         raise UsageError("--mail-to: no address given")
     smtp = _smtp(args.smtp, args.smtp_credentials) if args.smtp else None
     if to and not (args.mail_from and smtp):
