@@ -1,7 +1,8 @@
 """What changed since the archive's previous report: the section an archived report opens with.
 
-Per model version: the peak request rate against last week's, availability (SLO attainment) and the
-share of the error budget spent against last week's, and capacity headroom against last week's; every
+Per model version: the peak request rate against last week's, SLO attainment (availability, the
+share of the error budget spent, p99 latency) against last week's, and capacity headroom against last
+week's; every
 finding marked ``new`` (not in last week's ``findings.csv``), ``ongoing`` (there too: same code, same
 subject) or ``resolved`` (last week's, gone this week). Last week's figures are read back from its
 ``models.csv`` exactly as written. Writes ``changes.csv``.
@@ -33,6 +34,8 @@ COLUMNS = (
     "previous_availability",
     "budget_spent",
     "previous_budget_spent",
+    "p99_latency_seconds",
+    "previous_p99_latency_seconds",
     "headroom_ratio",
     "previous_headroom_ratio",
 )
@@ -71,6 +74,8 @@ class Change:
             b["availability"],
             n["budget_spent"],
             b["budget_spent"],
+            n["p99_latency_seconds"],
+            b["p99_latency_seconds"],
             n["headroom_ratio"],
             b["headroom_ratio"],
         )
@@ -82,6 +87,7 @@ def _figures(row: dict[str, float | None]) -> dict[str, float | None]:
         "peak_request_rate": row.get("peak_request_rate"),
         "availability": row.get("availability"),
         "budget_spent": budget_spent(row.get("availability"), row.get("availability_objective")),
+        "p99_latency_seconds": row.get("p99_latency_seconds"),
         "headroom_ratio": row.get("headroom_ratio"),
     }
 
@@ -125,6 +131,10 @@ def _pct(v: float | None) -> str:
     return "—" if v is None else f"{v * 100:.2f} %"
 
 
+def _ms(v: float | None) -> str:
+    return "—" if v is None else f"{v * 1000:.1f}"
+
+
 def _rate(v: float | None) -> str:
     return "—" if v is None else f"{v:.3g}"
 
@@ -142,6 +152,8 @@ TABLE = (
     ("last week", lambda c: _pct(c.before["availability"])),
     ("budget spent", lambda c: _pct(c.now["budget_spent"])),
     ("last week", lambda c: _pct(c.before["budget_spent"])),
+    ("p99 ms", lambda c: _ms(c.now["p99_latency_seconds"])),
+    ("last week", lambda c: _ms(c.before["p99_latency_seconds"])),
     ("headroom", lambda c: _pct(c.now["headroom_ratio"])),
     ("last week", lambda c: _pct(c.before["headroom_ratio"])),
 )

@@ -176,7 +176,8 @@ def message(
     """multipart/alternative: the text, then multipart/related: the HTML and its images by Content-ID
     (``images``: (cid without brackets, PNG bytes), as the page names them ``cid:...``)."""
     msg = EmailMessage()
-    msg["Subject"], msg["From"], msg["To"] = subject, sender, ", ".join(to)
+    # A label value may hold a line break; a header may not (it would end the header block).
+    msg["Subject"], msg["From"], msg["To"] = " ".join(subject.split()), sender, ", ".join(to)
     msg["Date"] = formatdate(usegmt=True)
     msg["Message-ID"] = make_msgid(domain=sender.rpartition("@")[2])
     msg.set_content(text)

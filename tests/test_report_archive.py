@@ -152,6 +152,7 @@ def test_the_second_report_compares_with_the_first(archived: Path) -> None:
     for name in GROWTH:
         c, f, s = changed[name], first[name], second[name]
         assert c["previous_availability"] == f["availability"] and c["availability"] == s["availability"]
+        assert c["previous_p99_latency_seconds"] == f["p99_latency_seconds"]
         assert (
             c["previous_headroom_ratio"] == f["headroom_ratio"] and c["headroom_ratio"] == s["headroom_ratio"]
         )
@@ -287,7 +288,10 @@ def test_the_report_is_mailed_and_posted(
     assert mail.recipients == ["planner@example.com", "oncall@example.com"]
     msg = email.message_from_bytes(mail.data, policy=email.policy.default)
     assert isinstance(msg, EmailMessage)
-    assert "2026-W48" in str(msg["Subject"]) and msg.get_content_type() == "multipart/alternative"
+    assert str(msg["Subject"]).startswith(
+        "Triton capacity report 2026-W48: 2 findings, nearest saturation: GPU "
+    )
+    assert msg.get_content_type() == "multipart/alternative"
     text, page = msg.get_body(("plain",)), msg.get_body(("html",))
     assert text is not None and page is not None
     plain, html = text.get_content(), page.get_content()

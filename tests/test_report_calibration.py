@@ -192,3 +192,35 @@ def test_a_password_is_never_sent_in_the_clear(
     creds.write_text("bot\n")
     assert main([*argv, *mail[:-1], "smtps://mail.example.com", "--smtp-credentials", str(creds)]) == 2
     assert capsys.readouterr().err.strip().endswith("needs the user on line 1 and the password on line 2")
+
+
+def test_findings_are_new_ongoing_or_resolved(tmp_path: Path) -> None:
+    from tritonwatch.reports import changes
+    from tritonwatch.reports.findings import Finding
+
+    folder = tmp_path / "2026-W48"
+    folder.mkdir()
+    (folder / archive.MARKER).write_text("{}")
+    last_week = [
+        ["saturation", "watch", "model a:1", "reaches capacity in 6.0 weeks"],
+        ["queueing", "action", "model b:1", "Requests spend 40.0 % of their time queued"],
+    ]
+    write_rows(folder / "findings.csv", ("code", "severity", "subject", "text"), last_week)
+    previous = archive.read(tmp_path, "2026-W48")
+    now = [
+        Finding(
+            "saturation", "action", "model a:1", "reaches capacity in 3.0 weeks"
+        ),  # same code, same model
+        Finding("cache_ineffective", "watch", "model c:1", "The response cache hits 5.0 %"),
+        Finding(
+            "queueing", "action", "model c:1", "Requests spend 35.0 % of their time queued"
+        ),  # another model
+    ]
+    marked = [(s.status, s.subject, s.text) for s in changes.statuses(now, previous)]
+    assert marked == [
+        ("ongoing", "model a:1", "reaches capacity in 3.0 weeks"),
+        ("new", "model c:1", "The response cache hits 5.0 %"),
+        ("new", "model c:1", "Requests spend 35.0 % of their time queued"),
+        ("resolved", "model b:1", "Requests spend 40.0 % of their time queued"),
+    ]
+    assert [s.status for s in changes.statuses(now, None)] == ["new", "new", "new"]
