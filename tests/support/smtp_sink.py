@@ -3,13 +3,16 @@
 It speaks the part of RFC 5321 a client sending one mail uses: the greeting, EHLO/HELO (advertising
 ``AUTH PLAIN`` and ``8BITMIME``), ``AUTH PLAIN`` with its initial response (RFC 4954), MAIL, RCPT,
 DATA (dot-unstuffed), RSET, NOOP, QUIT. With ``credentials`` set, a mail is accepted only after a
-login with them (535 otherwise).
+login with them (535 otherwise). With ``tls`` (a server context), it speaks TLS from the first byte
+(``implicit``, smtps) or offers ``STARTTLS`` (RFC 3207); ``logins`` records whether each login came
+over TLS.
 """
 
 from __future__ import annotations
 
 import base64
 import socketserver
+import ssl
 import threading
 from dataclasses import dataclass, field
 
@@ -27,6 +30,9 @@ class SmtpSink:
     credentials: tuple[str, str] | None = None
     mails: list[Mail] = field(default_factory=list)
     logins: list[tuple[str, str]] = field(default_factory=list)
+    tls: ssl.SSLContext | None = None
+    implicit: bool = False  # TLS from the first byte (smtps) rather than STARTTLS
+    logins_over_tls: list[bool] = field(default_factory=list)
     _server: socketserver.ThreadingTCPServer | None = None
 
     @property
@@ -36,12 +42,25 @@ class SmtpSink:
 
     @property
     def url(self) -> str:
-        return f"smtp://127.0.0.1:{self.port}"
+        scheme = "smtp" if self.tls is None else "smtps" if self.implicit else "smtp+starttls"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     def start(self) -> SmtpSink:
         sink = self
 
         class Handler(socketserver.StreamRequestHandler):
+            def setup(self) -> None:
+                if sink.tls is not None and sink.implicit:
+                    self.request = sink.tls.wrap_socket(self.request, server_side=True)
+                super().setup()
+
+            def starttls(self) -> None:
+                assert sink.tls is not None
+                self.wfile.flush()
+                self.connection = self.request = sink.tls.wrap_socket(self.request, server_side=True)
+                self.rfile = self.connection.makefile("rb")
+                self.wfile = self.connection.makefile("wb")
+
             def reply(self, line: str) -> None:
                 self.wfile.write(line.encode() + b"\r\n")
                 self.wfile.flush()
@@ -49,7 +68,7 @@ class SmtpSink:
             def handle(self) -> None:
                 self.reply("220 sink ESMTP ready")
                 user: str | None = None
-                sender, rcpts = "", []
+                sender, rcpts = "", list[str]()
                 while True:
                     raw = self.rfile.readline(4096)
                     if not raw:
@@ -57,8 +76,13 @@ class SmtpSink:
                     line = raw.decode("ascii", "replace").rstrip("\r\n")
                     verb, _, rest = line.partition(" ")
                     verb = verb.upper()
+                    over_tls = isinstance(self.request, ssl.SSLSocket)
                     if verb == "EHLO":
-                        self.reply("250-sink\r\n250-AUTH PLAIN\r\n250 8BITMIME")
+                        offer = "250-STARTTLS\r\n" if sink.tls is not None and not over_tls else ""
+                        self.reply(f"250-sink\r\n{offer}250-AUTH PLAIN\r\n250 8BITMIME")
+                    elif verb == "STARTTLS" and sink.tls is not None and not over_tls:
+                        self.reply("220 2.0.0 ready to start TLS")
+                        self.starttls()
                     elif verb == "HELO":
                         self.reply("250 sink")
                     elif verb == "AUTH":
@@ -68,6 +92,7 @@ class SmtpSink:
                             continue
                         _, name, password = base64.b64decode(initial).decode().split("\0")
                         sink.logins.append((name, password))
+                        sink.logins_over_tls.append(over_tls)
                         if sink.credentials is not None and (name, password) != sink.credentials:
                             self.reply("535 5.7.8 authentication failed")
                             continue
@@ -97,7 +122,11 @@ class SmtpSink:
                     else:
                         self.reply("502 not implemented")
 
-        server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        class Server(socketserver.ThreadingTCPServer):
+            def handle_error(self, request: object, client_address: object) -> None:
+                pass  # a client that refuses the certificate ends the handshake: not the test's failure
+
+        server = Server(("127.0.0.1", 0), Handler)
         server.daemon_threads = True
         self._server = server
         threading.Thread(target=server.serve_forever, daemon=True).start()
