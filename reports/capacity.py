@@ -93,6 +93,16 @@ class Fit:
             return np.exp(mean), np.exp(lo), np.exp(hi)
         return mean, lo, hi
 
+    def interval(self, t: float) -> tuple[float, float, float]:
+        """Fitted peak at ``t`` and the 95 % prediction interval of one day's peak there (the band a
+        single observed peak should fall in, wider than the trend's confidence band)."""
+        exog = np.array([[1.0, float(t)]])
+        frame = self.result.get_prediction(exog).summary_frame(alpha=ALPHA)  # type: ignore[attr-defined]
+        mean, lo, hi = (float(frame[c].iloc[0]) for c in ("mean", "obs_ci_lower", "obs_ci_upper"))
+        if self.kind == COMPOUND:
+            return math.exp(mean), math.exp(lo), math.exp(hi)
+        return mean, lo, hi
+
     def at(self, t: float) -> float:
         return float(self.predict(np.array([t]))[0][0])
 
@@ -316,3 +326,31 @@ def saturations(fits: Mapping[str, Fit], peak: float, capacity: float) -> dict[s
     if math.isfinite(peak) and peak >= capacity:
         return {k: Saturation(f, 0.0, 0.0, 0.0) for k, f in fits.items()}
     return {k: _saturation(f, capacity) for k, f in fits.items()}
+
+
+@dataclass(frozen=True)
+class NextWeek:
+    """The chosen growth model's forecast of the highest daily peak in the 7 days after the end."""
+
+    kind: str  # LINEAR or COMPOUND
+    peak: float
+    low: float  # the 95 % prediction interval of that day's peak
+    high: float
+
+
+def next_week(series: pd.Series, end: datetime, days: int) -> NextWeek | None:
+    """Fit both trends to the daily peaks of ``series`` over ``days`` before ``end`` (as ``forecast``)
+    and take the chosen one's highest fitted peak over the 7 days after ``end`` (at the times of day the
+    last 7 peaks came, a week later), whatever the trend
+    (a flat or falling one included: next week's peak is forecast, not a saturation date); None with
+    fewer peaks than a fit needs."""
+    peaks = daily_peaks(series, end, days)
+    adjusted, weekly = adjust(peaks)
+    fits = {kind: f for kind in (LINEAR, COMPOUND) if (f := fit(adjusted, end, kind, weekly)) is not None}
+    if not fits:
+        return None
+    best = fits[min(fits, key=lambda k: fits[k].aic)]
+    # Next week's days peak at the hours this week's did: each of the last 7 peaks, a week later.
+    ahead = [(x - pd.Timestamp(end)).total_seconds() / 86400.0 + 7.0 for x in peaks.index[-7:]]
+    mean, lo, hi = max((best.interval(t) for t in ahead), key=lambda x: x[0])
+    return NextWeek(best.kind, max(mean, 0.0), max(lo, 0.0), max(hi, 0.0))

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from tritonwatch import catalog
-from tritonwatch.reports.capacity import COMPOUND, LINEAR, Forecast, forecast
+from tritonwatch.reports.capacity import COMPOUND, LINEAR, Forecast, NextWeek, forecast, next_week
 from tritonwatch.reports.knee import Knee, slo_capacity
 from tritonwatch.reports.week import PEAK_STEP, ModelWeek, Week, model_name
 from tritonwatch.slo import SLO, SLOFile
@@ -52,6 +52,8 @@ class ModelFigures:
     forecast: Forecast | None  # on the request rate (latency/declared capacity) or on the limiting GPU
     capacity_source: str  # "latency", "headroom", "slo", "gpu" or "" (nothing to judge capacity by)
     knee: Knee | None = None  # the SLO-bound capacity estimate, where the model has a latency objective
+    next_week: NextWeek | None = None  # the request rate's peak forecast for the 7 days after the end
+    previous_peak: float | None = None  # the peak request rate of the archive's previous report
 
     @property
     def name(self) -> str:
@@ -140,6 +142,7 @@ def build(week: Week, slos: SLOFile | None) -> tuple[list[ModelFigures], list[Gp
     for m in week.models.values():
         slo = next((s for s in slos.slos if s.model == m.model), None) if slos else None
         knee = _knee(m, slo, week)
+        ahead = next_week(m.rate, week.end, week.history) if not m.rate.empty else None
         bounds = []
         if knee is not None and knee.rate is not None:
             bounds.append((knee.rate, "latency"))
@@ -150,11 +153,11 @@ def build(week: Week, slos: SLOFile | None) -> tuple[list[ModelFigures], list[Gp
         if bounds and not m.rate.empty:
             capacity, source = min(bounds)
             f = forecast(m.rate, week.end, week.history, capacity, source, week.days)
-            models.append(ModelFigures(m, slo, f, source, knee))
+            models.append(ModelFigures(m, slo, f, source, knee, ahead))
             continue
         mine = [by_uuid[u] for u in m.gpus if u in by_uuid] or gpus
         limiting = _limiting(mine)
-        models.append(ModelFigures(m, slo, limiting, "gpu" if limiting else "", knee))
+        models.append(ModelFigures(m, slo, limiting, "gpu" if limiting else "", knee, ahead))
     return models, gpus
 
 
@@ -177,6 +180,10 @@ MODEL_COLUMNS = (
     "version",
     "requests_total",
     "peak_request_rate",
+    "previous_peak_request_rate",
+    "next_week_peak_request_rate",
+    "next_week_peak_request_rate_low",
+    "next_week_peak_request_rate_high",
     "error_ratio",
     "availability",
     "availability_objective",
@@ -246,6 +253,10 @@ def model_row(f: ModelFigures, end: datetime) -> dict[str, Cell]:
         "version": m.version,
         "requests_total": m.requests_total,
         "peak_request_rate": m.peak_request_rate,
+        "previous_peak_request_rate": f.previous_peak,
+        "next_week_peak_request_rate": f.next_week.peak if f.next_week else None,
+        "next_week_peak_request_rate_low": f.next_week.low if f.next_week else None,
+        "next_week_peak_request_rate_high": f.next_week.high if f.next_week else None,
         "error_ratio": m.error_ratio,
         "availability": f.availability,
         "availability_objective": f.availability_objective,

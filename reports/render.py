@@ -40,6 +40,10 @@ GPU_METHOD = (
     "and its share of those GPUs' energy (power split by busy share), over the period's successful requests."
 )
 METHOD = [capacity.METHOD, knee.METHOD, GPU_METHOD]
+# Every finding of the period, one a row: the archive's next report reads it to mark findings new,
+# ongoing or resolved.
+FINDINGS_CSV = "findings.csv"
+FINDINGS_COLUMNS = ("code", "severity", "subject", "text")
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ class Report:
     charts: Sequence[Chart]
     generated: datetime
     sections: Sequence[Section] = ()
+    lead: Sequence[Section] = ()  # what the report opens with, before the findings (what changed)
 
 
 # --- cell formatting ----------------------------------------------------------------------------
@@ -241,7 +246,7 @@ def markdown(report: Report) -> str:
         f"Period: {_period(report.week)}  ",
         f"Source: {_source_note(report)}",
         "",
-        "## Findings",
+        "".join(s.markdown for s in report.lead) + "## Findings",
         "",
     ]
     if report.findings:
@@ -291,8 +296,11 @@ def html_table(columns: Sequence[tuple[str, Callable[[R], str]]], rows: Sequence
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def html_page(report: Report) -> str:
+def html_page(report: Report, chart_src: Callable[[Chart], str] | None = None) -> str:
+    """The page; ``chart_src`` gives each chart's ``src`` (default: an inline PNG data URI; the mail's
+    HTML part names its attached images by ``cid:``)."""
     models, gpus = _rows(report)
+    src = chart_src or (lambda c: f"data:image/png;base64,{base64.b64encode(c.png).decode()}")
     e = html.escape
     findings = (
         "".join(
@@ -302,9 +310,7 @@ def html_page(report: Report) -> str:
         or "<li>Nothing to act on this period.</li>"
     )
     charts = "".join(
-        f"<h3>{e(c.title)}</h3>"
-        f'<img alt="{e(c.title)}" src="data:image/png;base64,{base64.b64encode(c.png).decode()}">'
-        for c in report.charts
+        f'<h3>{e(c.title)}</h3><img alt="{e(c.title)}" src="{e(src(c))}">' for c in report.charts
     )
     notes = _slo_capacity_notes(report)
     slo_notes = (
@@ -320,7 +326,8 @@ def html_page(report: Report) -> str:
         f"<title>Triton capacity report {report.week.end:%Y-%m-%d}</title><style>{_CSS}</style></head><body>"
         "<h1>Triton capacity report</h1>"
         f'<p class="meta">Period: {e(_period(report.week))}<br>Source: {e(_source_note(report))}</p>'
-        f"<h2>Findings</h2><ul>{findings}</ul>"
+        + "".join(s.html for s in report.lead)
+        + f"<h2>Findings</h2><ul>{findings}</ul>"
         f"<h2>Models</h2>{html_table(MODEL_TABLE, models)}"
         f"<h2>Capacity and what to do</h2>{html_table(CAPACITY_TABLE, models)}{slo_notes}"
         f"<h2>GPUs</h2>{gpu_table}" + "".join(s.html for s in report.sections) + f"<h2>Method</h2>{method}"
@@ -340,16 +347,17 @@ def write(report: Report, out: Path) -> list[Path]:
         if (out / "charts" / f"{c.key}.png").is_dir():
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(out / "charts" / f"{c.key}.png"))
     models, gpus = _rows(report)
-    paths = [out / "report.html", out / "report.md", out / "models.csv", out / "gpus.csv"]
+    paths = [out / "report.html", out / "report.md", out / "models.csv", out / "gpus.csv", out / FINDINGS_CSV]
     paths[0].write_text(html_page(report))
     paths[1].write_text(markdown(report))
     write_csv(paths[2], MODEL_COLUMNS, models)
     write_csv(paths[3], GPU_COLUMNS, gpus)
+    write_rows(paths[4], FINDINGS_COLUMNS, ([x.code, x.severity, x.subject, x.text] for x in report.findings))
     for c in report.charts:
         p = out / "charts" / f"{c.key}.png"
         p.write_bytes(c.png)
         paths.append(p)
-    for section in report.sections:
+    for section in (*report.lead, *report.sections):
         p = out / section.csv
         write_rows(p, section.columns, section.rows)
         paths.append(p)

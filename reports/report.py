@@ -1,8 +1,12 @@
 """``tritonwatch report``: the weekly capacity report from Prometheus.
 
-Writes into ``--out``: ``report.html`` (self-contained), ``report.md``, ``models.csv``, ``gpus.csv`` and
-``charts/*.png``. Progress goes to stderr; the list of files written to stdout. pandas and matplotlib
-are imported inside ``run()`` only, so the rest of the CLI starts fast.
+Writes into ``--out``: ``report.html`` (self-contained), ``report.md``, ``models.csv``, ``gpus.csv``,
+``findings.csv`` and ``charts/*.png``. With ``--archive DIR`` it keeps the report in ``DIR/<ISO week>/``
+(``tritonwatch.reports.archive``), opens with what changed since the newest earlier week
+(``changes``) and scores that week's forecast (``forecast_check``); ``--mail-to``/``--webhook``
+deliver it after it is written (``deliver``, ``digest``). Progress goes to stderr; the list of files
+written to stdout. pandas and matplotlib are imported inside ``run()`` only, so the rest of the CLI
+starts fast.
 """
 
 from __future__ import annotations
@@ -10,12 +14,14 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from tritonwatch.errors import TritonwatchError, UsageError
 from tritonwatch.flags import utc_time
+from tritonwatch.reports import deliver
 from tritonwatch.reports.batching import DEFAULT_MODELS_PER_QUERY
 
 HELP = (
@@ -46,6 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", metavar="DIR", help="directory to write the report into")
     parser.add_argument(
+        "--archive",
+        metavar="DIR",
+        help="keep the report in DIR/<ISO week>/ (the week the period ends in; a rerun replaces it), "
+        "open with what changed since the newest earlier week there and score its forecast",
+    )
+    parser.add_argument(
         "--models-per-query",
         type=int,
         default=DEFAULT_MODELS_PER_QUERY,
@@ -56,6 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout", type=float, default=120.0, metavar="S", help="per-query timeout in seconds"
     )
+    deliver.add_arguments(parser)
 
 
 def parse_end(text: str | None) -> datetime:
@@ -64,9 +77,10 @@ def parse_end(text: str | None) -> datetime:
 
 def run(args: argparse.Namespace) -> int:
     # Checked here, not by argparse's required=: the flags may come from TRITONWATCH_* variables.
-    for flag in ("prometheus", "out"):
-        if not getattr(args, flag):
-            raise UsageError(f"--{flag}: required (or TRITONWATCH_{flag.upper()})")
+    if not args.prometheus:
+        raise UsageError("--prometheus: required (or TRITONWATCH_PROMETHEUS)")
+    if not (args.out or args.archive):
+        raise UsageError("--out: required unless --archive is given (or TRITONWATCH_OUT)")
     if args.days < 1:
         raise UsageError(f"--days: must be at least 1 (got {args.days})")
     history = args.history_days
@@ -82,13 +96,25 @@ def run(args: argparse.Namespace) -> int:
             f"--prometheus: {args.prometheus!r} is not an http(s) URL (e.g. http://127.0.0.1:9090)"
         )
     end = parse_end(args.end)
+    delivery = deliver.parse(args)
     slos = None
     if args.slo:
         from tritonwatch import slo
 
         slos = slo.load(args.slo)
 
-    from tritonwatch.reports import charts, configuration, figures, findings, llm, render
+    from tritonwatch.reports import (
+        archive,
+        charts,
+        configuration,
+        digest,
+        figures,
+        findings,
+        llm,
+        render,
+        weekly,
+    )
+    from tritonwatch.reports.archive import iso_week
     from tritonwatch.reports.promapi import Progress, PromClient
     from tritonwatch.reports.week import collect, history_days
 
@@ -118,26 +144,42 @@ def run(args: argparse.Namespace) -> int:
             )
             if s is not None
         ]
+        found = findings.findings(models, gpus, end)
+        label = iso_week(end)
+        history = weekly.read(args.archive, label, models, found, end) if args.archive else None
         report = render.Report(
             week=week,
             prometheus=client.url,
-            models=models,
+            models=history.models if history else models,
             gpus=gpus,
-            findings=findings.findings(models, gpus, end),
+            findings=found,
             charts=charts.all_charts(models, gpus, week),
             generated=datetime.now(timezone.utc),
-            sections=sections,
+            sections=[*sections, *(history.sections if history else ())],
+            lead=history.lead if history else (),
         )
-        try:
-            paths = render.write(report, Path(args.out))
-        except OSError as exc:
-            where = f": {exc.filename}" if exc.filename else ""
-            raise TritonwatchError(
-                f"--out {args.out}: cannot write the report ({exc.strerror}{where})"
-            ) from None
+        paths = []
+        if args.archive:
+            paths += _write(
+                lambda: archive.write(report, Path(args.archive), label), "--archive", args.archive
+            )
+        if args.out:
+            paths += _write(lambda: render.write(report, Path(args.out)), "--out", args.out)
     finally:
         progress.done()
     for p in paths:
         print(p)
     print(f"{len(report.findings)} findings for {len(models)} models and {len(gpus)} GPUs", file=sys.stderr)
+    if delivery:
+        folder = Path(args.archive) / label if args.archive else Path(args.out)
+        for line in digest.send(delivery, report, label, folder, history.marked if history else None):
+            print(f"report: {line}", file=sys.stderr)
     return 0
+
+
+def _write(write: Callable[[], list[Path]], flag: str, where: str) -> list[Path]:
+    try:
+        return write()
+    except OSError as exc:
+        at = f": {exc.filename}" if exc.filename else ""
+        raise TritonwatchError(f"{flag} {where}: cannot write the report ({exc.strerror}{at})") from None

@@ -101,7 +101,15 @@ def _require_generated(path: Path) -> None:
 
 def test_services_and_gpu(compose: dict[str, Any]) -> None:
     services = _services(compose)
-    assert set(services) == {"triton", "dcgm-exporter", "sidecar", "prometheus", "alertmanager", "grafana"}
+    assert set(services) == {
+        "triton",
+        "dcgm-exporter",
+        "sidecar",
+        "prometheus",
+        "alertmanager",
+        "grafana",
+        "report",
+    }
     assert services["triton"]["image"] == "nvcr.io/nvidia/tritonserver:24.10-py3"
     assert services["dcgm-exporter"]["image"].startswith("nvcr.io/nvidia/k8s/dcgm-exporter:")
     assert services["prometheus"]["image"].startswith("prom/prometheus:v2.")
@@ -280,3 +288,25 @@ def test_dockerfile_copies_what_exists() -> None:
             if "*" in src:
                 continue  # optional (README.md*): a glob that may match nothing
             assert (ROOT / src).exists(), f"Dockerfile copies {src}, which is not in the repository"
+
+
+def test_the_report_service_archives_every_week_when_cron_runs_it(compose: dict[str, Any]) -> None:
+    """Not started by `up`; its flags are the report's own; the archive is a named volume; credentials
+    come from an optional env file that git ignores, never the command line."""
+    from tritonwatch.cli import build_parser
+
+    report = _services(compose)["report"]
+    assert report["profiles"] == ["report"] and report["image"] == "tritonwatch-report:0.1.0"
+    assert report["build"] == {"context": "..", "dockerfile": "compose/report.Dockerfile"}
+    sh, dash_c, script, name = report["entrypoint"]
+    # Compose turns $$ into $: the shell gets the same line as the Kubernetes CronJob.
+    assert script.replace("$$", "$") == 'exec tritonwatch report "--end=$(date -u +%Y-%m-%dT00:00:00Z)" "$@"'
+    args = build_parser().parse_args(["report", "--end=2026-12-07T00:00:00Z", *report["command"]])
+    assert args.archive == "/archive" and args.prometheus == "http://prometheus:9090" and args.days == 7
+    assert "report-archive:/archive" in report["volumes"] and "report-archive" in compose["volumes"]
+    assert report["env_file"] == [{"path": "./report.env", "required": False}]
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", "compose/report.env"], cwd=ROOT, capture_output=True, timeout=30
+    )
+    assert ignored.returncode == 0, "compose/report.env (SMTP credentials) must be git-ignored"
+    assert not any("PASSWORD" in str(a) for a in report["command"])

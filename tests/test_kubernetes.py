@@ -34,7 +34,15 @@ ROOT = Path(__file__).resolve().parent.parent
 KUSTOMIZE_DIR = ROOT / "deploy" / "kubernetes"
 RULES_DIR = ROOT / "alerts" / "generated"
 DASHBOARDS_DIR = ROOT / "dashboards" / "generated"
-CORE_KINDS = {"Namespace", "ConfigMap", "Secret", "Service", "Deployment"}
+CORE_KINDS = {
+    "Namespace",
+    "ConfigMap",
+    "Secret",
+    "Service",
+    "Deployment",
+    "CronJob",
+    "PersistentVolumeClaim",
+}
 # The oldest Kubernetes still commonly run, and the newest kubernetes-validate ships schemas for.
 K8S_VERSIONS = ("1.29.0", "1.37.0")
 
@@ -327,3 +335,31 @@ def test_the_hpa_validates_and_reads_the_adapters_external_metric(version: str) 
     assert rule["seriesQuery"] == catalog.CAPACITY_UTILISATION_RECORD
     assert rule["name"]["as"] == metric["external"]["metric"]["name"]
     assert not [d for d in docs if d["kind"] == "ScaledObject"]
+
+
+def test_the_weekly_report_runs_on_a_schedule_into_its_archive(rendered: list[dict[str, Any]]) -> None:
+    """The CronJob runs Monday 06:00 UTC, one at a time, the report into the claim's archive, the
+    mail settings and SMTP credentials from an optional Secret; its flags are the report's own."""
+    from tritonwatch.cli import build_parser
+    from tritonwatch.reports import schedule
+
+    job = _one(rendered, "CronJob", schedule.NAME)
+    claim = _one(rendered, "PersistentVolumeClaim", schedule.ARCHIVE_CLAIM)
+    assert (job["spec"]["schedule"], job["spec"]["timeZone"]) == ("0 6 * * 1", "Etc/UTC")
+    assert job["spec"]["concurrencyPolicy"] == "Forbid" and claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == "tritonwatch-report:0.1.0"  # kustomization's images entry
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert volumes["archive"]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    assert container["envFrom"] == [{"secretRef": {"name": "tritonwatch-report", "optional": True}}]
+    # No secret in the manifest: no literal environment value but the matplotlib cache and home.
+    assert {e["name"] for e in container["env"]} == {"MPLCONFIGDIR", "HOME"}
+    # The shell line passes --end as midnight of the day it runs, then the args unchanged.
+    sh, dash_c, script, name = container["command"]
+    assert (sh, dash_c, name) == ("sh", "-c", "tritonwatch-report")
+    assert script == 'exec tritonwatch report "--end=$(date -u +%Y-%m-%dT00:00:00Z)" "$@"'
+    args = build_parser().parse_args(["report", "--end=2026-12-07T00:00:00Z", *container["args"]])
+    assert args.archive == mounts["archive"] == "/archive" and args.days == 7
+    assert args.prometheus == k8s.PROMETHEUS_URL

@@ -18,6 +18,8 @@ compose/. Writes exactly these files, byte-for-byte reproducible:
     alertmanager-secret.yaml   Secret ``alertmanager-tritonwatch`` with key ``alertmanager.yaml``,
                                the name and key a Prometheus Operator ``Alertmanager`` named
                                ``tritonwatch`` reads its configuration from
+    report-cronjob.yaml        the weekly capacity report on a schedule, built by
+                               ``tritonwatch.reports.schedule``: a CronJob and its archive's claim
 
 and, with ``--autoscaling DIR`` (``make generate``: deploy/autoscaling), for the two autoscaling
 overlays there (docs/headroom.md), beside their hand-written kustomizations:
@@ -42,6 +44,7 @@ import yaml
 from tritonwatch import safeyaml
 from tritonwatch.alerts import layers
 from tritonwatch.errors import UsageError
+from tritonwatch.reports import schedule
 
 HELP = "wrap the generated rules, Alertmanager config and dashboards as Kubernetes manifests"
 
@@ -58,6 +61,7 @@ ALERTMANAGER_NAME = "tritonwatch"
 RULES_FILE = "prometheusrules.yaml"
 DASHBOARDS_FILE = "dashboards.yaml"
 ALERTMANAGER_FILE = "alertmanager-secret.yaml"
+REPORT_FILE = "report-cronjob.yaml"
 # Autoscaling (issue 39): scale the Triton Deployment so that no model passes this share of its
 # SLO-bound capacity. With a Value target the HPA asks ceil(replicas x utilisation / target) replicas,
 # and utilisation = fleet rate / (replicas x capacity per replica): the replicas that hold the fleet's
@@ -295,6 +299,7 @@ def render_all(rules_dir: Path, dashboards_dir: Path) -> dict[str, str]:
         RULES_FILE: _dump(prometheus_rules(rules_dir), "alerts/generated/*.rules.yml"),
         DASHBOARDS_FILE: _dump(dashboard_configmaps(dashboards_dir), "dashboards/generated/*.json"),
         ALERTMANAGER_FILE: _dump([alertmanager_secret(rules_dir)], "alerts/generated/alertmanager.yml"),
+        REPORT_FILE: _dump(schedule.manifests(PROMETHEUS_URL), "tritonwatch/reports/schedule.py"),
     }
 
 

@@ -450,7 +450,8 @@ class ModelTruth:
 
 def _peak_5m(week: Week, cumulative: np.ndarray) -> np.ndarray:
     lag = int(300 // week.step_s)
-    return (cumulative[lag:] - cumulative[:-lag]) / 300.0
+    # Over the whole steps in 5 minutes (a 120 s step: 240 s), not over 300 s.
+    return (cumulative[lag:] - cumulative[:-lag]) / (lag * week.step_s)
 
 
 def truth(week: Week) -> dict[str, ModelTruth]:
