@@ -51,7 +51,7 @@ def render_all(fmt: str = "json") -> dict[str, bytes]:
     from tritonwatch.dashboards import panels, resource
 
     if fmt not in FORMATS:
-        raise UsageError(f"--format (TRITONWATCH_DASHBOARD_FORMAT) {fmt!r}: not one of {', '.join(FORMATS)}")
+        raise ValueError(f"dashboard format {fmt!r}: not one of {', '.join(FORMATS)}")
     wrap = resource.resource if fmt == "resource" else (lambda d: d)
     return {name: panels.dump(wrap(panels.to_json(build()))) for name, build in builders().items()}
 
@@ -65,6 +65,10 @@ def panel_queries(dashboard: dict[str, Any]) -> Iterator[tuple[dict[str, Any], d
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.dashboard_format not in FORMATS:  # argparse checks the flag, not TRITONWATCH_DASHBOARD_FORMAT
+        raise UsageError(
+            f"--format (TRITONWATCH_DASHBOARD_FORMAT) {args.dashboard_format!r}: not one of {', '.join(FORMATS)}"
+        )
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a directory")
