@@ -6,8 +6,9 @@ bargauge, heatmap, table). grafanalib 0.7.1 still writes Grafana 6 JSON for the 
 gauge and the heatmap, so those three are emitted here in the current (schema 39) shape, on top
 of grafanalib's generic ``Panel``.
 
-``render(dashboard)`` gives the exact bytes written to disk: sorted keys, two-space indent, a
-trailing newline, nothing that depends on time or on the machine.
+``to_json(dashboard)`` is the dashboard in Grafana's current classic schema (``conform.py`` drops what
+grafanalib still writes for old Grafanas); ``render(dashboard)`` gives the exact bytes written to disk:
+sorted keys, two-space indent, a trailing newline, nothing that depends on time or on the machine.
 """
 
 from __future__ import annotations
