@@ -217,3 +217,49 @@ def test_grafanalibs_own_json_is_what_conform_fixes() -> None:
     ):
         assert expected in found, sorted(found)
     assert grafana_schema.problems(panels.conform.conform(raw)) == []
+
+
+def test_conform_keeps_a_thresholds_base_step_and_leaves_its_argument_alone() -> None:
+    table_panel = {
+        "type": "table",
+        "title": "t",
+        "interval": None,
+        "fieldConfig": {
+            "defaults": {
+                "custom": {"displayMode": "auto"},
+                "thresholds": {"mode": "absolute", "steps": [{"color": "green", "value": None}]},
+            }
+        },
+        "targets": [{"expr": "up", "query": "up", "step": 10}],
+    }
+    given = {"panels": [table_panel], "rows": [], "templating": {"list": []}}
+    before = copy.deepcopy(given)
+    out = panels.conform.conform(given)
+    assert given == before
+    assert out == {
+        "panels": [
+            {
+                "type": "table",
+                "title": "t",
+                "fieldConfig": {
+                    "defaults": {
+                        "custom": {"cellOptions": {"type": "auto"}, "inspect": False},
+                        "thresholds": {"mode": "absolute", "steps": [{"color": "green", "value": None}]},
+                    }
+                },
+                "targets": [{"expr": "up"}],
+                "options": {"frameIndex": 0},
+            }
+        ],
+        "templating": {"list": []},
+    }
+
+
+def test_conform_refuses_a_table_cell_display_it_does_not_map() -> None:
+    panel = {
+        "type": "table",
+        "title": "Bars",
+        "fieldConfig": {"defaults": {"custom": {"displayMode": "lcd-gauge"}}},
+    }
+    with pytest.raises(ValueError, match="'Bars': only the automatic cell display"):
+        panels.conform.conform({"panels": [panel]})
