@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="dashboard_format",
         choices=FORMATS,
         default="json",
-        metavar="|".join(FORMATS),
+        metavar="FORMAT",  # not "json|resource": a "|" would split the flag tables of docs/configuration.md
         help="json: the classic dashboard model (file provisioning, import); resource: Grafana 12+ "
         "Kubernetes-style resources, dashboard.grafana.app/v1beta1 (Git Sync, the dashboard API) (default json)",
     )
