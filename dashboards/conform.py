@@ -55,8 +55,9 @@ def conform(dashboard: Json) -> Json:
 def _panel(panel: Json) -> Json:
     kind = panel.get("type", "")
     out = _drop(panel, PANEL_DEAD + (TABLE_DEAD if kind == "table" else ()))
-    if "panels" in out:  # a row's panels
-        out["panels"] = [_panel(p) for p in out["panels"]]
+    if kind == "row":  # a row has no queries or options of its own, only its (collapsed) panels
+        out["panels"] = [_panel(p) for p in out.get("panels", [])]
+        return out
     out["targets"] = [_drop(t, TARGET_DEAD) for t in out.get("targets", [])]
     options = out.setdefault("options", {})
     for key, value in REQUIRED_OPTIONS.get(kind, {}).items():

@@ -263,3 +263,25 @@ def test_conform_refuses_a_table_cell_display_it_does_not_map() -> None:
     }
     with pytest.raises(ValueError, match="'Bars': only the automatic cell display"):
         panels.conform.conform({"panels": [panel]})
+
+
+def test_a_collapsed_row_and_its_panels_conform_too() -> None:
+    data = _load("tritonwatch-gpu.json")
+    inner = copy.deepcopy(data["panels"][0])
+    row = {
+        "type": "row",
+        "title": "More",
+        "id": 99,
+        "collapsed": True,
+        "span": 12,
+        "gridPos": {"h": 1, "w": 24, "x": 0, "y": 60},
+    }
+    inner["span"], inner["interval"] = 6, None
+    data["panels"].append({**row, "panels": [inner]})
+    row_at = f"dashboard.panels[{len(data['panels']) - 1}]"
+    assert grafana_schema.problems(data)[:3] == [
+        f"{row_at}.span: not a field of dashboard.RowPanel",
+        f"{row_at}.panels[0].span: not a field of dashboard.Panel",
+        f"{row_at}.panels[0].interval: null where the schema has an optional str",
+    ]
+    assert grafana_schema.problems(panels.conform.conform(data)) == []
