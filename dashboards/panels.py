@@ -6,8 +6,9 @@ bargauge, heatmap, table). grafanalib 0.7.1 still writes Grafana 6 JSON for the 
 gauge and the heatmap, so those three are emitted here in the current (schema 39) shape, on top
 of grafanalib's generic ``Panel``.
 
-``render(dashboard)`` gives the exact bytes written to disk: sorted keys, two-space indent, a
-trailing newline, nothing that depends on time or on the machine.
+``to_json(dashboard)`` is the dashboard in Grafana's current classic schema (``conform.py`` drops what
+grafanalib still writes for old Grafanas); ``render(dashboard)`` gives the exact bytes written to disk:
+sorted keys, two-space indent, a trailing newline, nothing that depends on time or on the machine.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import attr
 from grafanalib import core
 
 from tritonwatch import catalog
-from tritonwatch.dashboards import queries
+from tritonwatch.dashboards import conform, queries
 
 SCHEMA_VERSION = 39
 GENERATED_NOTE = (
@@ -263,6 +264,18 @@ class _BarGauge(core.Panel):  # type: ignore[misc]
                     "showUnfilled": True,
                     "valueMode": "color",
                     "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                    # Required by the current schema; Grafana's defaults.
+                    "namePlacement": "auto",
+                    "sizing": "auto",
+                    "minVizWidth": 8,
+                    "minVizHeight": 16,
+                    "maxVizHeight": 300,
+                    "legend": {
+                        "displayMode": "list",
+                        "placement": "bottom",
+                        "showLegend": False,
+                        "calcs": [],
+                    },
                 },
                 "type": "bargauge",
             }
@@ -295,6 +308,11 @@ class _Gauge(core.Panel):  # type: ignore[misc]
                     "showThresholdLabels": False,
                     "showThresholdMarkers": True,
                     "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                    # Required by the current schema; Grafana's defaults.
+                    "orientation": "auto",
+                    "sizing": "auto",
+                    "minVizWidth": 75,
+                    "minVizHeight": 75,
                 },
                 "type": "gauge",
             }
@@ -315,12 +333,23 @@ class _Heatmap(core.Panel):  # type: ignore[misc]
                 "options": {
                     "calculate": False,
                     "cellGap": 1,
-                    "color": {"mode": "scheme", "scheme": "Oranges", "scale": "exponential", "exponent": 0.5},
+                    "color": {
+                        "mode": "scheme",
+                        "scheme": "Oranges",
+                        "scale": "exponential",
+                        "exponent": 0.5,
+                        # Used only in "opacity" mode; required by the schema (Grafana's defaults).
+                        "fill": "dark-orange",
+                        "steps": 64,
+                        "reverse": False,
+                    },
                     "filterValues": {"le": 1e-9},
                     "rowsFrame": {"layout": "auto"},
-                    "tooltip": {"show": True, "yHistogram": True},
+                    "tooltip": {"mode": "single", "yHistogram": True},
                     "yAxis": {"axisPlacement": "left", "unit": self.unit},
                     "legend": {"show": True},
+                    "showValue": "auto",
+                    "exemplars": {"color": "rgba(255,0,255,0.7)"},
                 },
                 "type": "heatmap",
             }
@@ -424,13 +453,18 @@ def dashboard(
 
 
 def to_json(d: core.Dashboard) -> Json:
-    """The dashboard as plain JSON data (round-tripped, so only dicts, lists and scalars remain)."""
+    """The dashboard as plain JSON data in Grafana's current classic schema (``conform``)."""
     data: Json = json.loads(json.dumps(d.to_json_data(), cls=_Encoder))
-    return data
+    return conform.conform(data)
 
 
 def render(d: core.Dashboard) -> bytes:
-    return (json.dumps(to_json(d), sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode()
+    return dump(to_json(d))
+
+
+def dump(data: Json) -> bytes:
+    """The exact bytes written for a JSON document: sorted keys, two-space indent, a trailing newline."""
+    return (json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode()
 
 
 class _Encoder(json.JSONEncoder):

@@ -90,7 +90,9 @@ def test_config_file_example_is_valid(tmp_path: Path) -> None:
 _REPO_PATH = re.compile(r"`((?:compose|deploy|alerts|dashboards|docs|tritonwatch|exporters|tests)/[^`\s]*)`")
 
 
-@pytest.mark.parametrize("doc", ["deploy.md", "upgrading.md", "configuration.md"])
+@pytest.mark.parametrize(
+    "doc", ["deploy.md", "upgrading.md", "configuration.md", "compatibility.md", "dashboards.md"]
+)
 def test_paths_named_in_the_docs_exist(doc: str) -> None:
     text = (ROOT / "docs" / doc).read_text()
     paths = sorted(set(_REPO_PATH.findall(text)))

@@ -387,6 +387,12 @@ def test_every_documented_command_runs_from_an_empty_folder(installed: Installed
         for line in each(r"tritonwatch dashboards --out dashboards(/generated)?"):
             run.run(line)
             assert same_tree(run.cwd / line.split()[-1], ROOT / "dashboards" / "generated") == []
+        for line in each(r"tritonwatch dashboards --out \S+ --format resource"):
+            run.run(line)
+            out, committed = run.cwd / line.split()[3], ROOT / "dashboards" / "generated"
+            assert sorted(f.name for f in out.iterdir()) == sorted(f.name for f in committed.glob("*.json"))
+            for f in out.iterdir():
+                assert json.loads(f.read_text())["spec"] == json.loads((committed / f.name).read_text())
 
         # the alerts commands, on an Alertmanager routing with the generated configuration
         from tritonwatch.local.promstack import Alertmanager

@@ -141,9 +141,15 @@ def dashboard_configmaps(dashboards_dir: Path) -> list[dict[str, Any]]:
     for path in sorted(dashboards_dir.glob("*.json")):
         text = path.read_text()
         try:
-            json.loads(text)
+            data = json.loads(text)
         except ValueError as exc:
             raise UsageError(f"{path}: not valid JSON ({exc})") from None
+        if isinstance(data, dict) and "apiVersion" in data and "spec" in data:
+            # Grafana's dashboard sidecar loads classic dashboard JSON; a resource would be refused there.
+            raise UsageError(
+                f"{path}: a Grafana resource ({data['apiVersion']}), not a classic dashboard: "
+                f"write the ConfigMaps' dashboards with `tritonwatch dashboards --format json`"
+            )
         docs.append(
             {
                 "apiVersion": "v1",
