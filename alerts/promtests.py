@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from tritonwatch import catalog
-from tritonwatch.alerts import rules, windows
+from tritonwatch.alerts import rules, split, windows
 from tritonwatch.errors import UsageError
 from tritonwatch.fronthistogram import le_text
 from tritonwatch.selector import satisfying_labels
@@ -238,7 +238,9 @@ def _histogram(spec: SLOFile, obj: Objective) -> tuple[str, dict[str, str]]:
 
 def _burn_alert(spec: SLOFile, obj: Objective, severity: str, burn: str) -> dict[str, dict[str, str]]:
     labels = {rules.SEVERITY: severity, rules.SLO_LABEL: obj.name, catalog.MODEL: obj.model, **_group(spec)}
-    values = {**rules.burn_texts(spec, obj), "value_x": burn, "budget_left": "0%"}
+    # The cases carry no Triton duration counters: a latency page says where the time went is unknown.
+    where = f" {split.unknown(obj)}" if split.applies(obj) else ""
+    values = {**rules.burn_texts(spec, obj), "value_x": burn, "budget_left": "0%", "split": where}
     return expected(spec, rules.BURN, labels, values)
 
 

@@ -27,7 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from tritonwatch import catalog
-from tritonwatch.alerts import blind, build, headroom, records, stall, traffic, windows
+from tritonwatch.alerts import blind, build, headroom, records, split, stall, traffic, windows
 from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is how the rest reads them)
     ALERTS,
     BUDGET_REMAINING_RECORD,
@@ -233,7 +233,8 @@ def burn_texts(spec: SLOFile, obj: Objective) -> dict[str, str]:
 
 
 def burn_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
-    fixed = {**burn_texts(spec, obj), "budget_left": budget_left_template(spec)}
+    where = split.template(spec, obj, front_histogram(spec, obj) is not None) if split.applies(obj) else ""
+    fixed = {**burn_texts(spec, obj), "budget_left": budget_left_template(spec), "split": where}
     return [
         _alert(
             BURN,

@@ -61,7 +61,7 @@ SLO_ALERTS = (
         hold="",
         summary="{model} is burning its {slo} error budget {value_x}x too fast",
         description="{model} is spending the error budget of SLO {slo} ({objective}% of requests {good} over "
-        "{window}) {value_x} times as fast as the objective allows; {budget_left} of the budget is left.",
+        "{window}) {value_x} times as fast as the objective allows; {budget_left} of the budget is left.{split}",
     ),
     catalog.Alert(
         NO_DATA,

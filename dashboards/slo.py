@@ -2,7 +2,8 @@
 
 Emits one dashboard (uid from the name ``slo``) with variables datasource, slo and model: per SLO
 its objective, the SLI now, the error budget left over the SLO window, the burn rate over every
-alert window (with the page thresholds 14.4x and 6x drawn), and the burn-rate alerts firing.
+alert window (with the page thresholds 14.4x and 6x drawn), where Triton's request time went (queued
+vs computing, now and a week before), and the burn-rate alerts firing.
 """
 
 from __future__ import annotations
@@ -125,6 +126,22 @@ def build() -> core.Dashboard:
             [Q(q.slo_budget_remaining(), LEG)],
             lay.place(8, 9),
             thresholds=BUDGET,
+        ),
+        p.timeseries(
+            "Where the time went: queued vs computing",
+            "Share of Triton's request time spent queued and computing per model over the last hour, "
+            "from its duration counters (no tracing), beside the same hour a week before: what a latency "
+            "page's description says. Queueing dominates: capacity or batching (tritonwatch advise, the "
+            "capacity signal); computing: the model or the GPU; a front-read SLO burning while both "
+            "stay put: the time is outside Triton.",
+            "percentunit",
+            [
+                Q(q.time_split("queued"), "queued {{model}}"),
+                Q(q.time_split("computing"), "computing {{model}}"),
+                Q(q.time_split("queued", "1w"), "queued a week before {{model}}"),
+                Q(q.time_split("computing", "1w"), "computing a week before {{model}}"),
+            ],
+            lay.place(24, 8),
         ),
         *error_gap(lay, q.SLO_SELECTOR, q.MODEL_ONLY),
         p.table(

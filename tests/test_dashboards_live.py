@@ -106,6 +106,8 @@ def _needs(expr: str) -> set[str]:
         needs.add("probe")
     if any(n.startswith(LLM_PREFIXES) for n in names):
         needs.add("llm")  # proven on LLM data by tests/test_dashboards_llm_live.py
+    if " offset 1w" in expr:
+        needs.add("a week of history")  # proven on backfilled history by tests/test_alerts_where_time_went.py
     return needs
 
 
@@ -261,7 +263,7 @@ def _run(
     unavailable.add("llm")  # no LLM model in this stack
 
     def counted(q: promcheck.PanelQuery) -> bool:
-        return not _needs(q.expr) & ({"gpu", "firing alert"} | unavailable)
+        return not _needs(q.expr) & ({"gpu", "firing alert", "a week of history"} | unavailable)
 
     results: list[promcheck.Result] = []
 

@@ -19,6 +19,7 @@ from tritonwatch.catalog.names import (
     ROLE_ENSEMBLE,
     ROLE_STEP,
     STEP,
+    triton_duration,
 )
 from tritonwatch.catalog.signals import (
     BATCH_EFFICIENCY_SIGNAL,
@@ -167,3 +168,22 @@ def ensemble_step_promql(window: str = "5m", selector: str = "") -> str:
     steps = f"sum by ({by}, {STEP}, {PHASE}) (rate({ENSEMBLE_STEP_SECONDS}{sel}[{window}]))"
     traced = f"sum by ({by}) (rate({ENSEMBLE_TRACED_REQUESTS}{sel}[{window}]))"
     return f"{steps} / on ({by}) group_left () ({traced} > 0)"
+
+
+# --- where the request time went (a latency page's split, the SLO dashboard) ----------------------
+COMPUTE_PHASES = ("compute_input", "compute_infer", "compute_output")
+
+
+def compute_share_promql(selector: str, window: str = "1h", offset: str = "", by: str = "") -> str:
+    """Share of Triton's request time spent computing, from its duration counters (no tracing): compute
+    input + infer + output over request duration, summed ``by`` (empty: over everything selected);
+    one minus it is the time queued (for an ensemble, in its steps' queues and hand-overs).
+    ``offset``: e.g. ``1w`` for the same window a week before."""
+    agg = f"sum by ({by}) " if by else "sum"
+    off = f" offset {offset}" if offset else ""
+
+    def total(phase: str) -> str:
+        return f"{agg}(rate({triton_duration(phase)}{{{selector}}}[{window}]{off}))"
+
+    compute = " + ".join(total(p) for p in COMPUTE_PHASES)
+    return f"({compute}) / {total('request')}"
