@@ -120,8 +120,14 @@ def test_the_unit_comes_from_the_family_name_or_the_unit_field() -> None:
     assert unit(CADDY) == "seconds"
     assert unit('istio_request_duration_milliseconds_bucket{destination_workload="triton"}') == "milliseconds"
     assert unit("nv_inference_first_response_histogram_ms_bucket") == "milliseconds"
-    assert unit("revision_app_request_latencies_bucket") == "seconds"  # unnamed: seconds unless told
+    # Known fronts whose names do not say the unit: Envoy's and Knative's are milliseconds.
+    assert unit('envoy_cluster_upstream_rq_time_bucket{envoy_cluster_name="triton"}') == "milliseconds"
     assert unit("revision_app_request_latencies_bucket", unit="milliseconds") == "milliseconds"
+    assert unit("my_proxy_latency_bucket", unit="seconds") == "seconds"
+    with pytest.raises(UsageError, match=r"\.from\.unit: required: the family name 'my_proxy_latency'"):
+        unit("my_proxy_latency_bucket")  # neither: never guessed
+    with pytest.raises(UsageError, match="seconds contradicts the family name 'envoy_cluster_upstream_rq_time'"):
+        unit("envoy_cluster_upstream_rq_time_bucket", unit="seconds")
 
 
 def test_le_is_matched_however_the_front_spells_the_bound() -> None:

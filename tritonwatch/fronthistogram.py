@@ -4,8 +4,10 @@
 names the ``_bucket`` series of a histogram kept by the ingress, proxy or gateway in front of Triton
 (Envoy/Istio, NGINX ingress, Caddy, Traefik, Knative's queue-proxy). The selector takes the strict
 grammar of ``availability.from`` (``tritonwatch/selector.py``); the metric name must end in
-``_bucket`` and must not match ``le`` (the rules choose the bucket). The unit is seconds unless the
-family name says ``_ms``/``_milliseconds`` or ``unit:`` says otherwise.
+``_bucket`` and must not match ``le`` (the rules choose the bucket). The unit comes from the family
+name (``_seconds``, ``_ms``/``_milliseconds``, or a known front's name such as Envoy's
+``envoy_cluster_upstream_rq_time``, in milliseconds) or from ``unit:``; a name that says neither needs
+``unit:``, since a histogram read in the wrong unit leaves the SLI blind or wrong.
 
 The SLI reads the bucket whose bound is the threshold, so it is exact by construction::
 
@@ -29,6 +31,15 @@ from tritonwatch.validators import kind as _kind
 from tritonwatch.validators import promql_string
 
 UNITS = {"seconds": Decimal(1), "milliseconds": Decimal(1000)}
+# Fronts' histograms whose names do not say their unit (from each project's metric docs).
+KNOWN_UNITS = {
+    "envoy_cluster_upstream_rq_time": "milliseconds",
+    "envoy_cluster_internal_upstream_rq_time": "milliseconds",
+    "envoy_cluster_external_upstream_rq_time": "milliseconds",
+    "envoy_http_downstream_rq_time": "milliseconds",
+    "revision_app_request_latencies": "milliseconds",
+    "revision_request_latencies": "milliseconds",
+}
 _MS_NAME = re.compile(r"_(ms|milliseconds)(_|$)")
 _SECONDS_NAME = re.compile(r"_seconds(_|$)")
 
@@ -107,9 +118,16 @@ def parse_front_histogram(raw: object, where: str) -> FrontHistogram:
         raise UsageError(f"{at}: must not match le (the rules pick the bucket at the threshold)")
     family = sel.metric[: -len("_bucket")]
     named = "milliseconds" if _MS_NAME.search(family) else "seconds" if _SECONDS_NAME.search(family) else None
+    named = named or KNOWN_UNITS.get(family)
     unit = raw.get("unit")
     if unit is None:
-        return FrontHistogram(sel, named or "seconds")
+        if named is None:
+            # Read in the wrong unit, a threshold matches no bucket (a blind SLO) or the wrong one.
+            raise UsageError(
+                f"{where}.unit: required: the family name {family!r} does not say its unit "
+                "(seconds or milliseconds; Envoy's *_rq_time and Knative's *_latencies are milliseconds)"
+            )
+        return FrontHistogram(sel, named)
     if not isinstance(unit, str) or unit not in UNITS:
         raise UsageError(f"{where}.unit: must be one of: {', '.join(UNITS)} (got {unit!r})")
     if named is not None and named != unit:
