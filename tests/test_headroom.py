@@ -190,6 +190,7 @@ def test_a_model_without_a_latency_objective_is_left_out() -> None:
         catalog.CAPACITY_SAMPLES: [],
         catalog.CAPACITY_FIT_ERROR: [],
         catalog.CAPACITY_REFUSALS_TOTAL.removesuffix("_total"): [],
+        catalog.CAPACITY_OBJECTIVE: [],
     }
 
 
