@@ -33,7 +33,7 @@ from pathlib import Path
 from tritonwatch import slo as slo_model
 from tritonwatch import validators
 from tritonwatch.deploy import amconfig, manifests, scaling
-from tritonwatch.deploy.render import dump, labels
+from tritonwatch.deploy.render import ANNOTATIONS_LIMIT, dump, labels, last_applied_bytes
 from tritonwatch.errors import TritonwatchError, UsageError
 
 HELP = "wrap the generated rules, Alertmanager config and dashboards as Kubernetes manifests"
@@ -65,6 +65,7 @@ def render_all(rules_dir: Path, dashboards_dir: Path, spec: slo_model.SLOFile) -
         if not d.is_dir():
             raise UsageError(f"{flag} {d}: not a directory")
     owners = (frozenset(s.model for s in spec.slos), {o.name: o.model for o in spec.objectives()})
+    rules = manifests.prometheus_rules(rules_dir, owners)
     am_text = manifests.alertmanager_text(rules_dir)
     am = amconfig.load(am_text, str(rules_dir / "alertmanager.yml"))
     left_out = amconfig.integrations_left_out(am)
@@ -74,11 +75,18 @@ def render_all(rules_dir: Path, dashboards_dir: Path, spec: slo_model.SLOFile) -
         if left_out
         else ""
     )
+    dashboards = manifests.dashboard_configmaps(dashboards_dir)
+    for doc in [*rules, *dashboards]:
+        if (size := last_applied_bytes(doc)) > ANNOTATIONS_LIMIT:
+            raise UsageError(
+                f"{doc['kind']} {doc['metadata']['name']}: {size} bytes once applied, over the "
+                f"{ANNOTATIONS_LIMIT} Kubernetes stores in an object's annotations (kubectl apply)"
+            )
     # The header names the inputs by their usual place, not by the path given, so that output
     # does not depend on the directory it was generated from.
     return {
-        RULES_FILE: dump(manifests.prometheus_rules(rules_dir, owners), "alerts/generated/*.rules.yml"),
-        DASHBOARDS_FILE: dump(manifests.dashboard_configmaps(dashboards_dir), "dashboards/generated/*.json"),
+        RULES_FILE: dump(rules, "alerts/generated/*.rules.yml"),
+        DASHBOARDS_FILE: dump(dashboards, "dashboards/generated/*.json"),
         AMCONFIG_FILE: dump([amconfig.alertmanager_config(am)], "alerts/generated/alertmanager.yml", note),
         ALERTMANAGER_FILE: dump(
             [manifests.alertmanager_secret(am_text)], "alerts/generated/alertmanager.yml"

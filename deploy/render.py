@@ -59,9 +59,12 @@ def dns_name(text: str) -> str:
 def last_applied_bytes(doc: dict[str, Any]) -> int:
     """Bytes the object's annotations take once ``kubectl apply`` has stored it: its JSON as Go's
     encoding/json writes it (keys sorted, no spaces, ``<``, ``>`` and ``&`` escaped) as the value of
-    the last-applied annotation, plus the object's own annotations."""
+    the last-applied annotation, plus the object's own annotations (equal to the byte to what kubectl
+    1.32 writes: tests/test_kubernetes_operators.py)."""
     own = dict(doc.get("metadata", {}).get("annotations") or {})
-    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # kubectl serialises the object with an annotations map, empty where it had none
+    stored = {**doc, "metadata": {**doc.get("metadata", {}), "annotations": own}}
+    text = json.dumps(stored, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
         text = text.replace(char, escaped)
     own[LAST_APPLIED] = text + "\n"
