@@ -25,7 +25,6 @@ external metric from the adapter and leaves the replica count as it is.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
 
 from tritonwatch import catalog
 from tritonwatch.deploy.render import dump, labels

@@ -195,3 +195,229 @@ def test_receivers_with_integrations_are_named_not_dropped_silently(tmp_path: Pa
         broken = copy.deepcopy(plain)
         broken["route"]["routes"][0]["matchers"] = ["alertname Watchdog"]
         amconfig.alertmanager_config(broken)
+
+
+# --- the autoscalers' query -------------------------------------------------------------------
+# "modelled" has a capacity estimate (10 req/s of 100: utilisation 0.1) and serves well within its
+# objective; "pipeline" is an ensemble the capacity fit refuses (no capacity series), 99.9 % within 25 ms:
+# fast for 10 minutes, then half its requests take 25-50 ms. A staging namespace runs "modelled" at 5x
+# its capacity: it must not scale this Deployment.
+SCALING_SLO = """\
+apiVersion: tritonwatch/v1
+kind: ServiceLevelObjectives
+metadata: {name: scaling}
+spec:
+  window: 28d
+  slos:
+    - model: modelled
+      latency: {threshold: 50ms, objective: 99}
+    - model: pipeline
+      latency: {threshold: 25ms, objective: 99.9}
+"""
+BUCKETS = ("0.005", "0.01", "0.025", "0.05", "+Inf")
+
+
+def _series(namespace: str, pipeline: bool) -> list[dict[str, str]]:
+    def s(name: str, job: str, values: str, **labels: str) -> dict[str, str]:
+        ls = ",".join(
+            f'{k}="{v}"' for k, v in {"namespace": namespace, "job": job, "pod": "p0", **labels}.items()
+        )
+        return {"series": f"{name}{{{ls}}}", "values": values}
+
+    mv = {"model": "modelled", "version": "1"}
+    rate, capacity = ("0+600x40", "100+0x40") if namespace == scaling.NAMESPACE else ("0+600x40", "2+0x40")
+    out = [
+        s(catalog.TRITON_SUCCESS, scaling.TRITON_JOB, rate, **mv),
+        s(catalog.CAPACITY, scaling.SIDECAR_JOB, capacity, **mv),
+        s(catalog.CAPACITY_OBJECTIVE, scaling.SIDECAR_JOB, "0.05+0x40", model="modelled", quantile="0.99"),
+    ]
+    bucket = f"{catalog.REQUEST_DURATION}_bucket"
+    for le in BUCKETS:  # every request of "modelled" within 5-10 ms
+        out.append(
+            s(
+                bucket,
+                scaling.SIDECAR_JOB,
+                "0+0x40" if le == "0.005" else "0+600x40",
+                phase="request",
+                le=le,
+                **mv,
+            )
+        )
+    if pipeline:
+        pv = {"model": "pipeline", "version": "1"}
+        out.append(
+            s(
+                catalog.CAPACITY_OBJECTIVE,
+                scaling.SIDECAR_JOB,
+                "0.025+0x40",
+                model="pipeline",
+                quantile="0.999",
+            )
+        )
+        slow = {"0.005": "0+0x40", "0.01": "0+600x10 6000+300x30", "0.025": "0+600x10 6000+300x30"}
+        for le in BUCKETS:
+            out.append(s(bucket, scaling.SIDECAR_JOB, slow.get(le, "0+600x40"), phase="request", le=le, **pv))
+    return out
+
+
+def _case(query: str, at: str, over: bool | None) -> dict[str, Any]:
+    samples = [] if over is None else [{"labels": "{}", "value": int(over)}]
+    return {"expr": f"({query}) > bool {scaling.TARGET}", "eval_time": at, "exp_samples": samples}
+
+
+@pytest.mark.prometheus
+def test_a_refused_model_breaking_its_objective_scales_the_deployment(tmp_path: Path) -> None:
+    need_binary("promtool")
+    (tmp_path / "slo.yaml").write_text(SCALING_SLO)
+    spec, _ = k8s.load_slo(tmp_path / "slo.yaml")
+    query = scaling.query(spec, scaling.NAMESPACE)
+    (tmp_path / "none.rules.yml").write_text("groups: []\n")
+    staging = _series("staging", pipeline=False)
+    tests = [
+        {  # the modelled ones alone: under the threshold, now and later; staging's load not counted
+            "interval": "1m",
+            "input_series": _series(scaling.NAMESPACE, pipeline=False) + staging,
+            "promql_expr_test": [_case(query, "8m", False), _case(query, "25m", False)],
+        },
+        {  # the refused model within its objective, then breaking it: over the threshold
+            "interval": "1m",
+            "input_series": _series(scaling.NAMESPACE, pipeline=True) + staging,
+            "promql_expr_test": [_case(query, "8m", False), _case(query, "25m", True)],
+        },
+        {  # the signal missing (sidecars gone): no answer, never 0 (KEDA: a failure, then the fallback)
+            "interval": "1m",
+            "input_series": [d for d in _series(scaling.NAMESPACE, True) if d["series"].startswith("nv_")],
+            "promql_expr_test": [
+                _case(query, "25m", None),
+                {"expr": query, "eval_time": "25m", "exp_samples": []},
+            ],
+        },
+    ]
+    (tmp_path / "scaling.test.yml").write_text(
+        yaml.safe_dump(
+            {"rule_files": ["none.rules.yml"], "evaluation_interval": "1m", "tests": tests}, sort_keys=False
+        )
+    )
+    out = subprocess.run(
+        ["promtool", "test", "rules", "scaling.test.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    # negative control: without the latency term, the breaking refused model goes unseen
+    capacity_only = query.split("\n  or\n")[0] + "\n)"
+    tests[1]["promql_expr_test"] = [_case(capacity_only, "25m", True)]
+    (tmp_path / "scaling.test.yml").write_text(
+        yaml.safe_dump(
+            {"rule_files": ["none.rules.yml"], "evaluation_interval": "1m", "tests": tests[1:2]},
+            sort_keys=False,
+        )
+    )
+    out = subprocess.run(
+        ["promtool", "test", "rules", "scaling.test.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode != 0 and "exp:" in out.stdout + out.stderr, out.stdout + out.stderr
+
+
+def test_the_query_names_each_objective_quantile_once() -> None:
+    spec = k8s.load_slo(SLO_FILE)[0]
+    query = scaling.query(spec, "inference")
+    assert query.count("histogram_quantile(0.99,") == 1 and 'quantile="0.99"' in query
+    assert query.count('namespace="inference"') == 4 and "ignoreNullValues" not in query
+
+
+# --- Triton 2.65+ ---------------------------------------------------------------------------
+def test_the_triton_265_overlay_runs_triton_s_histogram_without_tracing(tmp_path: Path) -> None:
+    need_binary("kubectl")
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(ROOT / "deploy" / "triton265")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    docs = load_all(out.stdout)
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    containers = {c["name"]: c for c in pod["containers"]}
+    triton, side = containers["triton"], containers["tritonwatch"]
+    assert triton["image"] == "nvcr.io/nvidia/tritonserver:26.01-py3"  # Triton 2.65
+    assert "--metrics-config=histogram_latencies=true" in triton["args"]
+    assert not [a for a in triton["args"] if a.startswith("--trace")]
+    assert not [a for a in side["args"] if a.startswith("--otlp-listen")]  # the sidecar's receiver stays off
+    (stanzas,) = [
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == k8s.MODEL_METRICS_CONFIGMAP
+    ]
+    generated = {p.name: p.read_text() for p in (RULES_DIR / "triton").glob("*.model_metrics.pbtxt")}
+    assert stanzas["data"] == generated and generated
+    import kubernetes_validate
+
+    kubernetes_validate.validate(deployment, "1.37.0", strict=True)
+
+    # Triton serves /models, laid out by the init container from the original repository (/models-src)
+    mounts = {m["mountPath"]: m["name"] for m in triton["volumeMounts"]}
+    (init,) = pod["initContainers"]
+    init_mounts = {m["mountPath"]: m["name"] for m in init["volumeMounts"]}
+    assert (
+        init_mounts["/models"] == mounts["/models"]
+        and init_mounts["/models-src"] == mounts["/models-src"] == "models"
+    )
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[init_mounts["/model-metrics"]]["configMap"]["name"] == k8s.MODEL_METRICS_CONFIGMAP
+
+    # the init container's script, run here on a copy of the demo repository and the ConfigMap's files
+    src, dst, cm = tmp_path / "src", tmp_path / "dst", tmp_path / "cm"
+    shutil.copytree(ROOT / "model_repository", src)
+    dst.mkdir()
+    cm.mkdir()
+    for name, text in stanzas["data"].items():
+        (cm / name).write_text(text)
+    (cm / "absent.model_metrics.pbtxt").write_text(next(iter(generated.values())))
+    run = subprocess.run(
+        [*init["command"], init["args"][0]],
+        env={**os.environ, "SRC": str(src), "DST": str(dst), "STANZAS": str(cm)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "absent: not in the model repository" in run.stderr
+    config = (dst / "fraud_detector" / "config.pbtxt").read_text()
+    original = (src / "fraud_detector" / "config.pbtxt").read_text()
+    assert config == original + "\n" + generated["fraud_detector.model_metrics.pbtxt"]
+    assert (dst / "fraud_detector" / "1" / "model.onnx").is_symlink()  # no model file copied
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    parsed = text_format.Parse(config, model_config_pb2.ModelConfig())
+    (control,) = parsed.model_metrics.metric_control
+    assert control.metric_identifier.family == "nv_inference_first_response_histogram_ms"
+    assert 50 in control.histogram_options.buckets  # the SLO's 50 ms threshold is a bound
+    # run again on a repository whose config sets model_metrics already: kept as it is
+    again = tmp_path / "dst2"
+    again.mkdir()
+    (src / "fraud_detector" / "config.pbtxt").write_text(config)
+    rerun = subprocess.run(
+        [*init["command"], init["args"][0]],
+        env={**os.environ, "SRC": str(src), "DST": str(again), "STANZAS": str(cm)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert rerun.returncode == 0 and "sets model_metrics already" in rerun.stderr
+    assert (again / "fraud_detector" / "config.pbtxt").read_text() == config
+
+
+def test_the_triton_265_files_are_up_to_date(tmp_path: Path) -> None:
+    argv = ["--rules", str(RULES_DIR), "--dashboards", str(DASHBOARDS_DIR), "--slo", str(SLO_FILE)]
+    assert k8s.main([*argv, "--out", str(tmp_path / "k"), "--triton265", str(tmp_path / "t")]) == 0
+    fresh = (tmp_path / "t" / k8s.MODEL_METRICS_FILE).read_text()
+    assert fresh == (ROOT / "deploy" / "triton265" / k8s.MODEL_METRICS_FILE).read_text(), (
+        "run `make generate`"
+    )

@@ -67,7 +67,7 @@ def _resources(gv: str) -> dict[str, object]:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
         if path == "/api":
             self._send(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})

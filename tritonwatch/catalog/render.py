@@ -6,8 +6,8 @@ labels of their own.
 
 from __future__ import annotations
 
-from decimal import Decimal
 from collections.abc import Sequence
+from decimal import Decimal
 
 from tritonwatch.catalog.names import (
     ENSEMBLE_STEP_SECONDS,
