@@ -16,10 +16,11 @@ reaches its threshold. It drives the models the capacity fit refuses (ensembles,
 dynamic batching, too little data since a rollout) and guards the ones it models.
 
 Failing safe: when the query has no answer (sidecars restarting, Prometheus down, no signal at all)
-nothing scales down. KEDA (``ignoreNullValues: "false"``) counts an empty answer as a failure and after
-``FAILURE_THRESHOLD`` of them applies its fallback, ``currentReplicasIfHigher`` over ``MIN_REPLICAS``:
-the Deployment keeps the replicas it has (it never has fewer than the minimum). The HPA gets no
-external metric from the adapter and leaves the replica count as it is.
+nothing scales down. KEDA (``ignoreNullValues: "false"``) counts an empty answer as a failure: it gives
+the HPA no metric, which leaves the replica count as it is, and after ``FAILURE_THRESHOLD`` failures
+applies its fallback (KEDA 2.18+: ``Value`` metrics; ``behavior`` since 2.17), ``currentReplicasIfHigher``
+over ``MIN_REPLICAS``: the Deployment keeps the replicas it has (it never has fewer than the minimum).
+The HPA gets no external metric from the adapter and leaves the replica count as it is.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def autoscaling(spec: SLOFile, slo_text: str, namespace: str = NAMESPACE) -> dic
             "maxReplicaCount": MAX_REPLICAS,
             "pollingInterval": 30,
             "cooldownPeriod": 300,
-            # KEDA 2.15+: hold the replicas there are when the query fails or has no answer
+            # KEDA 2.18+: hold the replicas there are when the query fails or has no answer
             "fallback": {
                 "failureThreshold": FAILURE_THRESHOLD,
                 "replicas": MIN_REPLICAS,

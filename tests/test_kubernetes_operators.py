@@ -421,3 +421,34 @@ def test_the_triton_265_files_are_up_to_date(tmp_path: Path) -> None:
     assert fresh == (ROOT / "deploy" / "triton265" / k8s.MODEL_METRICS_FILE).read_text(), (
         "run `make generate`"
     )
+
+
+@pytest.mark.parametrize(
+    "overlay", ["kubernetes", "autoscaling/keda", "autoscaling/prometheus-adapter", "triton265"]
+)
+def test_kubectl_apply_dry_run_takes_every_overlay(overlay: str, tmp_path: Path) -> None:
+    need_binary("kubectl")
+    with fake_apiserver(tmp_path) as kubeconfig:
+        out = subprocess.run(
+            [
+                "kubectl",
+                "apply",
+                "-k",
+                str(ROOT / "deploy" / overlay),
+                "--dry-run=client",
+                "--validate=false",
+                "-o",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(tmp_path)},
+        )
+    assert out.returncode == 0, out.stderr[-3000:]
+    items = json.loads(out.stdout)["items"]
+    kinds = {d["kind"] for d in items}
+    assert {"Deployment", "PrometheusRule", "AlertmanagerConfig", "PodMonitor"} <= kinds
+    assert max(_annotations_bytes(d) for d in items) < ANNOTATIONS_LIMIT
+    (deployment,) = [d for d in items if d["kind"] == "Deployment"]
+    assert ("replicas" in deployment["spec"]) == (not overlay.startswith("autoscaling/"))
