@@ -50,7 +50,7 @@ def dns_name(text: str) -> str:
     added, so that two models never share an object and a model keeps its object's name as others come.
     """
     stem = text.removeprefix("tritonwatch-")
-    clean = re.sub(r"[^a-z0-9-]+", "-", stem.lower()).strip("-")[:40].strip("-") or "x"
+    clean = re.sub(r"[^a-z0-9-]+", "-", stem.lower()).strip("-")[:30].strip("-") or "x"
     if clean == stem:
         return clean
     return f"{clean}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"

@@ -452,3 +452,24 @@ def test_kubectl_apply_dry_run_takes_every_overlay(overlay: str, tmp_path: Path)
     assert max(_annotations_bytes(d) for d in items) < ANNOTATIONS_LIMIT
     (deployment,) = [d for d in items if d["kind"] == "Deployment"]
     assert ("replicas" in deployment["spec"]) == (not overlay.startswith("autoscaling/"))
+
+
+def test_object_names_are_dns_names_and_never_shared() -> None:
+    import re
+
+    from tritonwatch.deploy.render import dns_name
+
+    names = [
+        "fraud_detector",
+        "fraud-detector",
+        "Fraud_Detector",
+        "a.b",
+        "a-b",
+        "x" * 200,
+        "tritonwatch-fleet",
+    ]
+    made = [dns_name(n) for n in names]
+    assert len(set(made)) == len(made)
+    for name in made:
+        assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name) and len("tritonwatch-model-" + name) <= 63
+    assert dns_name("tritonwatch-fleet") == "fleet" and dns_name("a-b") == "a-b"  # unchanged where it fits
