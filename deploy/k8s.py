@@ -26,6 +26,7 @@ and with ``--autoscaling DIR`` the overlays' SLO ConfigMap, KEDA ScaledObject, H
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
 from pathlib import Path
@@ -35,6 +36,8 @@ from tritonwatch import validators
 from tritonwatch.deploy import amconfig, manifests, scaling
 from tritonwatch.deploy.render import ANNOTATIONS_LIMIT, dump, labels, last_applied_bytes
 from tritonwatch.errors import TritonwatchError, UsageError
+
+log = logging.getLogger(__name__)
 
 HELP = "wrap the generated rules, Alertmanager config and dashboards as Kubernetes manifests"
 
@@ -69,6 +72,13 @@ def render_all(rules_dir: Path, dashboards_dir: Path, spec: slo_model.SLOFile) -
     am_text = manifests.alertmanager_text(rules_dir)
     am = amconfig.load(am_text, str(rules_dir / "alertmanager.yml"))
     left_out = amconfig.integrations_left_out(am)
+    if left_out:
+        log.warning(
+            "%s: receivers %s keep their integrations in the plain config only (an AlertmanagerConfig "
+            "takes secrets as Secret references): add them with an overlay",
+            AMCONFIG_FILE,
+            ", ".join(left_out),
+        )
     note = (
         f"# Receivers {', '.join(left_out)}: their integrations are in alertmanager-secret.yaml (*_file "
         "secrets); add them here as Secret references in an overlay.\n"
