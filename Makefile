@@ -54,11 +54,12 @@ check: venv debs lint typecheck
 test: check
 	$(BIN)/pytest -q -ra -m slow $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-# Regenerate every committed generated file (rules, Alertmanager config, dashboards, model).
+# Regenerate every committed generated file (rules, Alertmanager config, dashboards, Kubernetes manifests, model).
 generate: venv
 	$(BIN)/tritonwatch rules --slo alerts/slo.yaml --out alerts/generated
 	$(BIN)/tritonwatch dashboards --out dashboards/generated
-	$(BIN)/python deploy/kubernetes/generate.py --out deploy/kubernetes/generated --autoscaling deploy/autoscaling
+	$(BIN)/tritonwatch k8s --rules alerts/generated --dashboards dashboards/generated --slo alerts/slo.yaml \
+	  --out deploy/kubernetes/generated --autoscaling deploy/autoscaling --triton265 deploy/triton265
 	$(BIN)/python docs/configdoc.py docs/configuration.md
 	$(BIN)/python docs/signals_doc.py > docs/signals.md
 	$(BIN)/python model_repository/make_fraud_detector.py

@@ -3,8 +3,8 @@
 * records, in ``catalog.rules.yml`` (group ``tritonwatch-headroom``):
   ``model:tritonwatch_capacity_requests_per_second:sum`` = the fleet's capacity, summed over replicas
   by (model, version, <grouping>), and ``model:tritonwatch_capacity_utilisation:ratio`` = the fleet's
-  request rate (``model:tritonwatch_request_rate:rate5m``) over it: what autoscalers read
-  (deploy/kubernetes: KEDA, prometheus-adapter);
+  request rate (``model:tritonwatch_request_rate:rate5m``) over it: the dashboards' and the ticket's
+  (the autoscalers read the same ratio from the raw series, scoped to their Deployment: deploy/scaling.py);
 * ``TritonModelNearCapacity`` (ticket), in ``operational.rules.yml``: utilisation above 80 % for 30m.
 """
 

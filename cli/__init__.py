@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "dashboards": "tritonwatch.dashboards.generate",
     "report": "tritonwatch.reports.report",
     "advise": "tritonwatch.advise.command",
+    "k8s": "tritonwatch.deploy.k8s",
 }
 
 

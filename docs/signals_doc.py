@@ -197,8 +197,18 @@ def headroom_section() -> list[str]:
         f"| `{catalog.CAPACITY_SAMPLES}` | {mv} | — |",
         f"| `{catalog.CAPACITY_FIT_ERROR}` | {mv} | — |",
         f"| `{catalog.CAPACITY_REFUSALS_TOTAL}` | {mv}, {catalog.REASON} | — |",
+        f"| `{catalog.CAPACITY_OBJECTIVE}` | {catalog.MODEL}, {catalog.QUANTILE} | — (the autoscalers' latency signal divides by it) |",
+        f"| `{catalog.SLO_RELOAD_FAILURES_TOTAL}` | — | — |",
+        f"| `{catalog.SLO_RELOAD_SUCCESS}` | — | — |",
         "",
         catalog.CAPACITY_HELP,
+        "",
+        catalog.CAPACITY_OBJECTIVE_HELP,
+        "",
+        "The sidecar reads the SLO file again before each refresh: a changed file (a ConfigMap update) takes",
+        "effect without a restart; "
+        + catalog.SLO_RELOAD_FAILURES_HELP[0].lower()
+        + catalog.SLO_RELOAD_FAILURES_HELP[1:],
         "",
         f"Why a model has no `{catalog.CAPACITY}` (`{catalog.CAPACITY_STATE}` of the info series, `{catalog.REASON}`",
         "of the refusal counter):",

@@ -6,6 +6,12 @@ objective breaks, with the configuration it runs now (docs/headroom.md). Emits
     tritonwatch_model_capacity_basis_executions{model,version}        executions behind the fit
     tritonwatch_model_capacity_fit_error_ratio{model,version}         the fit's RMS relative error
     tritonwatch_model_capacity_refusals_total{model,version,reason}   refused estimates, by reason
+    tritonwatch_model_latency_objective_seconds{model,quantile}       the objective it is bound by
+    tritonwatch_slo_reload_failures_total, tritonwatch_slo_last_reload_successful
+
+The SLO file is read again before each refresh (``SloWatch``): a changed file (a ConfigMap update, where
+Kubernetes swaps the mounted ``..data`` link) takes effect without a restart; one that does not load
+is counted and the last good one stays in use.
 
 Each refresh (``--headroom-interval``, default 30 s, in this part's own thread: never on a scrape's
 time) takes, for every model version with a latency objective in the SLO file, what the sidecar
@@ -19,7 +25,9 @@ as ``batch_stats`` starting again: the next refresh estimates from those alone.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -37,6 +45,8 @@ from tritonwatch.exporters.snapshot import TritonSnapshot
 from tritonwatch.exporters.source import Source
 from tritonwatch.exporters.triton import ApiState, BatchStat
 from tritonwatch.exporters.window import ModelKey, model_key
+
+log = logging.getLogger(__name__)
 
 # Simulated requests per bisection step: the same seed every time (common random numbers), so an
 # unchanged fit gives the same capacity; 20,000 put the knee within about ±3 % of the seed-free value
@@ -63,6 +73,62 @@ def objectives(slos: slo_model.SLOFile) -> dict[str, Objective]:
         for s in slos.slos
         if s.latency is not None
     }
+
+
+def objective_labels(slos: slo_model.SLOFile) -> dict[str, tuple[str, float]]:
+    """Per model: the quantile label and threshold (s) of its latency objective, as CAPACITY_OBJECTIVE."""
+    return {
+        s.model: (catalog.objective_quantile(s.latency.objective), s.latency.threshold)
+        for s in slos.slos
+        if s.latency is not None
+    }
+
+
+class SloWatch:
+    """The SLO file (``--slo``), read again on every ``poll()``: its objectives as of the last good read.
+
+    Compared by content, not by time: a ConfigMap update replaces the file through a link, whose own
+    times say nothing. A change that does not load (bad YAML, an invalid field, unreadable) is counted
+    and logged once; the objectives in use stay those of the last good file.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.slos = _load(path)
+        self.digest = _digest(path)
+        self.failures = 0
+        self.ok = True
+
+    def poll(self) -> slo_model.SLOFile:
+        digest = _digest(self.path)
+        if digest == self.digest:
+            return self.slos
+        self.digest = digest
+        try:
+            slos = _load(self.path)
+        except UsageError as exc:
+            self.failures += 1
+            self.ok = False
+            log.warning("SLO file changed but does not load, keeping the last good one: %s", exc)
+            return self.slos
+        self.slos, self.ok = slos, True
+        log.info("SLO file %s reloaded: %d model(s)", self.path, len(slos.slos))
+        return slos
+
+
+def _digest(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def _load(path: str) -> slo_model.SLOFile:
+    try:
+        return slo_model.load(path)
+    except TritonwatchError as exc:
+        raise UsageError(f"--slo: {exc}") from None
 
 
 def _refusal_state(message: str) -> str:
@@ -163,9 +229,14 @@ class Headroom(Source):
         snapshot: Callable[[], TritonSnapshot | None],
         interval: float,
         clock: Callable[[], float] = time.time,
+        watch: SloWatch | None = None,
     ) -> None:
         super().__init__(interval, clock)
         self.objectives = dict(objectives)
+        self.watch = watch
+        self.objective_labels: dict[str, tuple[str, float]] = (
+            objective_labels(watch.slos) if watch is not None else {}
+        )
         self.api_state = api_state
         self.snapshot = snapshot
         self._lock = threading.Lock()
@@ -183,6 +254,11 @@ class Headroom(Source):
 
     def refresh(self) -> None:
         start = time.thread_time()
+        if self.watch is not None:
+            slos = self.watch.poll()
+            with self._lock:
+                self.objectives = objectives(slos)
+                self.objective_labels = objective_labels(slos)
         state = self.api_state()
         over = overheads(self.snapshot())
         keys = sorted({*state.batch_stats, *(k for k, ready in state.ready.items() if ready)})
@@ -216,6 +292,7 @@ class Headroom(Source):
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             estimates, refusals = dict(self.estimates), dict(self.refusals)
+            objective_series = dict(self.objective_labels)
         mv = [catalog.MODEL, catalog.VERSION]
         capacity = GaugeMetricFamily(catalog.CAPACITY, catalog.CAPACITY_HELP, labels=mv)
         info = GaugeMetricFamily(
@@ -239,6 +316,23 @@ class Headroom(Source):
         for ((model, version), reason), n in sorted(refusals.items()):
             refused.add_metric([model, version, reason], float(n))
         yield from (capacity, info, basis, error, refused)
+        bound = GaugeMetricFamily(
+            catalog.CAPACITY_OBJECTIVE,
+            catalog.CAPACITY_OBJECTIVE_HELP,
+            labels=[catalog.MODEL, catalog.QUANTILE],
+        )
+        for model, (quantile, threshold) in sorted(objective_series.items()):
+            bound.add_metric([model, quantile], threshold)
+        yield bound
+        if self.watch is not None:
+            yield CounterMetricFamily(
+                catalog.SLO_RELOAD_FAILURES_TOTAL, catalog.SLO_RELOAD_FAILURES_HELP, value=self.watch.failures
+            )
+            yield GaugeMetricFamily(
+                catalog.SLO_RELOAD_SUCCESS,
+                catalog.SLO_RELOAD_SUCCESS_HELP,
+                value=1.0 if self.watch.ok else 0.0,
+            )
 
 
 class _View(Part):
@@ -263,10 +357,12 @@ def make_part(context: PartContext) -> list[tuple[Part, Source | None]]:
     cfg = context.config
     if not cfg.slo:
         return []
+    watch = SloWatch(cfg.slo)
     headroom = Headroom(
-        load_objectives(cfg.slo),
+        objectives(watch.slos),
         context.api_state,
         lambda: context.snapshots.latest,
         cfg.headroom_interval,
+        watch=watch,
     )
     return [(_View(headroom), headroom)]

@@ -126,7 +126,9 @@ def test_the_unit_comes_from_the_family_name_or_the_unit_field() -> None:
     assert unit("my_proxy_latency_bucket", unit="seconds") == "seconds"
     with pytest.raises(UsageError, match=r"\.from\.unit: required: the family name 'my_proxy_latency'"):
         unit("my_proxy_latency_bucket")  # neither: never guessed
-    with pytest.raises(UsageError, match="seconds contradicts the family name 'envoy_cluster_upstream_rq_time'"):
+    with pytest.raises(
+        UsageError, match="seconds contradicts the family name 'envoy_cluster_upstream_rq_time'"
+    ):
         unit("envoy_cluster_upstream_rq_time_bucket", unit="seconds")
 
 

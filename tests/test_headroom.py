@@ -18,6 +18,8 @@ from tritonwatch.exporters.batching import batching_config
 from tritonwatch.exporters.config import resolve
 from tritonwatch.exporters.triton import ApiState, BatchStat
 
+ROOT = Path(__file__).resolve().parent.parent
+
 KEY = ("linear", "1")
 OBJECTIVE = headroom.Objective(0.25, 0.99)
 FIXED, PER_ITEM = 0.05, 0.006
@@ -190,6 +192,7 @@ def test_a_model_without_a_latency_objective_is_left_out() -> None:
         catalog.CAPACITY_SAMPLES: [],
         catalog.CAPACITY_FIT_ERROR: [],
         catalog.CAPACITY_REFUSALS_TOTAL.removesuffix("_total"): [],
+        catalog.CAPACITY_OBJECTIVE: [],
     }
 
 
@@ -282,3 +285,39 @@ def test_the_report_takes_the_sidecars_capacity_where_the_latency_bins_have_no_a
     row = figures.model_row(f, end)
     assert row["slo_capacity_request_rate"] == row["capacity_request_rate"] == 66.9
     assert figures.SOURCES["headroom"] == "SLO-bound (sidecar)"
+
+
+def test_the_slo_file_is_followed_and_a_bad_one_counted_not_used(tmp_path: Path) -> None:
+    """SloWatch (the sidecar's --slo): a changed file is used from the next refresh; one that does not
+    load, or that is gone, is counted once per change and the last good objectives stay."""
+    slo = tmp_path / "slo.yaml"
+    text = (ROOT / "alerts" / "slo.yaml").read_text()
+    slo.write_text(text)
+    fake = Fake(CONFIG, stats({1: 300, 2: 120, 3: 40}))
+    watch = headroom.SloWatch(str(slo))
+    part = headroom.Headroom(
+        headroom.objectives(watch.slos), lambda: fake.state, lambda: None, 30.0, watch=watch
+    )
+
+    def objective() -> dict[tuple[str, ...], float]:
+        return served(part)[catalog.CAPACITY_OBJECTIVE]
+
+    part.refresh()
+    assert objective() == {("fraud_detector", "0.99"): 0.05}
+    slo.write_text(text.replace("threshold: 50ms, objective: 99}", "threshold: 100ms, objective: 95}"))
+    part.refresh()
+    assert objective() == {("fraud_detector", "0.95"): 0.1}
+    assert part.objectives["fraud_detector"] == headroom.Objective(0.1, 0.95)
+    for broken in ("spec: [", text.replace("objective: 99}", "objective: 101}")):
+        slo.write_text(broken)
+        part.refresh()
+        part.refresh()  # the same bad file again: counted once
+    slo.unlink()
+    part.refresh()
+    assert watch.failures == 3 and not watch.ok
+    assert served(part)[catalog.SLO_RELOAD_FAILURES_TOTAL] == {(): 3.0}
+    assert served(part)[catalog.SLO_RELOAD_SUCCESS] == {(): 0.0}
+    assert objective() == {("fraud_detector", "0.95"): 0.1}
+    slo.write_text(text)
+    part.refresh()
+    assert watch.ok and objective() == {("fraud_detector", "0.99"): 0.05}

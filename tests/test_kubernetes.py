@@ -1,8 +1,10 @@
 """deploy/kubernetes, checked offline: kustomize renders it, the core kinds validate against the
 Kubernetes OpenAPI schemas (kubernetes-validate, strict: unknown fields fail), the generated manifests
-match what ``deploy/kubernetes/generate.py`` writes from alerts/generated and dashboards/generated, the
-PrometheusRules' groups pass ``promtool check rules``, the Alertmanager Secret passes
-``amtool check-config``, and the pod's containers, the Service and the PodMonitor agree on ports.
+match what ``tritonwatch k8s`` writes from alerts/generated, dashboards/generated and the SLO file, the
+PrometheusRules' groups hold every generated rule once and pass ``promtool check rules``, the
+Alertmanager Secret passes ``amtool check-config``, and the pod's containers, the Service and the
+PodMonitor agree on ports. tests/test_kubernetes_operators.py: the fleet at 200 models, the
+AlertmanagerConfig, the autoscalers' query, the Triton 2.65+ overlay.
 """
 
 from __future__ import annotations
@@ -20,31 +22,35 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 from conftest import need_binary
-from support.scripts import load_script
 
 from tritonwatch import catalog
 from tritonwatch.alerts import layers
+from tritonwatch.cli import build_parser
+from tritonwatch.deploy import k8s, manifests, scaling
 from tritonwatch.errors import UsageError
 from tritonwatch.exporters import sidecar
 from tritonwatch.exporters.config import resolve
-
-k8s = load_script("deploy/kubernetes/generate.py")
 
 ROOT = Path(__file__).resolve().parent.parent
 KUSTOMIZE_DIR = ROOT / "deploy" / "kubernetes"
 RULES_DIR = ROOT / "alerts" / "generated"
 DASHBOARDS_DIR = ROOT / "dashboards" / "generated"
-CORE_KINDS = {
-    "Namespace",
-    "ConfigMap",
-    "Secret",
-    "Service",
-    "Deployment",
-    "CronJob",
-    "PersistentVolumeClaim",
-}
+SLO_FILE = ROOT / "alerts" / "slo.yaml"
+CORE_KINDS = {"Namespace", "ConfigMap", "Service", "Deployment", "CronJob", "PersistentVolumeClaim"}
 # The oldest Kubernetes still commonly run, and the newest kubernetes-validate ships schemas for.
 K8S_VERSIONS = ("1.29.0", "1.37.0")
+
+
+class KustomizeLoader(yaml.SafeLoader):
+    """kustomize writes ``matchType: =`` unquoted, which YAML 1.2 reads as "=" and PyYAML (YAML 1.1)
+    as the ``value`` type it has no constructor for: read it as the string it is."""
+
+
+KustomizeLoader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))  # type: ignore[arg-type]
+
+
+def load_all(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.load_all(text, Loader=KustomizeLoader) if d]
 
 
 def _require_generated() -> None:
@@ -62,7 +68,7 @@ def rendered() -> list[dict[str, Any]]:
         ["kubectl", "kustomize", str(KUSTOMIZE_DIR)], capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
+    return load_all(out.stdout)
 
 
 def _one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
@@ -83,17 +89,24 @@ def _flag(argv: list[str], name: str) -> str:
 
 def test_renders_every_part_in_one_namespace(rendered: list[dict[str, Any]]) -> None:
     kinds = sorted({d["kind"] for d in rendered})
-    assert kinds == sorted(CORE_KINDS | {"PodMonitor", "PrometheusRule"})
+    assert kinds == sorted(CORE_KINDS | {"PodMonitor", "PrometheusRule", "AlertmanagerConfig"})
     namespace = _one(rendered, "Namespace")["metadata"]["name"]
     for doc in rendered:
         if doc["kind"] != "Namespace":
             assert doc["metadata"]["namespace"] == namespace, doc["metadata"]["name"]
         assert doc["metadata"]["labels"]["app.kubernetes.io/part-of"] == "tritonwatch"
-    # One PrometheusRule per rule layer (tritonwatch.alerts.layers), labelled with it.
+    # One PrometheusRule per rule layer (tritonwatch.alerts.layers) and one per model, labelled with
+    # their layer; the model's carries its name (a DNS name cannot spell every model name).
     prometheus_rules = [d for d in rendered if d["kind"] == "PrometheusRule"]
     assert sorted(
-        (d["metadata"]["name"], d["metadata"]["labels"][k8s.LAYER_LABEL]) for d in prometheus_rules
-    ) == [("tritonwatch-global", "global"), ("tritonwatch-replica", "replica")]
+        (d["metadata"]["name"], d["metadata"]["labels"][manifests.LAYER_LABEL]) for d in prometheus_rules
+    ) == [
+        ("tritonwatch-global", "global"),
+        ("tritonwatch-model-fraud-detector-56e83637", "global"),
+        ("tritonwatch-replica", "replica"),
+    ]
+    (model_rule,) = [d for d in prometheus_rules if "annotations" in d["metadata"]]
+    assert model_rule["metadata"]["annotations"] == {manifests.MODEL_ANNOTATION: "fraud_detector"}
     dashboards = sorted(DASHBOARDS_DIR.glob("*.json"))
     assert len([d for d in rendered if d["kind"] == "ConfigMap"]) == len(dashboards)
 
@@ -130,30 +143,34 @@ def test_the_schema_check_rejects_a_broken_deployment(rendered: list[dict[str, A
 
 def test_generated_manifests_are_up_to_date(tmp_path: Path) -> None:
     _require_generated()
-    assert (
-        k8s.main(["--rules", str(RULES_DIR), "--dashboards", str(DASHBOARDS_DIR), "--out", str(tmp_path)])
-        == 0
-    )
+    argv = ["--rules", str(RULES_DIR), "--dashboards", str(DASHBOARDS_DIR), "--slo", str(SLO_FILE)]
+    assert k8s.main([*argv, "--out", str(tmp_path)]) == 0
     fresh = {p.name: p.read_text() for p in tmp_path.iterdir()}
     committed = {p.name: p.read_text() for p in (KUSTOMIZE_DIR / "generated").iterdir()}
     assert sorted(fresh) == sorted(committed)
     stale = [name for name in fresh if fresh[name] != committed[name]]
-    assert not stale, (
-        f"deploy/kubernetes/generated is stale: {stale}; run `python deploy/kubernetes/generate.py`"
-    )
+    assert not stale, f"deploy/kubernetes/generated is stale: {stale}; run `make generate`"
     for text in committed.values():
         assert text.startswith("# generated by tritonwatch k8s") and "do not edit" in text.splitlines()[0]
+        # the header's command is one that exists: the installed CLI parses it
+        regenerate = text.splitlines()[1].removeprefix("# Regenerate: ").removesuffix(" (make generate)")
+        assert regenerate.split()[:2] == ["tritonwatch", "k8s"]
+        parsed = build_parser().parse_args(regenerate.split()[1:])
+        assert parsed._run is k8s.run and parsed.slo == Path("alerts/slo.yaml")
+
+
+def _rules_of(groups: list[dict[str, Any]]) -> list[str]:
+    return sorted(json.dumps(r, sort_keys=True) for g in groups for r in g["rules"])
 
 
 @pytest.mark.prometheus
 def test_prometheusrule_groups_pass_promtool(rendered: list[dict[str, Any]], tmp_path: Path) -> None:
+    """Every generated rule is in exactly one PrometheusRule of its layer, and each object's groups load."""
     need_binary("promtool")
+    by_layer: dict[str, list[dict[str, Any]]] = {layer: [] for layer in layers.LAYERS}
     for rule in (d for d in rendered if d["kind"] == "PrometheusRule"):
         name = rule["metadata"]["name"]
-        layer = rule["metadata"]["labels"][k8s.LAYER_LABEL]
-        sources = [p for p in sorted(RULES_DIR.glob("*.rules.yml")) if layers.layer_of(p.name) == layer]
-        want = [g for p in sources for g in yaml.safe_load(p.read_text())["groups"]]
-        assert rule["spec"]["groups"] == want, name
+        by_layer[rule["metadata"]["labels"][manifests.LAYER_LABEL]] += rule["spec"]["groups"]
         plain = tmp_path / f"{name}.yml"
         plain.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}, sort_keys=False))
         out = subprocess.run(
@@ -162,12 +179,17 @@ def test_prometheusrule_groups_pass_promtool(rendered: list[dict[str, Any]], tmp
         assert out.returncode == 0, out.stdout + out.stderr
         count = sum(len(g["rules"]) for g in rule["spec"]["groups"])
         assert f"SUCCESS: {count} rules found" in out.stdout
+    for layer, groups in by_layer.items():
+        sources = [p for p in sorted(RULES_DIR.glob("*.rules.yml")) if layers.layer_of(p.name) == layer]
+        want = [g for p in sources for g in yaml.safe_load(p.read_text())["groups"]]
+        assert _rules_of(groups) == _rules_of(want), layer
 
 
 @pytest.mark.prometheus
 def test_alertmanager_secret_passes_amtool(rendered: list[dict[str, Any]], tmp_path: Path) -> None:
     need_binary("amtool")
-    secret = _one(rendered, "Secret", f"alertmanager-{k8s.ALERTMANAGER_NAME}")
+    (secret,) = yaml.safe_load_all((KUSTOMIZE_DIR / "generated" / k8s.ALERTMANAGER_FILE).read_text())
+    assert secret["metadata"]["name"] == f"alertmanager-{manifests.ALERTMANAGER_NAME}"
     config = secret["stringData"]["alertmanager.yaml"]
     assert config == (RULES_DIR / "alertmanager.yml").read_text()
     path = tmp_path / "alertmanager.yaml"
@@ -181,6 +203,8 @@ def test_dashboards_are_configmaps_for_the_grafana_sidecar(rendered: list[dict[s
     seen = {}
     for cm in maps:
         assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+        # kube-prometheus-stack: grafana.sidecar.dashboards.folderAnnotation=grafana_folder
+        assert cm["metadata"]["annotations"] == {"grafana_folder": "tritonwatch"}
         ((key, text),) = cm["data"].items()
         seen[key] = json.loads(text)
     expected = {p.name: json.loads(p.read_text()) for p in DASHBOARDS_DIR.glob("*.json")}
@@ -242,12 +266,19 @@ def test_pod_service_and_podmonitor_agree(rendered: list[dict[str, Any]]) -> Non
 def test_generator_names_the_missing_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
+    spec, _ = k8s.load_slo(SLO_FILE)
     with pytest.raises(UsageError, match=r"--rules .*no \*\.rules\.yml"):
-        k8s.render_all(empty, DASHBOARDS_DIR)
-    code = k8s.main(["--rules", str(tmp_path / "missing"), "--out", str(tmp_path / "out")])
-    err = capsys.readouterr().err.strip()
-    assert code == 2 and err.count("\n") == 0 and "--rules" in err and "missing" in err
-    assert not (tmp_path / "out").exists()
+        k8s.render_all(empty, DASHBOARDS_DIR, spec)
+    for argv, needle in (
+        (["--rules", str(tmp_path / "missing"), "--slo", str(SLO_FILE)], "missing"),
+        # never the demo's SLO file in the sidecars' ConfigMap: the operator names theirs
+        (["--rules", str(RULES_DIR)], "--slo FILE is required"),
+        (["--slo", str(tmp_path / "nope.yaml")], "nope.yaml"),
+    ):
+        code = k8s.main([*argv, "--out", str(tmp_path / "out")])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and err.count("\n") == 0 and needle in err, err
+        assert not (tmp_path / "out").exists()
 
 
 # --- autoscaling on the SLO-bound headroom (issue 39, docs/headroom.md) --------------------------
@@ -261,19 +292,16 @@ def _overlay(name: str) -> list[dict[str, Any]]:
         ["kubectl", "kustomize", str(AUTOSCALING_DIR / name)], capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
+    return load_all(out.stdout)
 
 
 def test_autoscaling_files_are_up_to_date(tmp_path: Path) -> None:
     _require_generated()
     argv = ["--rules", str(RULES_DIR), "--dashboards", str(DASHBOARDS_DIR), "--out", str(tmp_path / "k")]
-    assert (
-        k8s.main([*argv, "--slo", str(ROOT / "alerts" / "slo.yaml"), "--autoscaling", str(tmp_path / "a")])
-        == 0
-    )
+    assert k8s.main([*argv, "--slo", str(SLO_FILE), "--autoscaling", str(tmp_path / "a")]) == 0
     fresh = {p.relative_to(tmp_path / "a"): p.read_text() for p in (tmp_path / "a").rglob("*.yaml")}
     assert sorted(map(str, fresh)) == sorted(
-        [k8s.SLO_CONFIGMAP_FILE, k8s.KEDA_FILE, k8s.HPA_FILE, k8s.ADAPTER_FILE]
+        [scaling.SLO_CONFIGMAP_FILE, scaling.KEDA_FILE, scaling.HPA_FILE, scaling.ADAPTER_FILE]
     )
     stale = [str(p) for p, text in fresh.items() if (AUTOSCALING_DIR / p).read_text() != text]
     assert not stale, f"deploy/autoscaling is stale: {stale}; run `make generate`"
@@ -282,15 +310,15 @@ def test_autoscaling_files_are_up_to_date(tmp_path: Path) -> None:
 @pytest.mark.parametrize("overlay", ["keda", "prometheus-adapter"])
 def test_autoscaling_overlays_give_the_sidecars_the_slo_file(overlay: str) -> None:
     docs = _overlay(overlay)
-    slo_map = _one(docs, "ConfigMap", k8s.SLO_CONFIGMAP)
+    slo_map = _one(docs, "ConfigMap", scaling.SLO_CONFIGMAP)
     assert slo_map["data"]["slo.yaml"] == (ROOT / "alerts" / "slo.yaml").read_text()
-    pod = _one(docs, "Deployment", k8s.DEPLOYMENT)["spec"]["template"]["spec"]
+    pod = _one(docs, "Deployment", scaling.DEPLOYMENT)["spec"]["template"]["spec"]
     sidecar_container = {c["name"]: c for c in pod["containers"]}["tritonwatch"]
     path = _flag(sidecar_container["args"], "--slo")
     (mount,) = sidecar_container["volumeMounts"]
     assert path == f"{mount['mountPath']}/slo.yaml" and mount["readOnly"] is True
     (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
-    assert volume["configMap"]["name"] == k8s.SLO_CONFIGMAP
+    assert volume["configMap"]["name"] == scaling.SLO_CONFIGMAP
     # the sidecar takes those args: with the ConfigMap's file where the pod mounts it, it runs headroom
     parser = argparse.ArgumentParser()
     sidecar.add_arguments(parser)
@@ -301,23 +329,55 @@ def test_autoscaling_overlays_give_the_sidecars_the_slo_file(overlay: str) -> No
     for version in K8S_VERSIONS:
         import kubernetes_validate
 
-        kubernetes_validate.validate(_one(docs, "Deployment", k8s.DEPLOYMENT), version, strict=True)
+        kubernetes_validate.validate(_one(docs, "Deployment", scaling.DEPLOYMENT), version, strict=True)
         kubernetes_validate.validate(slo_map, version, strict=True)
 
 
-def test_keda_scales_the_triton_deployment_on_the_utilisation_record() -> None:
+def test_keda_scales_the_triton_deployment_and_holds_when_the_signal_is_missing() -> None:
     docs = _overlay("keda")
     scaled = _one(docs, "ScaledObject")
     assert scaled["apiVersion"] == "keda.sh/v1alpha1"
-    assert scaled["metadata"]["namespace"] == _one(docs, "Namespace")["metadata"]["name"]
+    namespace = _one(docs, "Namespace")["metadata"]["name"]
+    assert scaled["metadata"]["namespace"] == namespace
+    deployment = _one(docs, "Deployment")
     target = scaled["spec"]["scaleTargetRef"]
-    assert (target["kind"], target["name"]) == ("Deployment", _one(docs, "Deployment")["metadata"]["name"])
+    assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
+    # the autoscaler owns the replica count: no fixed one for `kubectl apply` to reset it to
+    assert "replicas" not in deployment["spec"]
     (trigger,) = scaled["spec"]["triggers"]
     assert (trigger["type"], trigger["metricType"]) == ("prometheus", "Value")
-    assert trigger["metadata"]["query"] == f"max({catalog.CAPACITY_UTILISATION_RECORD})"
+    spec, _ = k8s.load_slo(SLO_FILE)
+    assert trigger["metadata"]["query"] == scaling.query(spec, namespace)
     assert float(trigger["metadata"]["threshold"]) < catalog.NEAR_CAPACITY_LIMIT  # scale before the ticket
-    assert f"record: {catalog.CAPACITY_UTILISATION_RECORD}" in (RULES_DIR / "catalog.rules.yml").read_text()
+    # fail safe: an empty answer is a failure (not 0), and after 3 of them KEDA keeps the replicas there are
+    assert trigger["metadata"]["ignoreNullValues"] == "false"
+    assert scaled["spec"]["fallback"] == {
+        "failureThreshold": 3,
+        "replicas": scaled["spec"]["minReplicaCount"],
+        "behavior": "currentReplicasIfHigher",
+    }
     assert not [d for d in docs if d["kind"] == "HorizontalPodAutoscaler"]
+
+
+def test_the_query_is_scoped_to_the_deployment_the_podmonitor_scrapes() -> None:
+    docs = _overlay("keda")
+    namespace = _one(docs, "Namespace")["metadata"]["name"]
+    jobs = {
+        e["port"]: e["relabelings"][0]["replacement"]
+        for e in _one(docs, "PodMonitor")["spec"]["podMetricsEndpoints"]
+    }
+    assert (jobs["metrics"], jobs["tritonwatch"]) == (scaling.TRITON_JOB, scaling.SIDECAR_JOB)
+    query = _one(docs, "ScaledObject")["spec"]["triggers"][0]["metadata"]["query"]
+    selectors = re.findall(r"\b([a-z_:]+)\{([^}]*)\}", query)
+    assert {name for name, _ in selectors} == {
+        f"{catalog.TRITON_SUCCESS}",
+        catalog.CAPACITY,
+        f"{catalog.REQUEST_DURATION}_bucket",
+        catalog.CAPACITY_OBJECTIVE,
+    }
+    for name, matchers in selectors:
+        job = scaling.TRITON_JOB if name.startswith("nv_") else scaling.SIDECAR_JOB
+        assert f'namespace="{namespace}",job="{job}"' in matchers, name
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
@@ -328,11 +388,17 @@ def test_the_hpa_validates_and_reads_the_adapters_external_metric(version: str) 
     hpa = _one(docs, "HorizontalPodAutoscaler")
     kubernetes_validate.validate(hpa, version, strict=True)
     assert hpa["spec"]["scaleTargetRef"]["name"] == _one(docs, "Deployment")["metadata"]["name"]
+    assert "replicas" not in _one(docs, "Deployment")["spec"]
     (metric,) = hpa["spec"]["metrics"]
     assert metric["type"] == "External" and metric["external"]["target"]["type"] == "Value"
-    values = yaml.safe_load((AUTOSCALING_DIR / k8s.ADAPTER_FILE).read_text())
+    values = yaml.safe_load((AUTOSCALING_DIR / scaling.ADAPTER_FILE).read_text())
     (rule,) = values["rules"]["external"]
-    assert rule["seriesQuery"] == catalog.CAPACITY_UTILISATION_RECORD
+    spec, _ = k8s.load_slo(SLO_FILE)
+    namespace = _one(docs, "Namespace")["metadata"]["name"]
+    # the KEDA trigger's query whole: an empty answer gives the HPA no metric, and it keeps its replicas
+    assert rule["metricsQuery"] == scaling.query(spec, namespace)
+    assert "<<" not in rule["metricsQuery"]
+    assert rule["seriesQuery"].startswith(catalog.CAPACITY_OBJECTIVE + "{")
     assert rule["name"]["as"] == metric["external"]["metric"]["name"]
     assert not [d for d in docs if d["kind"] == "ScaledObject"]
 
@@ -341,7 +407,7 @@ def test_the_weekly_report_runs_on_a_schedule_into_its_archive(rendered: list[di
     """The CronJob runs Monday 06:00 UTC, one at a time, the report into the claim's archive, the
     mail settings and SMTP credentials from an optional Secret; its flags are the report's own."""
     from tritonwatch.cli import build_parser
-    from tritonwatch.reports import schedule
+    from tritonwatch.deploy import report as schedule
 
     job = _one(rendered, "CronJob", schedule.NAME)
     claim = _one(rendered, "PersistentVolumeClaim", schedule.ARCHIVE_CLAIM)
@@ -362,4 +428,4 @@ def test_the_weekly_report_runs_on_a_schedule_into_its_archive(rendered: list[di
     assert script == 'exec tritonwatch report "--end=$(date -u +%Y-%m-%dT00:00:00Z)" "$@"'
     args = build_parser().parse_args(["report", "--end=2026-12-07T00:00:00Z", *container["args"]])
     assert args.archive == mounts["archive"] == "/archive" and args.days == 7
-    assert args.prometheus == k8s.PROMETHEUS_URL
+    assert args.prometheus == scaling.PROMETHEUS_URL

@@ -186,6 +186,30 @@ def test_dashboards_are_the_committed_ones(installed: Installed) -> None:
     assert same_tree(out, ROOT / "dashboards" / "generated") == []
 
 
+def test_k8s_writes_the_committed_manifests(installed: Installed) -> None:
+    """``tritonwatch k8s`` from the wheel: what ``make generate`` committed under deploy/, byte for byte."""
+    out = installed.cwd / "k8s"
+    argv = [
+        "--rules",
+        str(ROOT / "alerts" / "generated"),
+        "--dashboards",
+        str(ROOT / "dashboards" / "generated"),
+    ]
+    argv += ["--slo", str(ROOT / "alerts" / "slo.yaml"), "--out", str(out / "generated")]
+    argv += ["--autoscaling", str(out / "autoscaling"), "--triton265", str(out / "triton265")]
+    result = installed.run("tritonwatch", "k8s", *argv)
+    assert result.returncode == 0, result.stderr
+    assert same_tree(out / "generated", ROOT / "deploy" / "kubernetes" / "generated") == []
+    for overlay in ("autoscaling", "triton265"):
+        written = {p.relative_to(out / overlay) for p in (out / overlay).rglob("*") if p.is_file()}
+        assert written and all(
+            (out / overlay / p).read_bytes() == (ROOT / "deploy" / overlay / p).read_bytes() for p in written
+        ), overlay
+    refused = installed.run("tritonwatch", "k8s", *argv[:4], "--out", str(out / "none"))
+    assert refused.returncode == 2 and "--slo FILE is required" in refused.stderr
+    assert refused.stderr.count("\n") == 1 and not (out / "none").exists()
+
+
 # --- every command the README and the docs show ------------------------------------------------------
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # Fenced ```sh and ```console blocks are commands to run; ```text blocks are synopses (brackets,

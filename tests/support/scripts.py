@@ -1,5 +1,5 @@
 """Load a generator script that lives beside what it generates (docs/configdoc.py,
-deploy/kubernetes/generate.py, ...) as a module, so that tests call its functions."""
+docs/signals_doc.py, ...) as a module, so that tests call its functions."""
 
 from __future__ import annotations
 

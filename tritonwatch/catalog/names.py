@@ -275,3 +275,16 @@ CAPACITY_SAMPLES_HELP = "Executions (batch_stats, since the model loaded) behind
 CAPACITY_FIT_ERROR_HELP = (
     "RMS relative error of the fitted compute line against each fitted batch size's mean compute time."
 )
+# The objective each capacity is bound by, and what the autoscalers' tail-latency signal divides a
+# model's percentile by (deploy/scaling.py): from the SLO file, which the sidecar reloads when it changes.
+CAPACITY_OBJECTIVE = "tritonwatch_model_latency_objective_seconds"
+CAPACITY_OBJECTIVE_HELP = (
+    "Latency threshold (seconds) of the model's objective in the SLO file (--slo); label quantile: the "
+    "share of requests that must be within it (an objective of 99 % is 0.99). Follows the file when it changes."
+)
+SLO_RELOAD_FAILURES_TOTAL = "tritonwatch_slo_reload_failures_total"
+SLO_RELOAD_FAILURES_HELP = (
+    "Times the SLO file (--slo) changed into one that does not load; the last good one stays in use."
+)
+SLO_RELOAD_SUCCESS = "tritonwatch_slo_last_reload_successful"
+SLO_RELOAD_SUCCESS_HELP = "1 if the SLO file (--slo) as it is now is the one in use, 0 if it failed to load."

@@ -7,6 +7,7 @@ labels of their own.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 
 from tritonwatch.catalog.names import (
     ENSEMBLE_STEP_SECONDS,
@@ -168,6 +169,12 @@ def ensemble_step_promql(window: str = "5m", selector: str = "") -> str:
     steps = f"sum by ({by}, {STEP}, {PHASE}) (rate({ENSEMBLE_STEP_SECONDS}{sel}[{window}]))"
     traced = f"sum by ({by}) (rate({ENSEMBLE_TRACED_REQUESTS}{sel}[{window}]))"
     return f"{steps} / on ({by}) group_left () ({traced} > 0)"
+
+
+def objective_quantile(percent: Decimal) -> str:
+    """An objective in percent as the ``quantile`` label of CAPACITY_OBJECTIVE spells it (99 -> "0.99",
+    99.9 -> "0.999"): the sidecar writes it and the autoscalers' query selects it (deploy/scaling.py)."""
+    return format((Decimal(percent) / Decimal(100)).normalize(), "f")
 
 
 # --- where the request time went (a latency page's split, the SLO dashboard) ----------------------
