@@ -101,7 +101,7 @@ TEXTS: dict[str, catalog.Alert] = {
         description="The availability SLI {slo} reads Triton's counters of {model} ({series}), which have "
         "had no series for {absent} while Triton's targets are up: the model was unloaded or renamed, "
         "or a relabelling or selector drops it. Until they are back the SLO cannot burn: check the "
-        "model's state (POST /v2/repository/index) and the scrape configuration.",
+        "model's state in Triton's repository index and the scrape configuration.",
     ),
     NO_DATA_FRONT_SERIES: catalog.Alert(
         NO_DATA,

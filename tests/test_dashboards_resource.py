@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from grafana_foundation_sdk.models import resource as sdk_resource
 from support import grafana_schema
-from support.scripts import load_script
 
 from tritonwatch.cli import main
 from tritonwatch.dashboards import panels, resource
@@ -128,9 +127,9 @@ def test_a_dashboard_without_uid_has_no_resource_name() -> None:
 
 def test_the_kubernetes_configmaps_refuse_resources(tmp_path: Path) -> None:
     """The Grafana Helm chart's dashboard sidecar reads classic JSON: a resource there would not load."""
+    from tritonwatch.deploy import manifests as k8s
     from tritonwatch.errors import UsageError
 
-    k8s = load_script("deploy/kubernetes/generate.py")
     assert main(["dashboards", "--out", str(tmp_path), "--format", "resource"]) == 0
     with pytest.raises(UsageError, match=r"tritonwatch-fleet\.json: a Grafana resource .*--format json"):
         k8s.dashboard_configmaps(tmp_path)

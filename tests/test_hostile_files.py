@@ -100,12 +100,12 @@ def test_rules_out_never_follows_a_link_it_finds(tmp_path: Path) -> None:
         (
             {"availability": {"objective": 1e-30}},
             {},
-            "spec.slos[0].availability.objective: must be above 82.1429",
+            "spec.slos[0].availability.objective: must be above 83.3333",
         ),
         (
             {"availability": {"objective": 80}},
             {},
-            "spec.slos[0].availability.objective: must be above 82.1429",
+            "spec.slos[0].availability.objective: must be above 83.3333",
         ),
         (
             {"availability": {"objective": 99.9999999999}},
@@ -115,7 +115,7 @@ def test_rules_out_never_follows_a_link_it_finds(tmp_path: Path) -> None:
         (
             {"latency": {"threshold": "50ms", "objective": 50}},
             {},
-            "spec.slos[0].latency.objective: must be above 82.1429",
+            "spec.slos[0].latency.objective: must be above 83.3333",
         ),
     ],
 )
@@ -146,7 +146,7 @@ def test_a_quote_in_up_job_stays_inside_the_promql_string(tmp_path: Path) -> Non
 
 
 def test_the_lowest_objective_the_window_allows_still_generates(tmp_path: Path) -> None:
-    f = slo_file(tmp_path, {"availability": {"objective": 82.15}})
+    f = slo_file(tmp_path, {"availability": {"objective": 83.34}})
     assert main(["rules", "--slo", str(f), "--out", str(tmp_path / "out")]) == 0
 
 
