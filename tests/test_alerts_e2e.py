@@ -37,6 +37,7 @@ pytestmark = [
     pytest.mark.triton,
     pytest.mark.prometheus,
     pytest.mark.needs(PROMETHEUS_BIN, ALERTMANAGER_BIN),
+    pytest.mark.usefixtures("stack"),
 ]
 
 SLO = {

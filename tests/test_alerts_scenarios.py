@@ -22,7 +22,7 @@ from tritonwatch import catalog
 from tritonwatch.alerts import promtests, rules
 from tritonwatch.cli import main
 
-pytestmark = pytest.mark.needs("promtool")
+pytestmark = [pytest.mark.needs("promtool"), pytest.mark.usefixtures("stack")]
 
 MODEL = "svc"
 SLO_NAME = f"{MODEL}-availability"

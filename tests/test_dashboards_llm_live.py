@@ -38,6 +38,7 @@ pytestmark = [
     pytest.mark.triton,
     pytest.mark.prometheus,
     pytest.mark.needs("prometheus"),
+    pytest.mark.usefixtures("stack"),
 ]
 
 DASHBOARD = "tritonwatch-llm.json"

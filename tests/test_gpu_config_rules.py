@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 import pytest
 import requests
+from support import stacks
 from support.backfill import openmetrics_to_blocks, serve
 from support.static_endpoint import StaticEndpoint
 from test_gpu_config_attribution import COMPUTE, H200_DIR, H200_GPU, PAYLOAD, pbtxt_instance_groups, values
@@ -30,7 +31,11 @@ from tritonwatch.local.promstack import Prometheus
 from tritonwatch.reports import week
 from tritonwatch.reports.promapi import PromClient
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.needs("promtool", "prometheus")]
+pytestmark = [
+    pytest.mark.prometheus,
+    pytest.mark.needs("promtool", "prometheus"),
+    pytest.mark.usefixtures("stack"),
+]
 
 SPAN = 600  # s from Triton's start to the capture
 STEP = 15  # s between scrapes
@@ -136,7 +141,9 @@ def replayed() -> Replayed:
 
 
 @pytest.fixture(scope="module")
-def prom(replayed: Replayed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+def prom(
+    stack: stacks.Stack, replayed: Replayed, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Prometheus]:
     work = tmp_path_factory.mktemp("gpu-config-rules")
     om = work / "replay.om"
     om.write_text(replayed.om)

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 from conftest import need_binary
+from support import stacks
 from support.scripts import load_script
 
 from tritonwatch import catalog
@@ -138,7 +139,9 @@ def test_generated_manifests_are_up_to_date(tmp_path: Path) -> None:
 
 
 @pytest.mark.prometheus
-def test_prometheusrule_groups_pass_promtool(rendered: list[dict[str, Any]], tmp_path: Path) -> None:
+def test_prometheusrule_groups_pass_promtool(
+    stack: stacks.Stack, rendered: list[dict[str, Any]], tmp_path: Path
+) -> None:
     need_binary("promtool")
     for rule in (d for d in rendered if d["kind"] == "PrometheusRule"):
         name = rule["metadata"]["name"]
@@ -157,7 +160,9 @@ def test_prometheusrule_groups_pass_promtool(rendered: list[dict[str, Any]], tmp
 
 
 @pytest.mark.prometheus
-def test_alertmanager_secret_passes_amtool(rendered: list[dict[str, Any]], tmp_path: Path) -> None:
+def test_alertmanager_secret_passes_amtool(
+    stack: stacks.Stack, rendered: list[dict[str, Any]], tmp_path: Path
+) -> None:
     need_binary("amtool")
     secret = _one(rendered, "Secret", f"alertmanager-{k8s.ALERTMANAGER_NAME}")
     config = secret["stringData"]["alertmanager.yaml"]

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 from prometheus_client.utils import floatToGoString
-from support import backfill
+from support import backfill, stacks
 from support.llm_payloads import TRT_LLM_KEY, VLLM_KEY, trt_llm_scrape, vllm_scrape
 
 from tritonwatch import catalog
@@ -28,7 +28,11 @@ from tritonwatch.expfmt import Parser
 from tritonwatch.exporters.llm import LlmWindow
 from tritonwatch.local.promstack import Prometheus
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.needs("promtool", "prometheus")]
+pytestmark = [
+    pytest.mark.prometheus,
+    pytest.mark.needs("promtool", "prometheus"),
+    pytest.mark.usefixtures("stack"),
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "alerts" / "generated" / "catalog.rules.yml"
@@ -43,7 +47,9 @@ def _labels(ls: tuple[tuple[str, str], ...]) -> str:
 
 
 @pytest.fixture(scope="module")
-def engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LlmWindow, Prometheus]]:
+def engines(
+    stack: stacks.Stack, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[LlmWindow, Prometheus]]:
     work = tmp_path_factory.mktemp("llm-engines")
     parser = Parser(catalog.TRITON_FAMILIES, exact=True)
     window = LlmWindow(WINDOW)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import backfill, chromium, synthetic
+from support import backfill, chromium, stacks, synthetic
 
 from tritonwatch import catalog
 from tritonwatch.cli import main
@@ -29,7 +29,11 @@ from tritonwatch.local.promstack import Prometheus
 from tritonwatch.reports.promapi import PromClient
 from tritonwatch.reports.week import history_days
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.needs("promtool", "prometheus")]
+pytestmark = [
+    pytest.mark.prometheus,
+    pytest.mark.needs("promtool", "prometheus"),
+    pytest.mark.usefixtures("stack"),
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 SLO_FILE = ROOT / "tests" / "data" / "forecast_slo.yaml"
@@ -46,7 +50,7 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+def prometheus(stack: stacks.Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     """Five models over 14 days at a 2-minute step: ~870k samples, ~5 s to write and convert."""
     blocks = backfill.blocks(list(WEEKS.values()), tmp_path_factory.mktemp("forecast-blocks"))
     prom = backfill.serve([blocks], tmp_path_factory.mktemp("forecast-prom"))

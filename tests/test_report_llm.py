@@ -15,13 +15,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import backfill
+from support import backfill, stacks
 
 from tritonwatch import catalog
 from tritonwatch.cli import main
 from tritonwatch.local.promstack import Prometheus
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.needs("promtool", "prometheus")]
+pytestmark = [
+    pytest.mark.prometheus,
+    pytest.mark.needs("promtool", "prometheus"),
+    pytest.mark.usefixtures("stack"),
+]
 
 END = datetime(2026, 11, 9, tzinfo=timezone.utc)
 DAYS = 3
@@ -62,7 +66,9 @@ def write_period(path: Path) -> float:
 
 
 @pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheus, float]]:
+def prometheus(
+    stack: stacks.Stack, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Prometheus, float]]:
     work = tmp_path_factory.mktemp("report-llm")
     om = work / "period.om"
     generated = write_period(om)
