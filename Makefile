@@ -56,9 +56,12 @@ pytest: venv debs stack
 check: venv debs lint typecheck
 	$(BIN)/pytest -q -ra -m "not slow" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-# The fast lane first (`check`), then only the slow lane: each test runs once.
+# The fast lane first (`check`), then only the slow lane: each test runs once. The slow lane runs on
+# SLOW_WORKERS pytest-xdist workers, a test file to a worker (its module-scoped servers start once);
+# SLOW_WORKERS=0 runs it in this process.
+SLOW_WORKERS ?= 2
 test: check stack
-	$(BIN)/pytest -q -ra -m slow $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/pytest -q -ra -m slow $(if $(filter-out 0,$(SLOW_WORKERS)),-n $(SLOW_WORKERS) --dist loadfile) --durations=30 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # Regenerate every committed generated file (rules, Alertmanager config, dashboards, model).
 generate: venv
