@@ -173,6 +173,17 @@ def pytest_configure(config: pytest.Config) -> None:
     LocalTriton.start = counted  # type: ignore[method-assign]
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)  # a pytest-xdist worker: tell the controller
+    if workeroutput is not None:
+        workeroutput["triton_starts"] = list(_TRITON_STARTS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:  # pytest-xdist's controller: a worker is done
+    _TRITON_STARTS.extend(getattr(node, "workeroutput", {}).get("triton_starts", ()))
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _TRITON_STARTS:
         files = len({test.split("::")[0] for test in _TRITON_STARTS})
