@@ -5,7 +5,7 @@ each 10 s step, are fed to the sidecar's LLM window at those times and backfille
 the same timestamps, together with the histograms the sidecar exports from them. At the last step
 Prometheus evaluates the catalog's expressions (the recording rules' formulas, over the sidecar's
 60 s window): samples sit on both edges of the window, so neither engine extrapolates and the values
-must be equal.
+must be equal (Prometheus 3: see ``engines``).
 """
 
 from __future__ import annotations
@@ -52,7 +52,9 @@ def engines(
 ) -> Iterator[tuple[LlmWindow, Prometheus]]:
     work = tmp_path_factory.mktemp("llm-engines")
     parser = Parser(catalog.TRITON_FAMILIES, exact=True)
-    window = LlmWindow(WINDOW)
+    # Prometheus 3's ranges are left-open: (t-60s, t] holds the samples from t-50s and extrapolates the
+    # missing step at their mean rate, which is the sidecar's over a 50 s window.
+    window = LlmWindow(WINDOW - STEP if stack.prometheus_major >= 3 else WINDOW)
     series: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[int, float]]] = {}
     for step in range(STEPS + 1):
         t = T0 + STEP * step
