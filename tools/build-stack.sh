@@ -33,6 +33,35 @@ build() {  # build NAME MODULE VERSION PKG...
   rm -rf "$work"
 }
 
+# Alertmanager's module embeds its web UI's build output (ui/app/dist), which the module zip does not carry:
+# built from a copy of the module with an empty UI in its place (the HTTP API, all the tests use, is whole).
+build_ui_less() {  # build_ui_less NAME MODULE VERSION PKG...
+  local name=$1 module=$2 version=$3; shift 3
+  local dest="$TRITONWATCH_STACK_CACHE/$name-$version"
+  local ok=1
+  for pkg in "$@"; do [ -x "$dest/bin/$(basename "$pkg")" ] || ok=0; done
+  if [ "$ok" = 1 ]; then return 0; fi
+  echo "building $name $version from $module (once per machine, into $dest; web UI left out)"
+  local work; work=$(mktemp -d)
+  (
+    cd "$work"
+    GOFLAGS=-mod=mod go mod download -json "$module@$version" >"$work/module.json"
+    src=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' "$work/module.json")
+    cp -r "$src" "$work/src" && chmod -R u+w "$work/src"
+    mkdir -p "$work/src/ui/app/dist/elm" "$work/src/ui/app/dist/mantine"
+    echo "web UI not built" >"$work/src/ui/app/dist/elm/index.html"
+    echo "web UI not built" >"$work/src/ui/app/dist/mantine/index.html"
+    mkdir -p "$dest/bin.tmp"
+    cd "$work/src"
+    for pkg in "$@"; do
+      CGO_ENABLED=0 go build -trimpath -ldflags "-X github.com/prometheus/common/version.Version=${version#v}" \
+        -o "$dest/bin.tmp/$(basename "$pkg")" "./$pkg"
+    done
+  )
+  rm -rf "$dest/bin" && mv "$dest/bin.tmp" "$dest/bin"
+  rm -rf "$work"
+}
+
 build prometheus github.com/prometheus/prometheus "$PROMETHEUS_VERSION" cmd/prometheus cmd/promtool
-build alertmanager github.com/prometheus/alertmanager "$ALERTMANAGER_VERSION" cmd/alertmanager cmd/amtool
+build_ui_less alertmanager github.com/prometheus/alertmanager "$ALERTMANAGER_VERSION" cmd/alertmanager cmd/amtool
 build victoriametrics github.com/VictoriaMetrics/VictoriaMetrics "$VICTORIAMETRICS_VERSION" app/victoria-metrics app/vmalert
