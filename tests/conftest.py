@@ -81,7 +81,8 @@ def _stack_program(name: str) -> str:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     pinned = any(
-        m.args and "stack" in str(m.args[0]) for m in metafunc.definition.iter_markers("parametrize")
+        m.args and "stack" in [a.strip() for a in str(m.args[0]).split(",")]
+        for m in metafunc.definition.iter_markers("parametrize")
     )
     if "stack" in metafunc.fixturenames and not pinned:  # a test may pin one stack itself
         metafunc.parametrize("stack", stacks.NAMES, indirect=True, scope="module")
