@@ -49,7 +49,7 @@ PACKAGES = {
 
 def need_binary(name: str) -> str:
     """The path of ``name``; fails the calling test (not a skip) when it is not installed. A program of
-    the Prometheus stack comes from the test's ``stack``; a test without that parameter may not run one."""
+    the Prometheus stack comes from the test's ``platform``; a test without that parameter may not run one."""
     if stacks.ALIASES.get(name, name) in stacks.PROGRAMS:
         return _stack_program(name)
     path = shutil.which(name)
@@ -69,7 +69,7 @@ _ACTIVE_STACK: stacks.Stack | None = None  # the stack of the module or test run
 def _stack_program(name: str) -> str:
     if _ACTIVE_STACK is None:
         pytest.fail(
-            f"this test runs {name} without the stack parameter: take the `stack` fixture "
+            f"this test runs {name} without the stack parameter: take the `platform` fixture "
             "(tests/support/stacks.py) so it runs on Debian's stack and today's",
             pytrace=False,
         )
@@ -81,15 +81,17 @@ def _stack_program(name: str) -> str:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     pinned = any(
-        m.args and "stack" in [a.strip() for a in str(m.args[0]).split(",")]
+        m.args and "platform" in [a.strip() for a in str(m.args[0]).split(",")]
         for m in metafunc.definition.iter_markers("parametrize")
     )
-    if "stack" in metafunc.fixturenames and not pinned:  # a test may pin one stack itself
-        metafunc.parametrize("stack", stacks.NAMES, indirect=True, scope="module")
+    if "platform" in metafunc.fixturenames and not pinned:  # a test may pin one stack itself
+        metafunc.parametrize("platform", stacks.NAMES, indirect=True, scope="module")
 
 
 @pytest.fixture(scope="module")
-def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[stacks.Stack]:
+def platform(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[stacks.Stack]:
     """The stack this module's tests run on (``debian`` or ``current``), its programs first on PATH."""
     global _ACTIVE_STACK
     chosen = stacks.load(request.param, _ORIGINAL_PATH)
@@ -110,7 +112,7 @@ def _stack_programs_need_the_stack(
     """A test not run per stack finds, on PATH, scripts in place of the stack's programs that fail
     naming the way out: none runs promtool or Prometheus on one stack only, unnoticed."""
     callspec = getattr(request.node, "callspec", None)
-    if callspec is not None and "stack" in callspec.params:
+    if callspec is not None and "platform" in callspec.params:
         return
     guard = tmp_path_factory.getbasetemp() / "stacks" / "outside" / "bin"
     if not guard.is_dir():
@@ -118,7 +120,7 @@ def _stack_programs_need_the_stack(
         tmp.mkdir(parents=True, exist_ok=True)
         for program in (*stacks.PROGRAMS, *stacks.ALIASES):
             line = (
-                f"a test ran {program} without the stack parameter: take the `stack` fixture "
+                f"a test ran {program} without the stack parameter: take the `platform` fixture "
                 "(tests/support/stacks.py) so it runs on Debian's stack and today's"
             )
             stacks.refuse_script(tmp / program, line)
@@ -195,10 +197,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("triton"):
         need_pytriton()
     callspec = getattr(item, "callspec", None)
-    on = callspec.params.get("stack") if callspec is not None else None
+    on = callspec.params.get("platform") if callspec is not None else None
     if item.get_closest_marker("prometheus") and on is None:
         pytest.fail(
-            f"{item.nodeid} is marked prometheus: take the `stack` fixture to run on both stacks",
+            f"{item.nodeid} is marked prometheus: take the `platform` fixture to run on both stacks",
             pytrace=False,
         )
     for mark in item.iter_markers("needs"):  # @pytest.mark.needs("promtool", ...)
@@ -207,7 +209,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 need_binary(name)
             elif on is None:
                 pytest.fail(
-                    f"{item.nodeid} needs {name}: take the `stack` fixture to run on both stacks",
+                    f"{item.nodeid} needs {name}: take the `platform` fixture to run on both stacks",
                     pytrace=False,
                 )
             elif stacks.load(on, _ORIGINAL_PATH).programs[stacks.ALIASES.get(name, name)] is None:

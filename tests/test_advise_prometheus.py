@@ -61,7 +61,7 @@ def query(prom: Prometheus, expr: str) -> float | None:
 
 @pytest.fixture(scope="module")
 def stack(
-    stack: stacks.Stack, tmp_path_factory: pytest.TempPathFactory, bench_triton: Any
+    platform: stacks.Stack, tmp_path_factory: pytest.TempPathFactory, bench_triton: Any
 ) -> Iterator[tuple[Any, Any, Prometheus, StaticEndpoint]]:
     tmp = tmp_path_factory.mktemp("advise-prom")
     with contextlib.ExitStack() as stop:

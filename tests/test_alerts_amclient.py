@@ -18,11 +18,11 @@ from tritonwatch.local.promstack import ALERTMANAGER_BIN, Alertmanager
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN_AM = ROOT / "alerts" / "generated" / "alertmanager.yml"
 
-pytestmark = [pytest.mark.needs(ALERTMANAGER_BIN), pytest.mark.usefixtures("stack")]
+pytestmark = [pytest.mark.needs(ALERTMANAGER_BIN), pytest.mark.usefixtures("platform")]
 
 
 @pytest.fixture(scope="module")
-def alertmanager(stack: stacks.Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Alertmanager]:
+def alertmanager(platform: stacks.Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Alertmanager]:
     am = Alertmanager(tmp_path_factory.mktemp("am"), GOLDEN_AM)
     try:
         am.wait_ready(60)

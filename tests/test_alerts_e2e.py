@@ -37,7 +37,7 @@ pytestmark = [
     pytest.mark.triton,
     pytest.mark.prometheus,
     pytest.mark.needs(PROMETHEUS_BIN, ALERTMANAGER_BIN),
-    pytest.mark.usefixtures("stack"),
+    pytest.mark.usefixtures("platform"),
 ]
 
 SLO = {

@@ -17,7 +17,7 @@ from tritonwatch.local.promstack import ALERTMANAGER_BIN, Alertmanager
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN_AM = ROOT / "alerts" / "generated" / "alertmanager.yml"
 
-pytestmark = [pytest.mark.needs(ALERTMANAGER_BIN), pytest.mark.usefixtures("stack")]
+pytestmark = [pytest.mark.needs(ALERTMANAGER_BIN), pytest.mark.usefixtures("platform")]
 
 
 @pytest.fixture

@@ -196,7 +196,9 @@ def test_prometheus_scrapes_every_part(compose: dict[str, Any]) -> None:
 
 
 @pytest.mark.prometheus
-def test_promtool_check_config_with_the_generated_rules(stack: stacks.Stack, compose: dict[str, Any]) -> None:
+def test_promtool_check_config_with_the_generated_rules(
+    platform: stacks.Stack, compose: dict[str, Any]
+) -> None:
     need_binary("promtool")
     rules = sorted((ROOT / "alerts" / "generated").glob("*.rules.yml"))
     assert rules, "alerts/generated/*.rules.yml is not generated (run `make generate`)"
@@ -213,7 +215,7 @@ def test_promtool_check_config_with_the_generated_rules(stack: stacks.Stack, com
 
 
 @pytest.mark.prometheus
-def test_amtool_check_config_on_the_mounted_file(stack: stacks.Stack, compose: dict[str, Any]) -> None:
+def test_amtool_check_config_on_the_mounted_file(platform: stacks.Stack, compose: dict[str, Any]) -> None:
     need_binary("amtool")
     am = _services(compose)["alertmanager"]
     path = _host_path(am, _flag(am["command"], "--config.file"))

@@ -148,7 +148,7 @@ def _triton(request: pytest.FixtureRequest, stack: contextlib.ExitStack, trace_f
 
 @pytest.fixture(scope="module")
 def live(
-    stack: stacks.Stack, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    platform: stacks.Stack, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
     from tritonwatch.local.load import LoadDriver
 

@@ -38,7 +38,7 @@ pytestmark = [
     pytest.mark.triton,
     pytest.mark.prometheus,
     pytest.mark.needs("prometheus"),
-    pytest.mark.usefixtures("stack"),
+    pytest.mark.usefixtures("platform"),
 ]
 
 DASHBOARD = "tritonwatch-llm.json"

@@ -169,7 +169,7 @@ def _groups(path: Path) -> set[str]:
 
 
 @pytest.fixture
-def fleet(stack: stacks.Stack, tmp_path: Path, triton: Any) -> Iterator[Fleet]:
+def fleet(platform: stacks.Stack, tmp_path: Path, triton: Any) -> Iterator[Fleet]:
     vm_bin, vmalert_bin = need_binary("victoria-metrics"), need_binary("vmalert")
     need_binary("prometheus")
     need_binary("prometheus-alertmanager")

@@ -72,7 +72,7 @@ def _poll(check: Any, what: str, timeout: float = 30.0) -> Any:
 
 @pytest.fixture(scope="module")
 def stack(
-    stack: stacks.Stack, tmp_path_factory: pytest.TempPathFactory, triton_server: Any
+    platform: stacks.Stack, tmp_path_factory: pytest.TempPathFactory, triton_server: Any
 ) -> Iterator[Stack]:
     """One stack for the module: the second test only reads configs, it sends no request."""
     tmp_path = tmp_path_factory.mktemp("front")

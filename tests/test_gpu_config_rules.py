@@ -34,7 +34,7 @@ from tritonwatch.reports.promapi import PromClient
 pytestmark = [
     pytest.mark.prometheus,
     pytest.mark.needs("promtool", "prometheus"),
-    pytest.mark.usefixtures("stack"),
+    pytest.mark.usefixtures("platform"),
 ]
 
 SPAN = 600  # s from Triton's start to the capture
@@ -142,7 +142,7 @@ def replayed() -> Replayed:
 
 @pytest.fixture(scope="module")
 def prom(
-    stack: stacks.Stack, replayed: Replayed, tmp_path_factory: pytest.TempPathFactory
+    platform: stacks.Stack, replayed: Replayed, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Prometheus]:
     work = tmp_path_factory.mktemp("gpu-config-rules")
     om = work / "replay.om"

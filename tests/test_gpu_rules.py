@@ -28,7 +28,7 @@ from tritonwatch.local.promstack import Prometheus, ScrapeTarget, prometheus_con
 pytestmark = [
     pytest.mark.prometheus,
     pytest.mark.needs("promtool", "prometheus"),
-    pytest.mark.usefixtures("stack"),
+    pytest.mark.usefixtures("platform"),
 ]
 
 WINDOW = "8s"
@@ -75,7 +75,7 @@ def test_rules_pass_promtool(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def stack(
-    stack: stacks.Stack, tmp_path_factory: pytest.TempPathFactory
+    platform: stacks.Stack, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Prometheus, Sidecar]]:
     tmp = tmp_path_factory.mktemp("gpu-rules")
     node = GpuReplay().start()

@@ -140,7 +140,7 @@ def test_generated_manifests_are_up_to_date(tmp_path: Path) -> None:
 
 @pytest.mark.prometheus
 def test_prometheusrule_groups_pass_promtool(
-    stack: stacks.Stack, rendered: list[dict[str, Any]], tmp_path: Path
+    platform: stacks.Stack, rendered: list[dict[str, Any]], tmp_path: Path
 ) -> None:
     need_binary("promtool")
     for rule in (d for d in rendered if d["kind"] == "PrometheusRule"):
@@ -161,7 +161,7 @@ def test_prometheusrule_groups_pass_promtool(
 
 @pytest.mark.prometheus
 def test_alertmanager_secret_passes_amtool(
-    stack: stacks.Stack, rendered: list[dict[str, Any]], tmp_path: Path
+    platform: stacks.Stack, rendered: list[dict[str, Any]], tmp_path: Path
 ) -> None:
     need_binary("amtool")
     secret = _one(rendered, "Secret", f"alertmanager-{k8s.ALERTMANAGER_NAME}")

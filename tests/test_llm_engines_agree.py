@@ -31,7 +31,7 @@ from tritonwatch.local.promstack import Prometheus
 pytestmark = [
     pytest.mark.prometheus,
     pytest.mark.needs("promtool", "prometheus"),
-    pytest.mark.usefixtures("stack"),
+    pytest.mark.usefixtures("platform"),
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,13 +48,13 @@ def _labels(ls: tuple[tuple[str, str], ...]) -> str:
 
 @pytest.fixture(scope="module")
 def engines(
-    stack: stacks.Stack, tmp_path_factory: pytest.TempPathFactory
+    platform: stacks.Stack, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[LlmWindow, Prometheus]]:
     work = tmp_path_factory.mktemp("llm-engines")
     parser = Parser(catalog.TRITON_FAMILIES, exact=True)
     # Prometheus 3's ranges are left-open: (t-60s, t] holds the samples from t-50s and extrapolates the
     # missing step at their mean rate, which is the sidecar's over a 50 s window.
-    window = LlmWindow(WINDOW - STEP if stack.prometheus_major >= 3 else WINDOW)
+    window = LlmWindow(WINDOW - STEP if platform.prometheus_major >= 3 else WINDOW)
     series: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[int, float]]] = {}
     for step in range(STEPS + 1):
         t = T0 + STEP * step

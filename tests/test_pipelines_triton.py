@@ -246,7 +246,7 @@ def test_an_ensemble_counts_each_client_request_once(triton: Any, clocked: Clock
     assert served(values, catalog.QUEUE_TIME_RATIO, ENSEMBLE) == (request_us - compute_us) / request_us
 
 
-def test_both_engines_agree_on_a_live_ensemble(stack: stacks.Stack, triton: Any, tmp_path: Path) -> None:
+def test_both_engines_agree_on_a_live_ensemble(platform: stacks.Stack, triton: Any, tmp_path: Path) -> None:
     """Payloads the real Triton serves under the good/bad mix, replayed on the 15 s clock through the
     sidecar's window and through the generated recording rules (with the sidecar's role series)."""
     promtool = need_binary("promtool")

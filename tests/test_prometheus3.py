@@ -218,7 +218,7 @@ def _until(check: Any, what: str, timeout: float = 60.0) -> None:
 
 
 def test_triton_integer_ms_histogram_gives_the_same_sli_and_quantiles(
-    stack: stacks.Stack, fake: FakeTriton, tmp_path: Path
+    platform: stacks.Stack, fake: FakeTriton, tmp_path: Path
 ) -> None:
     sli = f'{catalog.slo_sli_error_record("5m")}{{slo="fraud_detector-latency"}}'
     with scraped(tmp_path, fake) as url:
@@ -227,7 +227,7 @@ def test_triton_integer_ms_histogram_gives_the_same_sli_and_quantiles(
         assert _scalar(url, sli) == pytest.approx(0.05, rel=1e-9)
         # How each stack stored Triton's integer bounds: 3.x normalised them, 2.x kept the text.
         spelled = {le: _scalar(url, f'count({FAMILY}_bucket{{le="{le}"}})') for le in ("25", "25.0")}
-        stored = "25.0" if stack.prometheus_major >= 3 else "25"
+        stored = "25.0" if platform.prometheus_major >= 3 else "25"
         assert spelled == {stored: 1.0, ({"25", "25.0"} - {stored}).pop(): None}
         # The sidecar's histogram (seconds) keeps its spelling on both.
         assert _scalar(url, f'count({catalog.REQUEST_DURATION}_bucket{{le="0.025"}})') == 1.0
@@ -249,12 +249,12 @@ def test_triton_integer_ms_histogram_gives_the_same_sli_and_quantiles(
 
 
 @pytest.mark.parametrize(
-    "stack", ["current"], indirect=True
+    "platform", ["current"], indirect=True
 )  # only 3.x has native histograms with custom buckets
 def test_native_histograms_with_custom_buckets_are_named_in_one_line(
-    stack: stacks.Stack, fake: FakeTriton, tmp_path: Path
+    platform: stacks.Stack, fake: FakeTriton, tmp_path: Path
 ) -> None:
-    assert stack.prometheus_major >= 3
+    assert platform.prometheus_major >= 3
     sli = f'{catalog.slo_sli_error_record("5m")}{{slo="fraud_detector-latency"}}'
     series = f'{catalog.REQUEST_DURATION}{{model="fraud_detector",phase="request"}}'
     with scraped(tmp_path, fake, {"convert_classic_histograms_to_nhcb": True}) as url:

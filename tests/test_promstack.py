@@ -14,7 +14,7 @@ import requests
 from tritonwatch.local.procs import wait_until
 from tritonwatch.local.promstack import Prometheus, ScrapeTarget, prometheus_config
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.needs("prometheus"), pytest.mark.usefixtures("stack")]
+pytestmark = [pytest.mark.prometheus, pytest.mark.needs("prometheus"), pytest.mark.usefixtures("platform")]
 
 
 @contextmanager

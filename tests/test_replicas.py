@@ -209,7 +209,7 @@ def _expected_slo_series(spec: slo_file.SLOFile) -> list[dict[str, Any]]:
 
 @pytest.mark.prometheus
 def test_podmonitor_labelled_pods_aggregate_into_one_model_series(
-    stack: stacks.Stack, tmp_path: Path
+    platform: stacks.Stack, tmp_path: Path
 ) -> None:
     need_binary("promtool")
     rule_files = _rule_files()
@@ -290,7 +290,7 @@ def _poll(check: Any, what: str, timeout: float) -> Any:
 
 
 @pytest.fixture
-def fleet(stack: stacks.Stack, tmp_path: Path) -> Iterator[Fleet]:
+def fleet(platform: stacks.Stack, tmp_path: Path) -> Iterator[Fleet]:
     need_pytriton()
     need_binary("prometheus")
     rule_files = _rule_files()

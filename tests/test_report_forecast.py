@@ -32,7 +32,7 @@ from tritonwatch.reports.week import history_days
 pytestmark = [
     pytest.mark.prometheus,
     pytest.mark.needs("promtool", "prometheus"),
-    pytest.mark.usefixtures("stack"),
+    pytest.mark.usefixtures("platform"),
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +50,7 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def prometheus(stack: stacks.Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+def prometheus(platform: stacks.Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     """Five models over 14 days at a 2-minute step: ~870k samples, ~5 s to write and convert."""
     blocks = backfill.blocks(list(WEEKS.values()), tmp_path_factory.mktemp("forecast-blocks"))
     prom = backfill.serve([blocks], tmp_path_factory.mktemp("forecast-prom"))

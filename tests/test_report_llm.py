@@ -24,7 +24,7 @@ from tritonwatch.local.promstack import Prometheus
 pytestmark = [
     pytest.mark.prometheus,
     pytest.mark.needs("promtool", "prometheus"),
-    pytest.mark.usefixtures("stack"),
+    pytest.mark.usefixtures("platform"),
 ]
 
 END = datetime(2026, 11, 9, tzinfo=timezone.utc)
@@ -67,7 +67,7 @@ def write_period(path: Path) -> float:
 
 @pytest.fixture(scope="module")
 def prometheus(
-    stack: stacks.Stack, tmp_path_factory: pytest.TempPathFactory
+    platform: stacks.Stack, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Prometheus, float]]:
     work = tmp_path_factory.mktemp("report-llm")
     om = work / "period.om"

@@ -34,11 +34,11 @@ ARTIFACTS = ROOT / ".artifacts" / "report"
 WEEK = synthetic.default_week()
 END = WEEK.end.strftime("%Y-%m-%dT%H:%M:%SZ")
 
-pytestmark = [pytest.mark.needs("promtool", "prometheus"), pytest.mark.usefixtures("stack")]
+pytestmark = [pytest.mark.needs("promtool", "prometheus"), pytest.mark.usefixtures("platform")]
 
 
 @pytest.fixture(scope="module")
-def blocks(stack: stacks.Stack, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def blocks(platform: stacks.Stack, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The synthetic week as TSDB blocks (2 s to write, 5 s to convert)."""
     return backfill.blocks(WEEK, tmp_path_factory.mktemp("report-blocks"))
 

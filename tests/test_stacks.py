@@ -59,8 +59,8 @@ def test_a_present_program_is_linked_under_debian_s_name(tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stack", ["current"], indirect=True)
-def test_today_s_programs_are_the_module_versions_the_script_builds(stack: stacks.Stack) -> None:
+@pytest.mark.parametrize("platform", ["current"], indirect=True)
+def test_today_s_programs_are_the_module_versions_the_script_builds(platform: stacks.Stack) -> None:
     """Each binary names the module version it was built from: in its Go build info (``go version -m``
     prints the same), or, for Alertmanager, built from a copy of its module, as its version stamp (the
     ``-X`` of tools/build-stack.sh, which ``alertmanager --version`` prints): a stale cache shows another."""
@@ -71,7 +71,7 @@ def test_today_s_programs_are_the_module_versions_the_script_builds(stack: stack
     }
     versions = stacks.module_versions()
     for program, (component, _built) in stacks.PROGRAMS.items():
-        data = Path(stack.path(program)).read_bytes()
+        data = Path(platform.path(program)).read_bytes()
         if component == "alertmanager":
             needles = [f"mod\t{modules[component]}\t".encode(), versions[component].lstrip("v").encode()]
         else:

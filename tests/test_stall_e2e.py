@@ -40,7 +40,7 @@ pytestmark = [
     pytest.mark.triton,
     pytest.mark.prometheus,
     pytest.mark.needs(PROMETHEUS_BIN),
-    pytest.mark.usefixtures("stack"),
+    pytest.mark.usefixtures("platform"),
 ]
 
 

@@ -5,7 +5,8 @@
 * ``current``: today's releases built from their Go modules by ``tools/build-stack.sh`` (``make stack``)
   into ``$TRITONWATCH_STACK_CACHE`` (default ``~/.cache/tritonwatch/stack``): ``<name>-<version>/bin/``.
 
-A test takes the ``stack`` fixture (tests/conftest.py), which runs it once per stack. For the time of the
+A test takes the ``platform`` fixture (tests/conftest.py, a ``Stack``), which runs it once per stack
+(ids ``debian`` and ``current``). For the time of the
 test (or of the module, for module-scoped servers) the stack's ``bin_dir`` comes first on PATH: it holds
 each program under the name Debian gives it (``prometheus-alertmanager`` for Alertmanager too), so the
 product's own lookups (``local/promstack.py``), a test's ``promtool`` and a CLI run as a subprocess all
@@ -51,10 +52,10 @@ DEBIAN_PACKAGES = {
 
 
 def needs(*programs: str) -> Callable[[F], F]:
-    """``@pytest.mark.needs(*programs)`` run on both stacks: the test takes the ``stack`` parameter."""
+    """``@pytest.mark.needs(*programs)`` run on both stacks: the test takes the ``platform`` parameter."""
 
     def apply(test: F) -> F:
-        return pytest.mark.usefixtures("stack")(pytest.mark.needs(*programs)(test))  # type: ignore[no-any-return]
+        return pytest.mark.usefixtures("platform")(pytest.mark.needs(*programs)(test))  # type: ignore[no-any-return]
 
     return apply
 
@@ -63,7 +64,7 @@ def only(name: str, why: str) -> pytest.MarkDecorator:
     """Run a stack test on one stack only, saying why next to it (``why`` is shown nowhere else: keep it
     true). Used for tests whose expectations are one version's arithmetic and not yet the other's."""
     assert name in NAMES and why, "name the stack and say why"
-    return pytest.mark.parametrize("stack", [name], indirect=True)
+    return pytest.mark.parametrize("platform", [name], indirect=True)
 
 
 def cache_dir() -> Path:
