@@ -7,7 +7,7 @@ BENCH_SECONDS ?= 600
 DEBS := prometheus prometheus-alertmanager chromium kubectl haproxy victoria-metrics caddy
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv debs demo test check lint typecheck pytest generate bench clean
+.PHONY: venv debs stack demo test check lint typecheck pytest generate bench clean
 
 venv: $(BIN)/tritonwatch
 
@@ -29,6 +29,12 @@ debs:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEBS) >/dev/null; \
 	fi
 
+# Today's stack beside Debian's: Prometheus + promtool 3.x, Alertmanager + amtool, VictoriaMetrics + vmalert,
+# built from their Go modules once per machine into ~/.cache/tritonwatch/stack (TRITONWATCH_STACK_CACHE);
+# a no-op when they are there. Every Prometheus-side test runs on both stacks (tests/support/stacks.py).
+stack:
+	tools/build-stack.sh
+
 demo: venv debs
 	$(BIN)/tritonwatch demo $(if $(filter-out 0,$(DURATION)),--duration $(DURATION))
 
@@ -40,7 +46,7 @@ typecheck: venv
 	$(BIN)/mypy
 
 # Both lanes in one pytest run.
-pytest: venv debs
+pytest: venv debs stack
 	$(BIN)/pytest -q -ra $(PYTEST_ARGS)
 
 # Lanes (tests/support/lanes.py): a test that starts a real process (Triton, Prometheus, a sidecar, promtool...)
@@ -50,9 +56,12 @@ pytest: venv debs
 check: venv debs lint typecheck
 	$(BIN)/pytest -q -ra -m "not slow" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-# The fast lane first (`check`), then only the slow lane: each test runs once.
-test: check
-	$(BIN)/pytest -q -ra -m slow $(PYTEST_ARGS) || [ $$? -eq 5 ]
+# The fast lane first (`check`), then only the slow lane: each test runs once. The slow lane runs on
+# SLOW_WORKERS pytest-xdist workers, a test file to a worker (its module-scoped servers start once);
+# SLOW_WORKERS=0 runs it in this process.
+SLOW_WORKERS ?= 2
+test: check stack
+	$(BIN)/pytest -q -ra -m slow $(if $(filter-out 0,$(SLOW_WORKERS)),-n $(SLOW_WORKERS) --dist loadfile) --durations=30 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # Regenerate every committed generated file (rules, Alertmanager config, dashboards, Kubernetes manifests, model).
 generate: venv

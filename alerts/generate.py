@@ -59,6 +59,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "errors Triton does not count (python backend, decoupled), and where a latency threshold is not a "
         "bucket of the model's first-response histogram (the SLI would be inexact); output unchanged",
     )
+    parser.add_argument(
+        "--check-prometheus",
+        default=None,
+        metavar="URL",
+        help="a Prometheus that scrapes the SLO's histograms (e.g. http://127.0.0.1:9090): fail, in one line, "
+        "where it stores a latency SLI's histogram only as a native histogram (Prometheus 3's "
+        "convert_classic_histograms_to_nhcb or scrape_native_histograms without "
+        "always_scrape_classic_histograms): the rules read _bucket series, and that SLI would be empty",
+    )
 
 
 class _Dumper(yaml.SafeDumper):
@@ -155,6 +164,11 @@ def run(args: argparse.Namespace) -> int:
         spec = slo.load(slo_path)
         triton_check.warn(spec, args.triton)
         model_metrics.check(spec, triton_check.check_url(args.triton))
+    if args.check_prometheus:
+        from tritonwatch import slo
+        from tritonwatch.alerts import prometheus_check
+
+        prometheus_check.check(slo.load(slo_path), args.check_prometheus)
     written = write(files, Path(args.out))
     for path in written:
         print(path)

@@ -15,11 +15,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import stacks
 from support.lanes import ProcessGuard, ProcessReach, is_slow
 from support.triton_guard import fail_if_crashed, restart_if_dead
 
@@ -46,7 +48,10 @@ PACKAGES = {
 
 
 def need_binary(name: str) -> str:
-    """The path of ``name``; fails the calling test (not a skip) when it is not installed."""
+    """The path of ``name``; fails the calling test (not a skip) when it is not installed. A program of
+    the Prometheus stack comes from the test's ``platform``; a test without that parameter may not run one."""
+    if stacks.ALIASES.get(name, name) in stacks.PROGRAMS:
+        return _stack_program(name)
     path = shutil.which(name)
     if path is None:
         where = PACKAGES.get(name, name)
@@ -54,6 +59,74 @@ def need_binary(name: str) -> str:
             f"{name} is not installed: the suite needs it (make debs installs {where})", pytrace=False
         )
     return path
+
+
+# --- two stacks, one suite (tests/support/stacks.py) ------------------------------------------------
+_ORIGINAL_PATH = os.environ.get("PATH", "")  # where Debian's programs are found, before any stack's dir
+_ACTIVE_STACK: stacks.Stack | None = None  # the stack of the module or test running now
+
+
+def _stack_program(name: str) -> str:
+    if _ACTIVE_STACK is None:
+        pytest.fail(
+            f"this test runs {name} without the stack parameter: take the `platform` fixture "
+            "(tests/support/stacks.py) so it runs on Debian's stack and today's",
+            pytrace=False,
+        )
+    path = _ACTIVE_STACK.programs[stacks.ALIASES.get(name, name)]
+    if path is None:
+        pytest.fail(_ACTIVE_STACK.missing_line(name), pytrace=False)
+    return path
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    pinned = any(
+        m.args and "platform" in [a.strip() for a in str(m.args[0]).split(",")]
+        for m in metafunc.definition.iter_markers("parametrize")
+    )
+    if "platform" in metafunc.fixturenames and not pinned:  # a test may pin one stack itself
+        metafunc.parametrize("platform", stacks.NAMES, indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module")
+def platform(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[stacks.Stack]:
+    """The stack this module's tests run on (``debian`` or ``current``), its programs first on PATH."""
+    global _ACTIVE_STACK
+    chosen = stacks.load(request.param, _ORIGINAL_PATH)
+    bin_dir = chosen.bin_dir(tmp_path_factory.getbasetemp() / "stacks")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PATH", f"{bin_dir}{os.pathsep}{_ORIGINAL_PATH}")
+        _ACTIVE_STACK = chosen
+        try:
+            yield chosen
+        finally:
+            _ACTIVE_STACK = None
+
+
+@pytest.fixture(autouse=True)
+def _stack_programs_need_the_stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test not run per stack finds, on PATH, scripts in place of the stack's programs that fail
+    naming the way out: none runs promtool or Prometheus on one stack only, unnoticed."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and "platform" in callspec.params:
+        return
+    guard = tmp_path_factory.getbasetemp() / "stacks" / "outside" / "bin"
+    if not guard.is_dir():
+        tmp = guard.with_name("bin.tmp")
+        tmp.mkdir(parents=True, exist_ok=True)
+        for program in (*stacks.PROGRAMS, *stacks.ALIASES):
+            line = (
+                f"a test ran {program} without the stack parameter: take the `platform` fixture "
+                "(tests/support/stacks.py) so it runs on Debian's stack and today's"
+            )
+            stacks.refuse_script(tmp / program, line)
+        tmp.rename(guard)
+    monkeypatch.setenv("PATH", f"{guard}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setattr(sys.modules[__name__], "_ACTIVE_STACK", None)
 
 
 def need_pytriton() -> None:
@@ -103,6 +176,17 @@ def pytest_configure(config: pytest.Config) -> None:
     LocalTriton.start = counted  # type: ignore[method-assign]
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)  # a pytest-xdist worker: tell the controller
+    if workeroutput is not None:
+        workeroutput["triton_starts"] = list(_TRITON_STARTS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:  # pytest-xdist's controller: a worker is done
+    _TRITON_STARTS.extend(getattr(node, "workeroutput", {}).get("triton_starts", ()))
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _TRITON_STARTS:
         files = len({test.split("::")[0] for test in _TRITON_STARTS})
@@ -112,9 +196,24 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("triton"):
         need_pytriton()
+    callspec = getattr(item, "callspec", None)
+    on = callspec.params.get("platform") if callspec is not None else None
+    if item.get_closest_marker("prometheus") and on is None:
+        pytest.fail(
+            f"{item.nodeid} is marked prometheus: take the `platform` fixture to run on both stacks",
+            pytrace=False,
+        )
     for mark in item.iter_markers("needs"):  # @pytest.mark.needs("promtool", ...)
         for name in mark.args:
-            need_binary(name)
+            if stacks.ALIASES.get(name, name) not in stacks.PROGRAMS:
+                need_binary(name)
+            elif on is None:
+                pytest.fail(
+                    f"{item.nodeid} needs {name}: take the `platform` fixture to run on both stacks",
+                    pytrace=False,
+                )
+            elif stacks.load(on, _ORIGINAL_PATH).programs[stacks.ALIASES.get(name, name)] is None:
+                pytest.fail(stacks.load(on, _ORIGINAL_PATH).missing_line(name), pytrace=False)
 
 
 @pytest.fixture(scope="session")

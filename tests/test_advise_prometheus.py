@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import requests
+from support import stacks
 from support.harness import read_metrics, running_sidecar
 from support.poisson import Run, drive
 from support.static_endpoint import StaticEndpoint
@@ -60,7 +61,7 @@ def query(prom: Prometheus, expr: str) -> float | None:
 
 @pytest.fixture(scope="module")
 def stack(
-    tmp_path_factory: pytest.TempPathFactory, bench_triton: Any
+    platform: stacks.Stack, tmp_path_factory: pytest.TempPathFactory, bench_triton: Any
 ) -> Iterator[tuple[Any, Any, Prometheus, StaticEndpoint]]:
     tmp = tmp_path_factory.mktemp("advise-prom")
     with contextlib.ExitStack() as stop:

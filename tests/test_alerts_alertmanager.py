@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support import stacks
 
 from tritonwatch import slo
 from tritonwatch.alerts import alertmanager
@@ -14,7 +15,7 @@ from tritonwatch.alerts import alertmanager
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN_AM = ROOT / "alerts" / "generated" / "alertmanager.yml"
 
-needs_amtool = pytest.mark.needs("amtool")
+needs_amtool = stacks.needs("amtool")
 
 
 def amtool(*args: str) -> subprocess.CompletedProcess[str]:

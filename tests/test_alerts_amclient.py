@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import requests
+from support import stacks
 
 from tritonwatch.cli import main
 from tritonwatch.local.procs import free_port, wait_until
@@ -17,11 +18,11 @@ from tritonwatch.local.promstack import ALERTMANAGER_BIN, Alertmanager
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN_AM = ROOT / "alerts" / "generated" / "alertmanager.yml"
 
-pytestmark = pytest.mark.needs(ALERTMANAGER_BIN)
+pytestmark = [pytest.mark.needs(ALERTMANAGER_BIN), pytest.mark.usefixtures("platform")]
 
 
 @pytest.fixture(scope="module")
-def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Alertmanager]:
+def alertmanager(platform: stacks.Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Alertmanager]:
     am = Alertmanager(tmp_path_factory.mktemp("am"), GOLDEN_AM)
     try:
         am.wait_ready(60)

@@ -38,6 +38,7 @@ pytestmark = [
     pytest.mark.triton,
     pytest.mark.prometheus,
     pytest.mark.needs(PROMETHEUS_BIN, ALERTMANAGER_BIN),
+    pytest.mark.usefixtures("platform"),
 ]
 
 SLO = {

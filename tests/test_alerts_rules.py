@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+from support import stacks
 
 from tritonwatch import catalog, slo
 from tritonwatch.alerts import blind, generate, records, rules, windows
@@ -19,7 +19,7 @@ SLO_FILE = ROOT / "alerts" / "slo.yaml"
 GOLDEN = ROOT / "alerts" / "generated"
 RUNBOOKS = ROOT / "docs" / "runbooks"
 
-needs_promtool = pytest.mark.needs("promtool")
+needs_promtool = stacks.needs("promtool")
 
 
 def spec_with(**changes: Any) -> slo.SLOFile:

@@ -28,7 +28,11 @@ from tritonwatch.cli import main
 from tritonwatch.local.procs import wait_until
 from tritonwatch.local.promstack import PROMETHEUS_BIN, Prometheus, ScrapeTarget, prometheus_config
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.needs(PROMETHEUS_BIN, "promtool")]
+pytestmark = [
+    pytest.mark.prometheus,
+    pytest.mark.needs(PROMETHEUS_BIN, "promtool"),
+    pytest.mark.usefixtures("platform"),
+]
 
 RATE = 100.0  # requests a second, every model
 # model -> (request, queue, compute_infer) microseconds a request, now and a week before

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 from conftest import need_binary
+from support import stacks
 
 from tritonwatch.exporters import sidecar
 from tritonwatch.exporters.config import resolve
@@ -203,7 +204,9 @@ def test_prometheus_scrapes_every_part(compose: dict[str, Any]) -> None:
 
 
 @pytest.mark.prometheus
-def test_promtool_check_config_with_the_generated_rules(compose: dict[str, Any]) -> None:
+def test_promtool_check_config_with_the_generated_rules(
+    platform: stacks.Stack, compose: dict[str, Any]
+) -> None:
     need_binary("promtool")
     rules = sorted((ROOT / "alerts" / "generated").glob("*.rules.yml"))
     assert rules, "alerts/generated/*.rules.yml is not generated (run `make generate`)"
@@ -220,7 +223,7 @@ def test_promtool_check_config_with_the_generated_rules(compose: dict[str, Any])
 
 
 @pytest.mark.prometheus
-def test_amtool_check_config_on_the_mounted_file(compose: dict[str, Any]) -> None:
+def test_amtool_check_config_on_the_mounted_file(platform: stacks.Stack, compose: dict[str, Any]) -> None:
     need_binary("amtool")
     am = _services(compose)["alertmanager"]
     path = _host_path(am, _flag(am["command"], "--config.file"))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import stacks
 
 from tritonwatch import catalog
 from tritonwatch.cli import main
@@ -278,7 +279,7 @@ def test_substitute_fills_variables_and_builtins_and_rejects_unknown() -> None:
 
 
 @pytest.mark.prometheus
-@pytest.mark.needs("prometheus")
+@stacks.needs("prometheus")
 def test_every_panel_query_parses_in_a_real_prometheus(tmp_path: Path) -> None:
     from tritonwatch.local.promstack import Prometheus, prometheus_config
 

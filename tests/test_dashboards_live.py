@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests
+from support import stacks
 from support.sidecar import sidecar_argv
 
 from tritonwatch import catalog
@@ -148,7 +149,9 @@ def _triton(request: pytest.FixtureRequest, stack: contextlib.ExitStack, trace_f
 
 
 @pytest.fixture(scope="module")
-def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def live(
+    platform: stacks.Stack, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
     from tritonwatch.local.load import LoadDriver
 
     tmp = tmp_path_factory.mktemp("dash-live")

@@ -38,6 +38,7 @@ pytestmark = [
     pytest.mark.triton,
     pytest.mark.prometheus,
     pytest.mark.needs("prometheus"),
+    pytest.mark.usefixtures("platform"),
 ]
 
 DASHBOARD = "tritonwatch-llm.json"

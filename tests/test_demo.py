@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import need_pytriton
+from support import stacks
 
 pytestmark = pytest.mark.triton
 
@@ -27,7 +28,7 @@ def processes_mentioning(text: str) -> list[str]:
     return found
 
 
-def test_demo_runs_fires_an_alert_and_cleans_up(tmp_path: Path) -> None:
+def test_demo_runs_fires_an_alert_and_cleans_up(platform: stacks.Stack, tmp_path: Path) -> None:
     need_pytriton()
     workdir = tmp_path / "demo"
     proc = subprocess.run(

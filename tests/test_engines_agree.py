@@ -23,6 +23,7 @@ from typing import Any
 import requests
 import yaml
 from conftest import DATA, need_binary
+from support import stacks
 from support.agreement import (
     RULES,
     STEP,
@@ -124,7 +125,7 @@ def recorded_replicas() -> list[Replica]:
     ]
 
 
-def test_recorded_payloads_agree_to_1e_9(tmp_path: Path) -> None:
+def test_recorded_payloads_agree_to_1e_9(platform: stacks.Stack, tmp_path: Path) -> None:
     replicas = recorded_replicas()
     expected = sidecar_values(replicas)
     models = {dict(labels)["model"] for _k, _r, labels in expected}
@@ -133,11 +134,11 @@ def test_recorded_payloads_agree_to_1e_9(tmp_path: Path) -> None:
     records = {r for (_k, r, _l), v in expected.items() if v is not None}
     assert records == {s.record for s in catalog.SIGNALS} | {catalog.BATCH_EFFICIENCY_RECORD}
     assert len({k for k, _r, _l in expected}) == 21
-    compared, _ = promtool_agree(replicas, tmp_path, need_binary("promtool"))
+    compared, _ = promtool_agree(replicas, tmp_path, need_binary("promtool"), platform.prometheus_major >= 3)
     assert compared >= 21 * 40, compared
 
 
-def test_live_triton_payloads_agree_to_1e_9(triton: Any, tmp_path: Path) -> None:
+def test_live_triton_payloads_agree_to_1e_9(platform: stacks.Stack, triton: Any, tmp_path: Path) -> None:
     """Payloads the real Triton serves now, under load with failures and cache hits, both engines.
 
     Captured as fast as the counters move (each payload once the success count has grown), then
@@ -174,7 +175,7 @@ def test_live_triton_payloads_agree_to_1e_9(triton: Any, tmp_path: Path) -> None
     assert live >= {s.record for s in catalog.SIGNALS if s.kind != "gauge"} | {
         catalog.BATCH_EFFICIENCY_RECORD
     }
-    compared, _ = promtool_agree([replica], tmp_path, promtool)
+    compared, _ = promtool_agree([replica], tmp_path, promtool, platform.prometheus_major >= 3)
     assert compared >= 21 * len(live)
 
 
@@ -189,7 +190,7 @@ def test_recording_rules_are_the_catalog_formulas() -> None:
         assert " ".join(match[0]["expr"].split()) == " ".join(catalog.promql(sig, "5m").split())
 
 
-def test_victoriametrics_agrees_on_recorded_payloads_to_1e_9(tmp_path: Path) -> None:
+def test_victoriametrics_agrees_on_recorded_payloads_to_1e_9(platform: stacks.Stack, tmp_path: Path) -> None:
     """The third engine: the same recorded payloads imported into VictoriaMetrics, the catalog's
     expressions queried there at the same 21 times, equal the sidecar's values (and so promtool's)."""
     replicas = recorded_replicas()
@@ -204,7 +205,9 @@ def test_victoriametrics_agrees_on_recorded_payloads_to_1e_9(tmp_path: Path) -> 
     assert compared == sum(1 for v in expected.values() if v is not None) >= 21 * 40
 
 
-def test_victoriametrics_does_not_extrapolate_a_partial_window(tmp_path: Path) -> None:
+def test_victoriametrics_does_not_extrapolate_a_partial_window(
+    platform: stacks.Stack, tmp_path: Path
+) -> None:
     """The documented difference: where a window reaches back before a series' first sample,
     VictoriaMetrics' ``rate`` divides the increase it saw by the time it saw (last - first sample),
     while Prometheus extrapolates towards the window's start and divides by the whole window. So the

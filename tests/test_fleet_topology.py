@@ -39,6 +39,7 @@ import pytest
 import requests
 import yaml
 from conftest import MODEL_REPOSITORY, need_binary
+from support import stacks
 from support.fake_triton import FakeTriton
 from support.vmstack import VictoriaMetrics, VMAlert
 from test_dashboards_live import LIVE_BUILTINS
@@ -168,7 +169,7 @@ def _groups(path: Path) -> set[str]:
 
 
 @pytest.fixture
-def fleet(tmp_path: Path, triton: Any) -> Iterator[Fleet]:
+def fleet(platform: stacks.Stack, tmp_path: Path, triton: Any) -> Iterator[Fleet]:
     vm_bin, vmalert_bin = need_binary("victoria-metrics"), need_binary("vmalert")
     need_binary("prometheus")
     need_binary("prometheus-alertmanager")

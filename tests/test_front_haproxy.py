@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import requests
 from conftest import ROOT, need_binary
+from support import stacks
 from support.haproxy import HAProxy
 from support.harness import poll, value
 
@@ -70,7 +71,9 @@ def _poll(check: Any, what: str, timeout: float = 30.0) -> Any:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, triton_server: Any) -> Iterator[Stack]:
+def stack(
+    platform: stacks.Stack, tmp_path_factory: pytest.TempPathFactory, triton_server: Any
+) -> Iterator[Stack]:
     """One stack for the module: the second test only reads configs, it sends no request."""
     tmp_path = tmp_path_factory.mktemp("front")
     haproxy = need_binary("haproxy")

@@ -24,6 +24,7 @@ import pytest
 import requests
 import yaml
 from conftest import need_binary
+from support import stacks
 
 from tritonwatch import slo
 from tritonwatch.alerts import rules
@@ -182,7 +183,7 @@ def test_front_sli_reads_only_the_fronts_buckets() -> None:
     }
 
 
-@pytest.mark.needs("promtool")
+@stacks.needs("promtool")
 def test_promtool_tests_for_the_front_latency_pass_and_catch_a_rule_that_reads_the_sidecar(
     tmp_path: Path,
 ) -> None:
@@ -288,7 +289,7 @@ def _until(check: Any, what: str, timeout: float = 60.0) -> Any:
 
 
 @pytest.mark.triton
-@pytest.mark.needs("caddy", "prometheus")
+@stacks.needs("caddy", "prometheus")
 def test_recorded_latency_error_ratio_is_the_share_clients_timed_over_the_threshold(
     caddy_stack: tuple[str, str],
 ) -> None:

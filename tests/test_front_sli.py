@@ -18,6 +18,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import stacks
 from support.fake_triton import FakeTriton, fake_triton
 
 from tritonwatch import catalog, slo, uncounted
@@ -229,7 +230,7 @@ def test_test_series_are_built_for_the_usual_fronts() -> None:
     assert satisfying_labels(only, unlike=parse_selector('x{code=~"5.*"}', "e")) is None
 
 
-@pytest.mark.needs("promtool")
+@stacks.needs("promtool")
 def test_promtool_tests_for_the_front_sli_pass_and_catch_a_rule_that_reads_triton(tmp_path: Path) -> None:
     out = tmp_path / "rules"
     write(render(str(EXAMPLE)), out)
@@ -397,7 +398,7 @@ def test_rules_triton_refuses_what_is_not_an_http_base_url(
     assert not out.exists()
 
 
-@pytest.mark.needs("promtool")
+@stacks.needs("promtool")
 @pytest.mark.parametrize(
     ("errors", "total"),
     [

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from support import stacks
 from test_gpu_query import recorded_truth
 
 from tritonwatch import catalog
@@ -24,7 +25,11 @@ from tritonwatch.local.gpureplay import GpuReplay
 from tritonwatch.local.procs import free_port, wait_until
 from tritonwatch.local.promstack import Prometheus, ScrapeTarget, prometheus_config
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.needs("promtool", "prometheus")]
+pytestmark = [
+    pytest.mark.prometheus,
+    pytest.mark.needs("promtool", "prometheus"),
+    pytest.mark.usefixtures("platform"),
+]
 
 WINDOW = "8s"
 OLDER = "12s"  # window + 4 scrape intervals
@@ -69,7 +74,9 @@ def test_rules_pass_promtool(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheus, Sidecar]]:
+def stack(
+    platform: stacks.Stack, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Prometheus, Sidecar]]:
     tmp = tmp_path_factory.mktemp("gpu-rules")
     node = GpuReplay().start()
     sidecar: Sidecar | None = None

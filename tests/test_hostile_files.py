@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import need_binary
+from support import stacks
 from support.harness import sidecar_config
 from support.sidecar import TRITONWATCH
 from test_alerts_slo import VALID
@@ -131,7 +132,7 @@ def test_slo_values_are_refused_naming_the_field_and_nothing_is_written(
     assert not out.exists()
 
 
-def test_a_quote_in_up_job_stays_inside_the_promql_string(tmp_path: Path) -> None:
+def test_a_quote_in_up_job_stays_inside_the_promql_string(platform: stacks.Stack, tmp_path: Path) -> None:
     """Before: ``up_job: 'triton"} or up #'`` closed the matcher: TritonServerDown fired for every target."""
     spec = slo.load(slo_file(tmp_path, up_job='triton"} or up #'))
     assert rules.up_matcher(spec) == 'up{job=~"triton\\"} or up #"}'

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support import stacks
 from support.static_endpoint import serve, shutdown
 
 from tritonwatch import slo
@@ -303,7 +304,7 @@ ensemble_scheduling {
 
 
 @pytest.mark.triton
-@pytest.mark.needs("promtool")
+@stacks.needs("promtool")
 def test_the_real_triton_ensemble_and_its_step(tmp_path: Path) -> None:
     """On the real Triton 2.51: an ensemble over fraud_detector is found by ``platform: ensemble``, comes
     first, gets no batch objective, and its step says whose it is; the file passes rules and promtool

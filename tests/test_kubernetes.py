@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 from conftest import need_binary
+from support import stacks
 
 from tritonwatch import catalog
 from tritonwatch.alerts import layers
@@ -164,7 +165,9 @@ def _rules_of(groups: list[dict[str, Any]]) -> list[str]:
 
 
 @pytest.mark.prometheus
-def test_prometheusrule_groups_pass_promtool(rendered: list[dict[str, Any]], tmp_path: Path) -> None:
+def test_prometheusrule_groups_pass_promtool(
+    platform: stacks.Stack, rendered: list[dict[str, Any]], tmp_path: Path
+) -> None:
     """Every generated rule is in exactly one PrometheusRule of its layer, and each object's groups load."""
     need_binary("promtool")
     by_layer: dict[str, list[dict[str, Any]]] = {layer: [] for layer in layers.LAYERS}
@@ -186,7 +189,9 @@ def test_prometheusrule_groups_pass_promtool(rendered: list[dict[str, Any]], tmp
 
 
 @pytest.mark.prometheus
-def test_alertmanager_secret_passes_amtool(rendered: list[dict[str, Any]], tmp_path: Path) -> None:
+def test_alertmanager_secret_passes_amtool(
+    platform: stacks.Stack, rendered: list[dict[str, Any]], tmp_path: Path
+) -> None:
     need_binary("amtool")
     (secret,) = yaml.safe_load_all((KUSTOMIZE_DIR / "generated" / k8s.ALERTMANAGER_FILE).read_text())
     assert secret["metadata"]["name"] == f"alertmanager-{manifests.ALERTMANAGER_NAME}"

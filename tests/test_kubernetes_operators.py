@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import need_binary
+from support import stacks
 from support.fake_apiserver import fake_apiserver
 from test_kubernetes import load_all
 
@@ -155,6 +156,7 @@ def _route(config: Path, labels: dict[str, str]) -> str:
     return out.stdout.strip()
 
 
+@stacks.needs("amtool")
 def test_the_alertmanagerconfig_routes_and_inhibits_as_the_plain_config(tmp_path: Path) -> None:
     need_binary("amtool")
     plain_text = (RULES_DIR / "alertmanager.yml").read_text()
@@ -266,6 +268,7 @@ def _case(query: str, at: str, over: bool | None) -> dict[str, Any]:
 
 
 @pytest.mark.prometheus
+@stacks.needs("promtool")
 def test_a_refused_model_breaking_its_objective_scales_the_deployment(tmp_path: Path) -> None:
     need_binary("promtool")
     (tmp_path / "slo.yaml").write_text(SCALING_SLO)

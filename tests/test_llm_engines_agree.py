@@ -5,7 +5,7 @@ each 10 s step, are fed to the sidecar's LLM window at those times and backfille
 the same timestamps, together with the histograms the sidecar exports from them. At the last step
 Prometheus evaluates the catalog's expressions (the recording rules' formulas, over the sidecar's
 60 s window): samples sit on both edges of the window, so neither engine extrapolates and the values
-must be equal.
+must be equal (Prometheus 3: see ``engines``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 from prometheus_client.utils import floatToGoString
-from support import backfill
+from support import backfill, stacks
 from support.llm_payloads import TRT_LLM_KEY, VLLM_KEY, trt_llm_scrape, vllm_scrape
 
 from tritonwatch import catalog
@@ -28,7 +28,11 @@ from tritonwatch.expfmt import Parser
 from tritonwatch.exporters.llm import LlmWindow
 from tritonwatch.local.promstack import Prometheus
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.needs("promtool", "prometheus")]
+pytestmark = [
+    pytest.mark.prometheus,
+    pytest.mark.needs("promtool", "prometheus"),
+    pytest.mark.usefixtures("platform"),
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "alerts" / "generated" / "catalog.rules.yml"
@@ -43,10 +47,14 @@ def _labels(ls: tuple[tuple[str, str], ...]) -> str:
 
 
 @pytest.fixture(scope="module")
-def engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LlmWindow, Prometheus]]:
+def engines(
+    platform: stacks.Stack, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[LlmWindow, Prometheus]]:
     work = tmp_path_factory.mktemp("llm-engines")
     parser = Parser(catalog.TRITON_FAMILIES, exact=True)
-    window = LlmWindow(WINDOW)
+    # Prometheus 3's ranges are left-open: (t-60s, t] holds the samples from t-50s and extrapolates the
+    # missing step at their mean rate, which is the sidecar's over a 50 s window.
+    window = LlmWindow(WINDOW - STEP if platform.prometheus_major >= 3 else WINDOW)
     series: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[int, float]]] = {}
     for step in range(STEPS + 1):
         t = T0 + STEP * step

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support import stacks
 
 from tritonwatch import catalog, slo
 from tritonwatch.alerts import rules
@@ -20,7 +21,7 @@ from tritonwatch.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "alerts" / "examples" / "llm-slo.yaml"
-needs_promtool = pytest.mark.needs("promtool")
+needs_promtool = stacks.needs("promtool")
 SLO_NAME = "vllm_model-time-to-first-token"
 
 

@@ -25,6 +25,7 @@ import pytest
 import yaml
 from conftest import DATA
 from prometheus_client.utils import floatToGoString
+from support import stacks
 from support.fake_triton import FakeTriton, fake_triton
 from support.llm_served import Series, served
 
@@ -142,7 +143,7 @@ def test_a_model_whose_config_is_unread_gets_neither_meaning() -> None:
     assert of(series, f"{catalog.LLM_TTFT}_count", "fraud_detector") == {}
 
 
-@pytest.mark.needs("promtool")
+@stacks.needs("promtool")
 def test_quantiles_equal_promtools_histogram_quantile_and_the_slo_ratio_is_exact(
     fake: FakeTriton, tmp_path: Path
 ) -> None:

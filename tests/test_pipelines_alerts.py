@@ -19,6 +19,8 @@ from tritonwatch import catalog, slo
 from tritonwatch.alerts import promtests, rules
 from tritonwatch.cli import main
 
+pytestmark = pytest.mark.usefixtures("platform")  # every test runs promtool: on both stacks
+
 MODEL = "pipeline"
 SLO_FILE = f"""apiVersion: tritonwatch/v1
 kind: ServiceLevelObjectives

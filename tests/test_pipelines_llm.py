@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 from prometheus_client.utils import floatToGoString
+from support import stacks
 from support.fake_triton import FakeTriton, fake_triton
 from support.llm_payloads import trt_llm_scrapes
 from support.llm_served import Series, served
@@ -30,7 +31,7 @@ from tritonwatch.exporters.llm import llm_entries
 
 REAL = Path(__file__).resolve().parent / "data" / "real"
 CONFIGS = json.loads((REAL / "tensorrtllm_backend_configs.json").read_text())
-needs_promtool = pytest.mark.needs("promtool")
+needs_promtool = stacks.needs("promtool")
 
 ENSEMBLE, LLM_STEP = ("ensemble", "1"), ("tensorrt_llm", "1")
 FIRST_MS = (100, 250, 500, 1000)  # bucket bounds (ms) of the first-response histogram served

@@ -14,7 +14,7 @@ import requests
 from tritonwatch.local.procs import wait_until
 from tritonwatch.local.promstack import Prometheus, ScrapeTarget, prometheus_config
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.needs("prometheus")]
+pytestmark = [pytest.mark.prometheus, pytest.mark.needs("prometheus"), pytest.mark.usefixtures("platform")]
 
 
 @contextmanager
@@ -25,6 +25,8 @@ def serving_only(path: str) -> Iterator[int]:
         def do_GET(self) -> None:
             body = b"served_path 1\n" if self.path == path else b"not here\n"
             self.send_response(200 if self.path == path else 404)
+            # Prometheus 3 fails a scrape whose answer names no Content-Type (every exporter names one)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

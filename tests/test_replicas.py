@@ -26,6 +26,7 @@ import pytest
 import requests
 import yaml
 from conftest import need_binary, need_pytriton
+from support import stacks
 
 from tritonwatch import catalog
 from tritonwatch import slo as slo_file
@@ -207,7 +208,9 @@ def _expected_slo_series(spec: slo_file.SLOFile) -> list[dict[str, Any]]:
 
 
 @pytest.mark.prometheus
-def test_podmonitor_labelled_pods_aggregate_into_one_model_series(tmp_path: Path) -> None:
+def test_podmonitor_labelled_pods_aggregate_into_one_model_series(
+    platform: stacks.Stack, tmp_path: Path
+) -> None:
     need_binary("promtool")
     rule_files = _rule_files()
     spec = slo_file.load(SLO_FILE)
@@ -287,7 +290,7 @@ def _poll(check: Any, what: str, timeout: float) -> Any:
 
 
 @pytest.fixture
-def fleet(tmp_path: Path) -> Iterator[Fleet]:
+def fleet(platform: stacks.Stack, tmp_path: Path) -> Iterator[Fleet]:
     need_pytriton()
     need_binary("prometheus")
     rule_files = _rule_files()

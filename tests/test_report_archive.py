@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from support import backfill, static_endpoint, synthetic
+from support import backfill, stacks, static_endpoint, synthetic
 from support.smtp_sink import SmtpSink
 
 from tritonwatch.cli import main
@@ -34,7 +34,11 @@ from tritonwatch.local.procs import free_port
 from tritonwatch.local.promstack import Prometheus
 from tritonwatch.reports import archive
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.needs("promtool", "prometheus")]
+pytestmark = [
+    pytest.mark.prometheus,
+    pytest.mark.needs("promtool", "prometheus"),
+    pytest.mark.usefixtures("platform"),
+]
 
 START = datetime(2026, 11, 9, tzinfo=timezone.utc)
 GROWTH = {"growing": 0.04, "steady": 0.0}
@@ -79,7 +83,7 @@ def _iso(t: datetime) -> str:
 
 
 @pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+def prometheus(platform: stacks.Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     blocks = backfill.blocks(list(WEEKS.values()), tmp_path_factory.mktemp("archive-blocks"))
     prom = backfill.serve([blocks], tmp_path_factory.mktemp("archive-prom"))
     try:

@@ -15,13 +15,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import backfill
+from support import backfill, stacks
 
 from tritonwatch import catalog
 from tritonwatch.cli import main
 from tritonwatch.local.promstack import Prometheus
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.needs("promtool", "prometheus")]
+pytestmark = [
+    pytest.mark.prometheus,
+    pytest.mark.needs("promtool", "prometheus"),
+    pytest.mark.usefixtures("platform"),
+]
 
 END = datetime(2026, 11, 9, tzinfo=timezone.utc)
 DAYS = 3
@@ -62,7 +66,9 @@ def write_period(path: Path) -> float:
 
 
 @pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheus, float]]:
+def prometheus(
+    platform: stacks.Stack, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Prometheus, float]]:
     work = tmp_path_factory.mktemp("report-llm")
     om = work / "period.om"
     generated = write_period(om)
@@ -91,6 +97,10 @@ def report(prom: Prometheus, out: Path, *extra: str) -> dict[str, str]:
     return rows[0]
 
 
+@stacks.only(
+    "debian",
+    why="its expected totals are the closed window's; 3.16 gave 27000250.06 for 27000000 (left-open range with extrapolation, 7 Dec 2026)",
+)
 def test_tokens_per_gpu_and_headroom_in_tokens_from_the_kv_cache(
     prometheus: tuple[Prometheus, float], tmp_path: Path
 ) -> None:

@@ -36,7 +36,12 @@ STALLS = (catalog.MODEL_STALLED_ALERT, catalog.SERVER_STALLED_ALERT)
 FIRE_WITHIN = 180.0  # the bound: a page within 3 minutes of the wedge
 BLOCKED = 4  # requests sent to the wedged model: one executing, three pending
 
-pytestmark = [pytest.mark.triton, pytest.mark.prometheus, pytest.mark.needs(PROMETHEUS_BIN)]
+pytestmark = [
+    pytest.mark.triton,
+    pytest.mark.prometheus,
+    pytest.mark.needs(PROMETHEUS_BIN),
+    pytest.mark.usefixtures("platform"),
+]
 
 
 def repository(tmp: Path) -> Path:

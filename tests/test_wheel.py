@@ -31,13 +31,14 @@ import urllib.request
 import venv
 import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 import yaml
+from support import stacks
 from support.harness import read_metrics, value
 
 from tritonwatch import catalog
@@ -346,12 +347,13 @@ def _post_alert(am_url: str, labels: dict[str, str]) -> None:
 
 @pytest.mark.triton
 @pytest.mark.prometheus
-@pytest.mark.needs("promtool", "prometheus", "prometheus-alertmanager")
+@stacks.needs("promtool", "prometheus", "prometheus-alertmanager")
 def test_every_documented_command_runs_from_an_empty_folder(installed: Installed) -> None:
     if not HAVE_PYTRITON:
         pytest.fail("nvidia-pytriton is not installed: the wheel was installed without [local]")
     commands, _ = documented_commands()
-    run = DocsRun(installed)
+    # The module's venv was made once; PATH now starts with this test's stack.
+    run = DocsRun(replace(installed, env=_clean_env(installed.venv)))
     p = run.ports
     done: list[str] = []
 

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 
+from tritonwatch.catalog.render import prometheus3_le
 from tritonwatch.errors import UsageError
 from tritonwatch.selector import Selector, parse_selector
 from tritonwatch.validators import kind as _kind
@@ -51,11 +52,13 @@ def le_text(value: Decimal) -> str:
 
 def le_regex(value: Decimal) -> str:
     """An RE2 pattern for ``le`` that every usual spelling of ``value`` matches, and nothing else:
-    trailing zeros after the point (``0.050``, ``50.0``) and the ``%g`` form (``1e-05``)."""
+    trailing zeros after the point (``0.050``, ``50.0``, Prometheus 3's ``100.0``) and the exponent
+    forms (Python's ``%g`` ``1e-05``, Prometheus 3's shortest ``1.234567e+06``)."""
     text = le_text(value)
     plain = text.replace(".", "\\.") + ("0*" if "." in text else "(\\.0*)?")
-    short = f"{float(value):g}"  # Go's and Python's exponent form, where they use one
-    return plain if "e" not in short else plain + "|" + short.replace(".", "\\.").replace("+", "\\+")
+    # Go's and Python's exponent forms, where they use one (Python's %g keeps 6 digits, Go's all)
+    shorts = dict.fromkeys(s for s in (f"{float(value):g}", prometheus3_le(float(value))) if "e" in s)
+    return "|".join([plain, *(s.replace(".", "\\.").replace("+", "\\+") for s in shorts)])
 
 
 @dataclass(frozen=True)

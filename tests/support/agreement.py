@@ -8,14 +8,16 @@ its input series (one per replica, told apart by ``instance``), the generated
 ``alerts/generated/catalog.rules.yml`` records them every ``STEP``, and one ``promql_expr_test`` per
 (time, record, model) asserts inside promtool that the recorded value is the sidecar's to 1e-9.
 
-Why the comparison is exact and not approximate: Prometheus's ``rate(x[5m])`` at time T takes the
-samples in [T-5m, T] (both ends inclusive in Prometheus 2.x, the promtool used here; Prometheus 3
-leaves T-5m out, which would need this placement revisited) and extrapolates the increase towards
-the range's ends when the first/last sample is not on them. Every evaluation time here is a multiple
-of ``STEP`` at least ``WINDOW`` after the first payload, so there is a sample exactly on each end: the
-extrapolation factor is exactly 1 and ``rate`` is (reset-adjusted last - first) / 300 s, which is the
-sidecar's definition (sum of per-scrape reset-aware increases over a 300 s span). Both treat a drop as
-a reset that counts from 0. Ratios divide the same sums, so only float rounding (summation order) may
+Why the comparison is exact and not approximate: Prometheus 2's ``rate(x[5m])`` at time T takes the
+samples in [T-5m, T] and extrapolates the increase towards the range's ends when the first/last sample
+is not on them. Every evaluation time here is a multiple of ``STEP`` at least ``WINDOW`` after the first
+payload, so there is a sample exactly on each end: the extrapolation factor is exactly 1 and ``rate`` is
+(reset-adjusted last - first) / 300 s, which is the sidecar's definition (sum of per-scrape reset-aware
+increases over a 300 s span). Prometheus 3's ranges are left-open: (T-5m, T] holds the samples from
+T-285 s, and the one missing ``STEP`` is extrapolated at the average rate over the 285 s, so ``rate`` is
+(last - first) / 285 s: the sidecar with ``--window`` 285 s (``left_open``), from the second time on (at
+the first, a replica whose counters started near 0 makes Prometheus 3 stop the extrapolation at their
+zero point instead). Both treat a drop as a reset that counts from 0. Ratios divide the same sums, so only float rounding (summation order) may
 differ: hence 1e-9 relative, and exact equality for the gauge (an integer count, read as is).
 Where the sidecar has no value (a zero denominator), Prometheus must have no finite value either
 (absent, NaN or Inf: PromQL's 0/0 and x/0).
@@ -94,14 +96,17 @@ def _pooled(windows: Sequence[CounterWindow], sig: catalog.Signal, key: ModelKey
     return max(num, 0.0) / den if den > 0 else None
 
 
-def sidecar_values(replicas: Sequence[Replica]) -> dict[Key, float | None]:
-    """Every catalog signal (and batch efficiency) per model at each time with a full window behind it."""
+def sidecar_values(
+    replicas: Sequence[Replica], window: int = WINDOW, first: int = WINDOW
+) -> dict[Key, float | None]:
+    """Every catalog signal (and batch efficiency) per model at each time from ``first`` s (at least a full
+    ``WINDOW`` behind it), the sidecar's ``--window`` being ``window``."""
     steps = len(replicas[0].payloads)
     assert all(len(r.payloads) == steps for r in replicas), "one payload per replica per step"
     clock = [0.0]
     scrapers = []
     for r in replicas:
-        m = TritonMetrics("replay", CounterWindow(WINDOW), 1.0, 1.0, 1 << 30, clock=lambda: clock[0])
+        m = TritonMetrics("replay", CounterWindow(window), 1.0, 1.0, 1 << 30, clock=lambda: clock[0])
         m.fetcher = _Replay(r.payloads)  # type: ignore[assignment]
         scrapers.append(m)
     out: dict[Key, float | None] = {}
@@ -110,7 +115,7 @@ def sidecar_values(replicas: Sequence[Replica]) -> dict[Key, float | None]:
         clock[0] = float(k * STEP)
         for m in scrapers:
             m.scrape()
-        if k * STEP < WINDOW:
+        if k * STEP < first:
             continue
         by_model: dict[ModelKey, list[int]] = {}
         for i, m in enumerate(scrapers):
@@ -193,9 +198,14 @@ def expr_tests(expected: Mapping[Key, float | None]) -> list[dict[str, object]]:
     return tests
 
 
-def promtool_agree(replicas: Sequence[Replica], workdir: Path, promtool: str) -> tuple[int, str]:
-    """Run the agreement through ``promtool test rules``; (number of values compared, promtool's output)."""
-    expected = sidecar_values(replicas)
+def promtool_agree(
+    replicas: Sequence[Replica], workdir: Path, promtool: str, left_open: bool = False
+) -> tuple[int, str]:
+    """Run the agreement through ``promtool test rules``; (number of values compared, promtool's output).
+    ``left_open``: a Prometheus 3 promtool, whose [5m] is the sidecar's 285 s window here (see above)."""
+    expected = (
+        sidecar_values(replicas, WINDOW - STEP, WINDOW + STEP) if left_open else sidecar_values(replicas)
+    )
     defined = sum(1 for v in expected.values() if v is not None)
     test = {
         "rule_files": [str(RULES)],

@@ -1,4 +1,5 @@
-"""VictoriaMetrics (Debian ``victoria-metrics`` 1.79) on loopback for tests: the store and ``vmalert``.
+"""VictoriaMetrics (Debian's 1.79, or today's: tests/support/stacks.py) on loopback for tests: the store and
+``vmalert``.
 
 Both are started with their own data dir on a free port and polled on ``/health`` with a deadline.
 The store answers instant queries up to ``-search.latencyOffset`` (default 30 s) in the past only
@@ -7,7 +8,9 @@ and caches rollups: both are turned off here, so a test reads what was written a
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 
 from tritonwatch.errors import TritonwatchError
@@ -56,6 +59,14 @@ class VictoriaMetrics:
         self.proc.stop()
 
 
+@cache
+def eval_delay_flag(binary: str) -> str:
+    """vmalert's flag that evaluates in the past: ``-datasource.lookback`` up to 1.79, ``-rule.evalDelay``
+    in later ones (1.151 refuses the old flag, and delays 30 s by default)."""
+    out = subprocess.run([binary, "-help"], capture_output=True, text=True, timeout=30)
+    return "-rule.evalDelay" if "-rule.evalDelay" in out.stdout + out.stderr else "-datasource.lookback"
+
+
 class VMAlert:
     """``vmalert`` evaluating rule files against a store, writing records back, alerting one Alertmanager."""
 
@@ -84,7 +95,7 @@ class VMAlert:
                 # Evaluate 10 s in the past, where the shards' remote writes (1 s batches) have all
                 # landed: a record is then the rule's value on complete data at the instant it is
                 # stamped with (vmalert stamps it with the query's time).
-                "-datasource.lookback=10s",
+                f"{eval_delay_flag(binary)}=10s",
                 "-remoteWrite.flushInterval=1s",
                 f"-httpListenAddr=127.0.0.1:{self.port}",
             ],

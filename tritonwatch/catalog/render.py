@@ -6,6 +6,8 @@ labels of their own.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from decimal import Decimal
 
@@ -133,13 +135,32 @@ DEFAULT_BUCKETS: tuple[float, ...] = (
 )  # fmt: skip
 
 
+def prometheus3_le(bound: float) -> str:
+    """A bucket bound as Prometheus 3 stores ``le`` (and ``quantile``): it parses the label at ingestion
+    and writes Go's shortest ``%g`` (exponent form from 1e6 and under 1e-4), adding ".0" to a whole
+    number (``model/labels/float.go``): ``le="100"`` from Triton's text arrives as ``le="100.0"``."""
+    if math.isinf(bound):
+        return "+Inf" if bound > 0 else "-Inf"
+    exact = Decimal(repr(float(bound)))  # the shortest digits that read back as the float, as Go's
+    sign, digits, _ = exact.normalize().as_tuple()
+    exp = exact.adjusted()
+    if exp < -4 or exp >= 6:
+        rest = "".join(map(str, digits[1:]))
+        text = f"{digits[0]}{'.' + rest if rest else ''}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
+    else:
+        text = format(abs(exact.normalize()), "f")
+        text = text if "." in text else text + ".0"
+    return ("-" if sign else "") + text
+
+
 def le_matcher(threshold: float) -> str:
-    """Bucket ``le`` values as the Python (``0.05``, ``1.0``) and Go (``1``) clients print them.
+    """Bucket ``le`` values as the Python (``0.05``, ``1.0``) and Go (``1``) clients print them, and as
+    Prometheus 3 stores them (``prometheus3_le``).
 
     One matcher for the SLO's rules and the report's query of the share of requests under a threshold.
     """
-    forms = dict.fromkeys([repr(float(threshold)), f"{threshold:g}"])
-    return 'le=~"' + "|".join(f.replace(".", "\\\\.") for f in forms) + '"'
+    forms = dict.fromkeys([repr(float(threshold)), f"{threshold:g}", prometheus3_le(threshold)])
+    return 'le=~"' + "|".join(re.sub(r"[.+]", lambda m: "\\\\" + m[0], f) for f in forms) + '"'
 
 
 # --- latency distribution across replicas (from the sidecar's trace histogram) --------------------
