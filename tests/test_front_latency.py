@@ -324,9 +324,13 @@ def test_recorded_latency_error_ratio_is_the_share_clients_timed_over_the_thresh
     _until(lambda: (_scalar(prom, f"timestamp({sli})") or 0) > scraped, "the SLI evaluated after it")
     recorded = _scalar(prom, sli)
     assert recorded is not None
+    asked = 1 / SLOW_EVERY  # requests that sleep 120 ms: over 50 ms wherever they are timed
     print(f"clients over 50 ms: {clients_share:.4f}; recorded 5m latency error ratio: {recorded:.4f}")
-    assert abs(recorded - clients_share) <= 0.005, (recorded, clients_share)
-    assert abs(clients_share - 1 / SLOW_EVERY) <= 0.05  # the load made the share it meant to
+    # Caddy times every request that slept, and no more than the clients did: on a loaded machine a
+    # client's own scheduling can push a 2 ms request over 50 ms on its side (82 against Caddy's 80 of
+    # 320 once), never on Caddy's. 0.005: rate()'s extrapolation of two series young in the window.
+    assert asked - 0.005 <= recorded <= clients_share + 0.005, (recorded, asked, clients_share)
+    assert abs(clients_share - asked) <= 0.05  # the load made the share it meant to
     # The no-data alert stays quiet: Caddy's buckets include the threshold.
     assert _scalar(prom, 'ALERTS{alertname="TritonSLONoData",slo="sleeper-latency"}') is None
 
