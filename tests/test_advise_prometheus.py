@@ -39,7 +39,7 @@ from tritonwatch.local.promstack import Prometheus, ScrapeTarget, prometheus_con
 from tritonwatch.reports.promapi import PromClient
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = [pytest.mark.triton, pytest.mark.prometheus, pytest.mark.needs("prometheus")]
+
 RATE, SECONDS = 40.0, 20.0
 SLO = """apiVersion: tritonwatch/v1
 kind: ServiceLevelObjectives
@@ -98,6 +98,10 @@ def _final(triton: Any) -> dict[str, Any]:
     return st
 
 
+# On a real Prometheus (both stacks); the two tests after it read no server.
+@pytest.mark.triton
+@pytest.mark.prometheus
+@pytest.mark.needs("prometheus")
 def test_prometheus_gives_the_advice_triton_gives(
     stack: tuple[Any, Any, Prometheus, StaticEndpoint], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -113,6 +113,13 @@ def _drive(url: str, model: str, fail_every: int, seen: Counter[int]) -> None:
             seen[resp.status_code] += 1
 
 
+def _triton_successes(triton_url: str, model: str) -> int:
+    """Triton's own count of the model's successful requests (statistics API)."""
+    resp = requests.get(f"{triton_url}/v2/models/{model}/stats", timeout=10)
+    resp.raise_for_status()
+    return int(resp.json()["model_stats"][0]["inference_stats"]["success"]["count"])
+
+
 @pytest.mark.triton
 def test_slo_error_ratio_is_what_clients_saw_while_triton_reads_zero(stack: Stack) -> None:
     # Every target scraped, and HAProxy's counters held at 0 before any request: rate() then
@@ -120,6 +127,9 @@ def test_slo_error_ratio_is_what_clients_saw_while_triton_reads_zero(stack: Stac
     _poll(lambda: len(stack.query("up == 1")) == 3, "Prometheus scraping HAProxy, Triton and the sidecar")
     _poll(lambda: stack.scalar(f"sum({FLAKY_TOTAL})") == 0, "HAProxy's flaky counters at 0 in Prometheus")
 
+    # The session's Triton outlives this module (it runs once per stack): its counters start where the
+    # last run left them, so Triton's count is checked as an increase over this run.
+    before = _triton_successes(stack.triton_url, "flaky")
     seen: dict[str, Counter[int]] = {"flaky": Counter(), "steady": Counter()}
     threads = [
         threading.Thread(target=_drive, args=(stack.front.url, "flaky", FAIL_EVERY, seen["flaky"])),
@@ -152,7 +162,8 @@ def test_slo_error_ratio_is_what_clients_saw_while_triton_reads_zero(stack: Stac
 
     # Triton counted every one of those requests as a success: its own error ratio is 0.
     triton_successes = f'sum({catalog.TRITON_SUCCESS}{{model="flaky"}})'
-    _poll(lambda: stack.scalar(triton_successes) == REQUESTS, "Triton's final counts in Prometheus")
+    assert _triton_successes(stack.triton_url, "flaky") == before + REQUESTS
+    _poll(lambda: stack.scalar(triton_successes) == before + REQUESTS, "Triton's final counts in Prometheus")
     assert stack.scalar(f'sum({catalog.TRITON_FAILURE}{{model="flaky"}})') == 0
     triton_ratio = f'{catalog.ERROR_RATIO_RECORD}{{model="flaky"}}'
     _poll(lambda: stack.scalar(triton_ratio) is not None, "Triton's error ratio recorded")

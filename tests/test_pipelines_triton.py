@@ -420,7 +420,7 @@ def test_traced_steps_add_up_to_each_request_and_give_exact_quantiles(triton: An
             return got[0] == got[1] and got[2].get("bls_pipeline") == catalog.ROLE_BLS
 
         try:
-            wait_until(agree, 30, "the sidecar's step breakdown to be the trace files' exactly, and bls seen")
+            wait_until(agree, 60, "the sidecar's step breakdown to be the trace files' exactly, and bls seen")
         except Exception:
             assert got[0] == got[1]  # shows the difference
             raise

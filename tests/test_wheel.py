@@ -26,6 +26,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import venv
@@ -265,8 +266,8 @@ class DocsRun:
 
     def __init__(self, installed: Installed) -> None:
         self.installed = installed
-        self.cwd = installed.cwd / "first-hour"
-        self.cwd.mkdir()
+        # A folder of its own: the test runs once per stack on the module's one installed wheel.
+        self.cwd = Path(tempfile.mkdtemp(prefix="first-hour-", dir=installed.cwd))
         self.ports = {p: free_port() for p in DOC_PORTS}
         self.background: list[Managed] = []
         self.filled: dict[str, str] = {}

@@ -21,8 +21,10 @@ RESOURCES: dict[str, list[tuple[str, str, bool]]] = {
         ("ConfigMap", "configmaps", True),
         ("Secret", "secrets", True),
         ("Service", "services", True),
+        ("PersistentVolumeClaim", "persistentvolumeclaims", True),
     ],
     "apps/v1": [("Deployment", "deployments", True)],
+    "batch/v1": [("CronJob", "cronjobs", True)],
     "autoscaling/v2": [("HorizontalPodAutoscaler", "horizontalpodautoscalers", True)],
     "monitoring.coreos.com/v1": [
         ("PodMonitor", "podmonitors", True),
