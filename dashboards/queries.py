@@ -142,17 +142,17 @@ def slo_burn_rate(window: str, selector: str = SLO_SELECTOR) -> str:
     return f"{err} / on ({catalog.SLO}, {catalog.MODEL}) group_left () (1 - {obj})"
 
 
-def time_split(part: str, offset: str = "", selector: str = 'model=~"$model"') -> str:
-    """Per model, the share of Triton's request time ``part`` ("computing" or "queued") over the last
-    hour (``offset``: the same hour a week before): what a latency page's description says."""
-    share = catalog.compute_share_promql(selector, "1h", offset, by=catalog.MODEL)
-    return share if part == "computing" else f"1 - ({share})"
-
-
 # --- errors Triton does not count (docs/uncounted-errors.md) ------------------------------------
 # slo.py names an availability objective "<model>-availability": the SLO series that read requests.
 AVAILABILITY_SLO = 'slo=~".+-availability"'
 MODEL_ONLY = 'model=~"$model"'
+
+
+def time_split(part: str, offset: str = "", selector: str = MODEL_ONLY) -> str:
+    """Per model, the share of Triton's request time ``part`` ("computing" or "queued") over the last
+    hour (``offset``: the same hour a week before): what a latency page's description says."""
+    share = catalog.compute_share_promql(selector, "1h", offset, by=catalog.MODEL)
+    return share if part == "computing" else f"1 - ({share})"
 
 
 def uncounted_errors(selector: str = SELECTOR) -> str:
