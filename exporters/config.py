@@ -33,6 +33,9 @@ class SidecarConfig:
     model_config_interval: float = 300.0  # model configs rarely change
     window: float = 60.0
     quantile_window: float = 300.0
+    # Values kept per series and tenth of the quantile window: the memory bound of trace quantiles
+    # (8 bytes each), which stay exact while a tenth of the window brings no more requests than this.
+    quantile_samples: int = 1024
     timeout: float = 0.0  # default: 80% of the interval, at most 10 s
     max_payload_bytes: int = 64 * 1024 * 1024
     max_models: int = 5000
@@ -63,6 +66,8 @@ class SidecarConfig:
     def probe_models(self) -> tuple[str, ...]:
         return tuple(m.strip() for m in self.probe.split(",") if m.strip())
 
+
+MAX_QUANTILE_SAMPLES = 65536  # 5 MiB per series at ten slices: beyond it the bound bounds nothing useful
 
 FLAG_NAMES = {f.name: "--" + f.name.replace("_", "-") for f in fields(SidecarConfig)}
 
@@ -194,9 +199,14 @@ def validate(cfg: SidecarConfig) -> SidecarConfig:
         )
     if cfg.timeout < 0:
         raise UsageError(f"--timeout: must be >= 0 (got {cfg.timeout})")
-    for name in ("max_payload_bytes", "max_models", "otlp_max_body_bytes"):
+    for name in ("max_payload_bytes", "max_models", "otlp_max_body_bytes", "quantile_samples"):
         if getattr(cfg, name) <= 0:
             raise UsageError(f"{FLAG_NAMES[name]}: must be > 0 (got {getattr(cfg, name)})")
+    if cfg.quantile_samples > MAX_QUANTILE_SAMPLES:
+        raise UsageError(
+            f"--quantile-samples: at most {MAX_QUANTILE_SAMPLES} (got {cfg.quantile_samples}; "
+            "each is 8 bytes per series and tenth of the window)"
+        )
     if cfg.set_trace_rate < 0:
         raise UsageError(f"--set-trace-rate: must be >= 0 (got {cfg.set_trace_rate})")
     if cfg.trace_budget < 0:

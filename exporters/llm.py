@@ -197,9 +197,11 @@ class LlmWindow:
 class LlmTraces:
     """Streaming requests from traces: per-request time to first token, gaps, responses per request."""
 
-    def __init__(self, window: float, buckets: Sequence[float], max_keys: int = 2000) -> None:
+    def __init__(
+        self, window: float, buckets: Sequence[float], max_keys: int = 2000, per_slice: int = 1024
+    ) -> None:
         self.window = window
-        self.store = SampleStore(window, max_keys=max_keys)
+        self.store = SampleStore(window, per_slice=per_slice, max_keys=max_keys)
         self.histograms = Histograms(buckets, max_keys=max_keys)
         self._lock = threading.Lock()
         self._tokens: dict[ModelKey, deque[tuple[float, int]]] = {}
@@ -352,7 +354,9 @@ def make_part(context: PartContext) -> list[tuple[LlmPart, Source | None]]:
     window = LlmWindow(cfg.window, accept)
     context.snapshots.subscribe(lambda snapshot: window.observe(snapshot.time, snapshot.samples))
     buckets = cfg.latency_bucket_bounds or catalog.DEFAULT_BUCKETS
-    traces = LlmTraces(cfg.quantile_window, buckets, max_keys=max(cfg.max_models * 2, 1))
+    traces = LlmTraces(
+        cfg.quantile_window, buckets, max_keys=max(cfg.max_models * 2, 1), per_slice=cfg.quantile_samples
+    )
     context.timings.subscribe(lambda batch: traces.record(*batch))  # streaming responses
 
     def topology() -> Topology:

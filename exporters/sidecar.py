@@ -88,6 +88,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="window of trace quantiles in seconds (default 300)",
     )
     p.add_argument(
+        "--quantile-samples",
+        type=int,
+        metavar="N",
+        help="trace latencies kept per series and tenth of the quantile window (default 1024): quantiles "
+        "are exact up to N requests a tenth, sampled beyond; memory is 8 bytes each",
+    )
+    p.add_argument(
         "--timeout", type=float, metavar="S", help="scrape timeout (default 80%% of the interval, max 10)"
     )
     p.add_argument("--max-payload-bytes", type=int, metavar="N", help="largest /metrics payload accepted")

@@ -51,12 +51,13 @@ class StepPart(Part):
         self,
         window: float,
         slices: int = 10,
+        per_slice: int = 1024,
         max_keys: int = 20_000,
         clock: Callable[[], float] = time.time,
         texts: Texts | None = None,
     ) -> None:
         self.texts = texts
-        self.store = SampleStore(window, slices=slices, max_keys=max_keys)
+        self.store = SampleStore(window, slices=slices, per_slice=per_slice, max_keys=max_keys)
         self.clock = clock
         self._lock = threading.Lock()
         # Exact sums for the means, per time slice as the store keeps its values: slice -> key -> ns.

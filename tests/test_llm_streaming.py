@@ -144,13 +144,19 @@ def streaming_run(tmp: Path) -> None:
         base = triton.http_url
         setting = f"{base}/v2/trace/setting"
         requests.post(setting, json={"log_frequency": "20"}, timeout=5).raise_for_status()
+        # Every gap kept, so the quantiles are the exact nearest rank over all of them: past
+        # --quantile-samples values in one time slice (about 1,600 gaps here at the default 1,024) the
+        # store keeps a uniform sample instead.
         sidecar = Sidecar.local(
-            base, triton.metrics_url, interval=1.0, window=WINDOW, quantile_window=600.0, trace_file=str(path)
+            base,
+            triton.metrics_url,
+            interval=1.0,
+            window=WINDOW,
+            quantile_window=600.0,
+            quantile_samples=65536,
+            trace_file=str(path),
         ).start()
         part = next(p for p in sidecar.collector.parts if isinstance(p, LlmPart))
-        # Every gap kept, so the quantiles are the exact nearest rank over all of them: past 1,024
-        # values in one time slice (about 1,600 gaps here) the store keeps a uniform sample instead.
-        part.traces.store.per_slice = 1_000_000
         stop = threading.Event()
         clients = [Client(base, 2 * i, stop) for i in range(CLIENTS)]
         try:

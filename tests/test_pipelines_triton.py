@@ -386,10 +386,21 @@ def per_step(values: Samples, name: str) -> dict[str, float]:
     }
 
 
+SAMPLES = 65536
+
+
 def test_traced_steps_add_up_to_each_request_and_give_exact_quantiles(triton: Any, trace_path: Path) -> None:
     folder = trace_path.parent
+    # The sidecar reads the module's whole trace history at start (the earlier tests' 1,400 ensemble
+    # requests with this one's 80) into one time slice: its quantiles are the exact nearest rank only
+    # while a slice keeps every value, which the default 1,024 (--quantile-samples) would not.
     sidecar = Sidecar.local(
-        triton.http_url, triton.metrics_url, interval=0.5, quantile_window=3600.0, trace_file=str(trace_path)
+        triton.http_url,
+        triton.metrics_url,
+        interval=0.5,
+        quantile_window=3600.0,
+        quantile_samples=SAMPLES,
+        trace_file=str(trace_path),
     ).start()
     try:
         ok, failed = drive(triton, ENSEMBLE, clients=4, per_client=20, mix=True, tag="steps")
@@ -421,6 +432,7 @@ def test_traced_steps_add_up_to_each_request_and_give_exact_quantiles(triton: An
 
         try:
             wait_until(agree, 60, "the sidecar's step breakdown to be the trace files' exactly, and bls seen")
+            assert len(cut(file_traces(folder))) <= SAMPLES  # what makes the quantiles exact
         except Exception:
             assert got[0] == got[1]  # shows the difference
             raise

@@ -19,6 +19,8 @@ from tritonwatch.cli import main
         (["sidecar", "--interval", "0"], "--interval"),
         (["sidecar", "--interval", "abc"], "--interval"),
         (["sidecar", "--interval", "5", "--window", "6"], "--window"),
+        (["sidecar", "--quantile-samples", "0"], "--quantile-samples"),
+        (["sidecar", "--quantile-samples", "65537"], "--quantile-samples: at most 65536"),
         (["sidecar", "--config", "/nonexistent.yaml"], "--config"),
         (["sidecar", "--web-config", "/nonexistent.yaml"], "--web-config"),
     ],

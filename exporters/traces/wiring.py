@@ -62,6 +62,7 @@ def make_part(context: PartContext) -> list[tuple[Part, Source | None]]:
         cfg.quantile_window,
         buckets,
         context.snapshots,
+        per_slice=cfg.quantile_samples,
         max_keys=max_keys,
         prepared=context.prepared,
         texts=context.texts,
@@ -94,7 +95,9 @@ def make_part(context: PartContext) -> list[tuple[Part, Source | None]]:
         reader = TraceFileReader(cfg.trace_file, joined, min(cfg.interval, 1.0), cfg.quantile_window)
         out.append((_View(reader), reader))
         # Trace files link an ensemble's steps (and a BLS model's calls) to the client's request.
-        steps = StepPart(cfg.quantile_window, max_keys=max_keys, texts=context.texts)
+        steps = StepPart(
+            cfg.quantile_window, per_slice=cfg.quantile_samples, max_keys=max_keys, texts=context.texts
+        )
         context.timings.subscribe(lambda batch: steps.record(*batch))
         context.bls.provide(steps.bls_models)
         out.append((steps, None))
