@@ -61,7 +61,7 @@ def _weeks() -> list[synthetic.Week]:
             max_batch_size=8,
             cache_hit_ratio=None,
             request_latency_s=0.03,
-            queue_share=0.1,
+            queue_share=0.2,  # off the batching-delay finding's 10 % edge (support/synthetic.py)
             histogram=False,
             latency_sigma=0.3,
         )
@@ -293,7 +293,7 @@ def test_the_report_is_mailed_and_posted(
     msg = email.message_from_bytes(mail.data, policy=email.policy.default)
     assert isinstance(msg, EmailMessage)
     assert str(msg["Subject"]).startswith(
-        "Triton capacity report 2026-W48: 2 findings, nearest saturation: GPU "
+        "Triton capacity report 2026-W48: 1 finding, nearest saturation: GPU "
     )
     assert msg.get_content_type() == "multipart/alternative"
     text, page = msg.get_body(("plain",)), msg.get_body(("html",))

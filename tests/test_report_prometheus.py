@@ -118,17 +118,20 @@ def test_gpu_weeks_to_saturation_within_a_third(report_dir: Path) -> None:
         assert float(r["headroom_ratio"]) == pytest.approx(1 - float(r["peak_utilization"]))
 
 
-@stacks.only(
-    "debian",
-    why="on 3.16 bert's capacity estimate moved from near 1.857 to 1.178 (left-open ranges on the grid-aligned backfill, 7 Dec 2026): not yet traced",
-)
 def test_capacity_from_the_slo_file_or_the_gpu(report_dir: Path) -> None:
     rows = _csv(report_dir / "models.csv", "model")
     bert, resnet = rows["bert"], rows["resnet"]
     assert bert["capacity_source"] == "slo" and float(bert["capacity_request_rate"]) == 40.0
     bert_model = next(m for m in WEEK.models if m.name == "bert")
     true_weeks = synthetic.weeks_to_reach(WEEK, bert_model.peak_rate, 40.0)
-    assert abs(float(bert["weeks_to_saturation"]) - true_weeks) <= true_weeks / 3, (bert, true_weeks)
+    # The week grows linearly, but seven noisy daily peaks hardly tell linear from compounding growth:
+    # which fits better (AIC) turns on the noise each 5-minute window's samples draw, and the two
+    # stacks' windows hold different samples (Prometheus 2.42 chose linear, 3.16 compounding, on this
+    # week). So the linear fit's date is held to the truth, and the report leads with the earlier.
+    linear, compound = (float(bert[f"weeks_to_saturation_{k}"]) for k in ("linear", "compound"))
+    assert abs(linear - true_weeks) <= true_weeks / 3, (bert, true_weeks)
+    assert float(bert["weeks_to_saturation"]) in (linear, compound)
+    assert float(bert["lead_weeks_to_saturation"]) == min(linear, compound)
     assert float(bert["headroom_ratio"]) == pytest.approx(
         1 - float(bert["peak_request_rate"]) / 40.0, rel=0.01
     )
