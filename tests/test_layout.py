@@ -39,7 +39,6 @@ CORE = {
     "tritonwatch.frontcounters",
     "tritonwatch.fronthistogram",
     "tritonwatch.inputs",
-    "tritonwatch.exporters.traces.otlp",
     "tritonwatch.modelconfig",
     "tritonwatch.safeyaml",
     "tritonwatch.secrets_check",
