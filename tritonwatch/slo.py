@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,11 @@ class SLOFile:
         return format_duration(self.window)
 
     def objectives(self) -> tuple[Objective, ...]:
+        return self._objectives
+
+    # Derived once per file (the dataclass is frozen): generation asks for them per rule and per case.
+    @cached_property
+    def _objectives(self) -> tuple[Objective, ...]:
         out: list[Objective] = []
         for s in self.slos:
             if s.availability:
@@ -173,7 +179,11 @@ class SLOFile:
         return tuple(out)
 
     def slo_for(self, model: str) -> SLO:
-        return next(s for s in self.slos if s.model == model)
+        return self._by_model[model]
+
+    @cached_property
+    def _by_model(self) -> dict[str, SLO]:
+        return {s.model: s for s in reversed(self.slos)}  # the first, were a model there twice
 
 
 # --- parsing ------------------------------------------------------------------------------------
