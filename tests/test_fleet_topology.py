@@ -348,6 +348,7 @@ def _diagnosis(fleet: Fleet) -> str:
 def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
     vm = fleet.store.url
     everyone = set(fleet.triton_targets + fleet.sidecar_targets)
+    sel = f'{catalog.MODEL}="{MODEL}"'
 
     # Each target is scraped by exactly one shard, and both shards scrape some.
     def scraped_by_shard() -> list[set[str]]:
@@ -356,8 +357,41 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
     wait_until(lambda: set().union(*scraped_by_shard()) == everyone, 60, "the shards to find all targets")
     per_shard = scraped_by_shard()
     assert all(per_shard) and not per_shard[0] & per_shard[1], per_shard
-    # Everything reaches the store, with the shard that wrote it.
-    wait_until(lambda: len(query(vm, "up == 1")) == len(everyone), 60, "every target's up in the store")
+
+    # A replica joins under load, with 3 requests of the model pending from its first scrape and none
+    # completing over its first scrapes (a busy server scaled up while its model warms up; a restart
+    # or a model load starts series the same way), then completing steadily. VictoriaMetrics reads
+    # increase() over a series' first sample as 0, and over a few frozen samples both engines read 0:
+    # the stall alerts paged such a replica before they judged only series a whole window old.
+    # It joins first: the rest of the test runs while it is watched past its first stall window.
+    joined = {t.address for t in fleet.joiner_targets}
+    instance = f'instance="127.0.0.1:{fleet.joiner.port}"'
+    pending = f"{catalog.TRITON_PENDING}{{{sel},{instance}}}"
+    success = f"{catalog.TRITON_SUCCESS}{{{sel},{instance}}}"
+    _retarget(fleet, fleet.joiner_targets, set())
+    for url in (vm, fleet.whole.url):
+        wait_until(
+            lambda u=url: scalar(u, pending) == 3, 60, f"the joining replica's pending requests in {url}"
+        )
+    # Its first 5 samples on each engine complete nothing (vmalert's rounds and the whole Prometheus's
+    # evaluations see them); then its requests complete.
+    for url in (vm, fleet.whole.url):
+        wait_until(
+            lambda u=url: (scalar(u, f"count_over_time({success}[1m])") or 0) >= 5,
+            60,
+            f"5 samples of the joining replica in {url}",
+        )
+    # (not changes(): VictoriaMetrics counts a series' first sample as a change)
+    frozen = f"max_over_time({success}[1m]) - min_over_time({success}[1m])"
+    assert scalar(vm, frozen) == scalar(fleet.whole.url, frozen) == 0
+    fleet.joiner.frozen = False
+    # Everything reaches the store, the joined replica too, with the shard that wrote it.
+    wait_until(
+        lambda: len(query(vm, "up == 1")) == len(everyone | joined),
+        60,
+        "every target's up in the store, the joined replica's too",
+    )
+    joined_at = time.monotonic()
     assert {r["metric"]["shard"] for r in query(vm, "up")} == {"0", "1"}
 
     # Where the rules run: each shard the replica layer, evaluated without error; vmalert the global one.
@@ -380,7 +414,6 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
 
     # Fleet request rate: vmalert's record equals the sum over replicas at the record's own instant.
     record = catalog.REQUEST_RATE_RECORD
-    sel = f'{catalog.MODEL}="{MODEL}"'
     rate = catalog.promql(catalog.signal(catalog.REQUEST_RATE), "5m", grouping=["instance"], selector=sel)
     seen: list[Any] = []
 
@@ -392,7 +425,8 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
         at = float(rows[0]["value"][1])
         by_replica = query(vm, rate, at)
         seen[:] = [scalar(vm, f"{record}{{{sel}}}", at), by_replica]
-        return {r["metric"]["instance"] for r in by_replica} == set(fleet.triton_targets) and all(
+        replicas = {*fleet.triton_targets, fleet.joiner_targets[0].address}
+        return {r["metric"]["instance"] for r in by_replica} == replicas and all(
             float(r["value"][1]) > 0 for r in by_replica
         )
 
@@ -452,50 +486,8 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
     print(f"vmalert's slowest rounds (s) by group: {_slowest_rounds(_vmalert_metrics(fleet.vmalert))}")
     assert sorted(a["slo"] for a in burn) == sorted(slos), burn
     assert all(a["model"] == MODEL and "shard" not in a and "instance" not in a for a in burn), burn
-    # No stall so far on either engine (every replica's series started with the test).
+    # No stall so far on either engine (every replica's series but the joined one's started with the test).
     assert not any(_stalls(fleet, "10m").values()), _stalls(fleet, "10m")
-
-    # A replica joins under load, with 3 requests of the model pending from its first scrape and none
-    # completing over its first scrapes (a busy server scaled up while its model warms up; a restart
-    # or a model load starts series the same way), then completing steadily. VictoriaMetrics reads
-    # increase() over a series' first sample as 0, and over a few frozen samples both engines read 0:
-    # the stall alerts paged such a replica before they judged only series a whole window old.
-    joined = {t.address for t in fleet.joiner_targets}
-    instance = f'instance="127.0.0.1:{fleet.joiner.port}"'
-    pending = f"{catalog.TRITON_PENDING}{{{sel},{instance}}}"
-    success = f"{catalog.TRITON_SUCCESS}{{{sel},{instance}}}"
-    _retarget(fleet, fleet.joiner_targets, set())
-    for url in (vm, fleet.whole.url):
-        wait_until(
-            lambda u=url: scalar(u, pending) == 3, 60, f"the joining replica's pending requests in {url}"
-        )
-    # Its first 5 samples on each engine complete nothing (vmalert's rounds and the whole Prometheus's
-    # evaluations see them); then its requests complete.
-    for url in (vm, fleet.whole.url):
-        wait_until(
-            lambda u=url: (scalar(u, f"count_over_time({success}[1m])") or 0) >= 5,
-            60,
-            f"5 samples of the joining replica in {url}",
-        )
-    # (not changes(): VictoriaMetrics counts a series' first sample as a change)
-    frozen = f"max_over_time({success}[1m]) - min_over_time({success}[1m])"
-    assert scalar(vm, frozen) == scalar(fleet.whole.url, frozen) == 0
-    fleet.joiner.frozen = False
-    wait_until(lambda: len(query(vm, "up == 1")) == len(everyone | joined), 60, "the joined replica up")
-    joined_at = time.monotonic()
-    # Watched past the first stall window (2m for this model) and its first judgement.
-    window = stall.seconds(catalog.STALL_WINDOWS[0]) + 20
-    while time.monotonic() - joined_at < window:
-        stalls = _stalls(fleet, "10m")
-        assert not any(stalls.values()), stalls
-        time.sleep(2)
-    # It was there all along, with requests pending at every sample, and completing.
-    for url in (vm, fleet.whole.url):
-        assert scalar(url, f"min_over_time({pending}[{catalog.STALL_WINDOWS[0]}])") == 3, url
-        assert (scalar(url, f"increase({success}[{catalog.STALL_WINDOWS[0]}])") or 0) > 0, url
-    print(
-        f"a replica joined with 3 requests pending, 5 scrapes without completions: no stall over {window} s"
-    )
 
     before = {json.dumps(a, sort_keys=True) for a in _firing(fleet.alertmanager)}
     # What the fleet's own data makes active (e.g. the recorded batches fill 2 % of max_batch_size:
@@ -539,12 +531,9 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
         now = {json.dumps(a, sort_keys=True) for a in _firing(fleet.alertmanager)}
         assert now <= before, sorted(now - before)
         # Nor does any alert start pending (one with a `for` longer than this wait would show here).
-        pending = _evaluated(fleet.vmalert)
-        assert pending <= pending_before, sorted(pending - pending_before)
+        active = _evaluated(fleet.vmalert)
+        assert active <= pending_before, sorted(active - pending_before)
         time.sleep(1)
-    # No stall alert at any evaluation since the test began, on either engine.
-    assert not any(_stalls(fleet, "15m").values()), _stalls(fleet, "15m")
-
     # Every dashboard query parses on VictoriaMetrics and has data there wherever a shard has it.
     dashes = {name: json.loads(data) for name, data in render_all().items()}
     queries = promcheck.collect(dashes)
@@ -560,3 +549,20 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
         f"{sum(r.has_data for r in on_vm.values())}; on shard 0/1: "
         f"{[sum(r.has_data for r in s.values()) for s in on_shards]}"
     )
+
+    # The joined replica, watched past the first stall window (2m for this model) and its first judgement.
+    window = stall.seconds(catalog.STALL_WINDOWS[0]) + 20
+    while time.monotonic() - joined_at < window:
+        stalls = _stalls(fleet, "10m")
+        assert not any(stalls.values()), stalls
+        time.sleep(2)
+    # It was there all along, with requests pending at every sample, and completing.
+    for url in (vm, fleet.whole.url):
+        assert scalar(url, f"min_over_time({pending}[{catalog.STALL_WINDOWS[0]}])") == 3, url
+        assert (scalar(url, f"increase({success}[{catalog.STALL_WINDOWS[0]}])") or 0) > 0, url
+    print(
+        f"a replica joined with 3 requests pending, 5 scrapes without completions: no stall over {window} s"
+    )
+
+    # No stall alert at any evaluation since the test began, on either engine.
+    assert not any(_stalls(fleet, "15m").values()), _stalls(fleet, "15m")
