@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from support import stacks
-from support.lanes import ProcessGuard, ProcessReach, is_slow
+from support.lanes import ProcessGuard, ProcessReach, is_slow, longest_first
 from support.triton_guard import fail_if_crashed, restart_if_dead
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,6 +147,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.triton)
         if is_slow(item, _REACH):
             item.add_marker(pytest.mark.slow)
+    longest_first(items)
 
 
 @pytest.fixture(autouse=True)

@@ -253,6 +253,18 @@ def test_every_documented_command_is_in_a_block_this_test_runs() -> None:
     assert len(commands) >= 20
 
 
+class _Ports(dict[int, int]):
+    """A documented port -> a free loopback port, taken when first named, just before a process binds
+    it. Taken all at once, a port stayed unbound for the minutes the first steps take: on 7 Dec 2026,
+    with other tests' servers starting beside it, the sidecar's port answered with a Triton's metrics
+    (its summaries' NaN failed the wait), so another server had bound it first."""
+
+    def __missing__(self, doc_port: int) -> int:
+        assert doc_port in DOC_PORTS, doc_port
+        self[doc_port] = port = free_port()
+        return port
+
+
 class DocsRun:
     """Runs documented command lines as written, in one empty folder, with the installed wheel.
 
@@ -268,13 +280,14 @@ class DocsRun:
         self.installed = installed
         # A folder of its own: the test runs once per stack on the module's one installed wheel.
         self.cwd = Path(tempfile.mkdtemp(prefix="first-hour-", dir=installed.cwd))
-        self.ports = {p: free_port() for p in DOC_PORTS}
+        self.ports = _Ports()
         self.background: list[Managed] = []
         self.filled: dict[str, str] = {}
 
     def text(self, line: str) -> str:
-        for doc_port, port in self.ports.items():
-            line = line.replace(f"127.0.0.1:{doc_port}", f"127.0.0.1:{port}")
+        for doc_port in DOC_PORTS:
+            if f"127.0.0.1:{doc_port}" in line:
+                line = line.replace(f"127.0.0.1:{doc_port}", f"127.0.0.1:{self.ports[doc_port]}")
         for name, filled in self.filled.items():
             line = line.replace(f"<{name}>", filled)
         assert "<" not in line, f"a placeholder nobody filled: {line}"
@@ -298,7 +311,7 @@ class DocsRun:
         argv = [*shlex.split(self.text(line)), *more]
         exe = self.installed.venv / "bin" / argv[0]
         argv[0] = str(exe) if exe.exists() else argv[0]
-        log = self.installed.cwd / f"{name}.log"
+        log = self.cwd / f"{name}.log"  # the run's own: a second run must not read the first one's "ready"
         proc = Managed(name, argv, env=self.installed.env, log_path=log, cwd=self.cwd)
         self.background.append(proc)
         return proc
@@ -315,9 +328,10 @@ class DocsRun:
 def _wait(check: Callable[[], bool], what: str, proc: Managed, run: DocsRun, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        # Alive first: a process that could not bind its port leaves whatever holds it to answer.
+        assert proc.alive(), f"{what}: the process ended\n{run.log(proc)[-3000:]}"
         if check():
             return
-        assert proc.alive(), f"{what}: the process ended\n{run.log(proc)[-3000:]}"
         time.sleep(0.5)
     raise AssertionError(f"{what}: not within {timeout:.0f} s\n{run.log(proc)[-3000:]}")
 
@@ -349,11 +363,6 @@ def _post_alert(am_url: str, labels: dict[str, str]) -> None:
 @pytest.mark.triton
 @pytest.mark.prometheus
 @stacks.needs("promtool", "prometheus", "prometheus-alertmanager")
-@stacks.only(
-    "debian",
-    why="the first hour as a new user follows it, on Debian's packages; its second run in one module, on "
-    "3.16, failed at the documented `tritonwatch load` in a fresh-clone run (7 Dec 2026), not yet traced",
-)
 def test_every_documented_command_runs_from_an_empty_folder(installed: Installed) -> None:
     if not HAVE_PYTRITON:
         pytest.fail("nvidia-pytriton is not installed: the wheel was installed without [local]")
@@ -429,7 +438,7 @@ def test_every_documented_command_runs_from_an_empty_folder(installed: Installed
         # the alerts commands, on an Alertmanager routing with the generated configuration
         from tritonwatch.local.promstack import Alertmanager
 
-        am = Alertmanager(installed.cwd / "am", run.cwd / "rules" / "alertmanager.yml", port=p[9093])
+        am = Alertmanager(run.cwd / "am", run.cwd / "rules" / "alertmanager.yml", port=p[9093])
         run.background.append(am.proc)
         am.wait_ready()
         burn = {"alertname": "TritonSLOErrorBudgetBurn", "model": "fraud_detector", "severity": "page"}
@@ -480,7 +489,7 @@ def test_every_documented_command_runs_from_an_empty_folder(installed: Installed
 
     # 4. everything at once, last: it starts its own Triton, Prometheus and Alertmanager
     (line,) = each(r"tritonwatch demo --duration \d+")
-    tmp = installed.cwd / "demo-tmp"
+    tmp = run.cwd / "demo-tmp"
     tmp.mkdir()
     demo = run.run(line, timeout=400, TMPDIR=str(tmp))
     assert "demo summary" in demo.stdout

@@ -229,3 +229,28 @@ class ProcessGuard:
             if hasattr(os, name):
                 monkeypatch.setattr(os, name, refuse)
         yield
+
+
+# The slow lane's longest files, longest first (--durations of a 2-worker run, 7 Dec 2026: minutes of
+# setup and calls per file). pytest-xdist's --dist loadfile hands files out in collection order, so a
+# long file collected last (test_wheel.py, alphabetically) ran alone on one worker while the other sat
+# idle: started first, the long files overlap the many short ones.
+LONGEST_FIRST = (
+    "test_wheel.py",  # ~9 min: a wheel built and installed, the first hour of the docs on both stacks
+    "test_fleet_topology.py",  # ~6 min
+    "test_stall_e2e.py",  # ~4.5 min
+    "test_kubernetes_operators.py",
+    "test_headroom_triton.py",
+    "test_init.py",
+    "test_demo.py",
+    "test_alerts_rules.py",
+    "test_advise_prometheus.py",
+    "test_llm_slo.py",
+)
+
+
+def longest_first(items: list[pytest.Item]) -> None:
+    """Reorders ``items`` in place: the files of ``LONGEST_FIRST`` first, in its order, each file's
+    tests kept together and in their order (module-scoped servers start once)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
