@@ -54,14 +54,17 @@ pytest: venv debs stack
 # lane's tests) is no failure.
 # Lint, types and the fast lane, in under 3 minutes.
 check: venv debs lint typecheck
-	$(BIN)/pytest -q -ra -m "not slow" $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/pytest -q -ra -m "not slow" $(call xdist,$(FAST_WORKERS)) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-# The fast lane first (`check`), then only the slow lane: each test runs once. The slow lane runs on
-# SLOW_WORKERS pytest-xdist workers (default 2, one a core), a test file to a worker (its module-scoped
-# servers start once); 0 runs it in this process.
+# The fast lane first (`check`), then only the slow lane: each test runs once. Each lane runs on
+# FAST_WORKERS / SLOW_WORKERS pytest-xdist workers (default 2, one a core), a test file to a worker (its
+# module-scoped servers start once; the slow lane's longest files first, tests/support/lanes.py); 0 runs
+# a lane in this process.
+FAST_WORKERS ?= 2
 SLOW_WORKERS ?= 2
+xdist = $(if $(filter-out 0,$(1)),-n $(1) --dist loadfile)
 test: check stack
-	$(BIN)/pytest -q -ra -m slow $(if $(filter-out 0,$(SLOW_WORKERS)),-n $(SLOW_WORKERS) --dist loadfile) --durations=30 $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/pytest -q -ra -m slow $(call xdist,$(SLOW_WORKERS)) --durations=30 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # Regenerate every committed generated file (rules, Alertmanager config, dashboards, Kubernetes manifests, model).
 generate: venv
