@@ -64,7 +64,7 @@ FAST_WORKERS ?= 2
 SLOW_WORKERS ?= 2
 xdist = $(if $(filter-out 0,$(1)),-n $(1) --dist loadfile)
 test: check stack
-	$(BIN)/pytest -q -ra -m slow $(call xdist,$(SLOW_WORKERS)) --durations=30 $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/pytest -q -ra -m slow $(call xdist,$(SLOW_WORKERS)) $(if $(filter-out 0,$(SLOW_WORKERS)),--no-loadscope-reorder) --durations=30 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # Regenerate every committed generated file (rules, Alertmanager config, dashboards, Kubernetes manifests, model).
 generate: venv

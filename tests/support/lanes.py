@@ -231,21 +231,26 @@ class ProcessGuard:
         yield
 
 
-# The slow lane's longest files, longest first (--durations of a 2-worker run, 7 Dec 2026: minutes of
-# setup and calls per file). pytest-xdist's --dist loadfile hands files out in collection order, so a
-# long file collected last (test_wheel.py, alphabetically) ran alone on one worker while the other sat
-# idle: started first, the long files overlap the many short ones.
+# The slow lane's longest files, longest first (--durations of a fresh-clone 2-worker run, 7 Dec 2026:
+# minutes of setup and calls per file). pytest-xdist's --dist loadfile hands out files with the most tests first,
+# so the long files of few tests (test_wheel.py, test_stall_e2e.py) ran last, alone on one worker while
+# the other sat idle. With --no-loadscope-reorder (the Makefile) it hands them out in collection order:
+# this order, the long files first, overlapping the many short ones.
 LONGEST_FIRST = (
-    "test_wheel.py",  # ~9 min: a wheel built and installed, the first hour of the docs on both stacks
-    "test_fleet_topology.py",  # ~6 min
-    "test_stall_e2e.py",  # ~4.5 min
-    "test_kubernetes_operators.py",
-    "test_headroom_triton.py",
-    "test_init.py",
-    "test_demo.py",
+    "test_wheel.py",  # ~8 min: a wheel built and installed, the first hour of the docs on both stacks
+    "test_fleet_topology.py",  # ~5.5 min
+    "test_stall_e2e.py",  # ~4 min
+    "test_headroom_triton.py",  # ~3 min
     "test_alerts_rules.py",
+    "test_demo.py",
+    "test_init.py",
     "test_advise_prometheus.py",
+    "test_replicas.py",
+    "test_llm_streaming.py",
+    "test_dashboards_llm_live.py",
     "test_llm_slo.py",
+    "test_kubernetes_operators.py",
+    "test_trace_budget.py",
 )
 
 
