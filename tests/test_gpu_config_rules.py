@@ -244,9 +244,9 @@ def test_report_gpu_columns_include_config_placed_models(
     got = week.collect(PromClient(prom.url, timeout=30), end, days=1)
     # The report's day holds the restart: the sidecar's counters hold 585 of the 600 s, all but the
     # 15 s from the old sidecar's last scrape to the new one's starting point, less what increase()
-    # leaves of the counters' first value (15 s worth, at 15 s). Prometheus 2 extrapolates to zero
-    # (15.4 s, under 1.1 mean intervals): all of it. Prometheus 3 first caps an extrapolation that
-    # long at half a mean interval, then at zero: half of it. Triton's counters start at 0: whole.
+    # leaves of the counters' first value (15 s worth, at 15 s). Prometheus 2.42 extrapolates to zero
+    # (15.4 s, under 1.1 mean intervals): all of it. 3.16 first caps an extrapolation that long at
+    # half a mean interval, then at zero: half of it. Triton's counters start at 0: whole.
     seen = (SPAN - STEP - (STEP / 2 if platform.prometheus_major >= 3 else 0)) / SPAN
     busy = {m: b * (seen if m != "resnet50" else 1.0) for m, b in busy_by_hand(replayed.real).items()}
     success = {**values(replayed.real, catalog.TRITON_SUCCESS), "resnet50": 80000.0}
