@@ -59,12 +59,15 @@ check: venv debs lint typecheck
 # The fast lane first (`check`), then only the slow lane: each test runs once. Each lane runs on
 # FAST_WORKERS / SLOW_WORKERS pytest-xdist workers (default 2, one a core), a test file to a worker (its
 # module-scoped servers start once; the slow lane's longest files first, tests/support/lanes.py); 0 runs
-# a lane in this process.
+# a lane in this process. Tests marked `alone` (latency measured against a limit) run last, one at a
+# time with nothing beside them: beside another worker's Triton the headroom test's p99 read 504 ms
+# against its 500 ms limit (fresh-clone run, 7 Dec 2026).
 FAST_WORKERS ?= 2
 SLOW_WORKERS ?= 2
 xdist = $(if $(filter-out 0,$(1)),-n $(1) --dist loadfile)
 test: check stack
-	$(BIN)/pytest -q -ra -m slow $(call xdist,$(SLOW_WORKERS)) $(if $(filter-out 0,$(SLOW_WORKERS)),--no-loadscope-reorder) --durations=30 $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/pytest -q -ra -m "slow and not alone" $(call xdist,$(SLOW_WORKERS)) $(if $(filter-out 0,$(SLOW_WORKERS)),--no-loadscope-reorder) --durations=30 $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/pytest -q -ra -m "slow and alone" --durations=5 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # Regenerate every committed generated file (rules, Alertmanager config, dashboards, Kubernetes manifests, model).
 generate: venv

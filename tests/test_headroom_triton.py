@@ -151,6 +151,7 @@ def measure(base: str, rates: dict[str, float], seconds: float, seed: int) -> di
     return {model: min(runs, key=lambda r: r.late_s) for model, runs in tries.items()}
 
 
+@pytest.mark.alone  # its p99 against the 500 ms limit needs the machine to itself (Makefile)
 def test_served_capacity_is_neither_optimistic_nor_pessimistic(triton: Any, tmp_path: Path) -> None:
     slo = tmp_path / "slo.yaml"
     slo.write_text(SLO)

@@ -12,9 +12,10 @@ import requests
 from support.static_endpoint import StaticEndpoint
 
 from tritonwatch.cli import main
-from tritonwatch.errors import UsageError
+from tritonwatch.errors import TritonwatchError, UsageError
 from tritonwatch.inputs import InputSpec, input_specs
 from tritonwatch.local.load import LoadDriver, parse_triton_url, percentile
+from tritonwatch.local.procs import wait_until
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -69,9 +70,20 @@ def test_counts_match_statistics_api_and_repeats_hit_the_cache(triton: Any) -> N
 def test_nan_inputs_are_real_failures_counted_exactly(triton: Any) -> None:
     before = counts(triton, "fraud_detector")
     stats = LoadDriver(triton.http_url, concurrency=4, error_ratio=0.2).run(2.0)
-    d = delta(counts(triton, "fraud_detector"), before)
     assert stats.errors > 0 and stats.ok > 0, stats
-    assert (d["success"], d["fail"]) == (stats.ok, stats.errors)
+    # Triton answers a failed request before its statistics count it: on a loaded machine the last
+    # few failures (3 of 895, once) were not counted yet when read at once. Read until all arrived.
+    got: dict[str, int] = {}
+
+    def counted() -> bool:
+        got.update(delta(counts(triton, "fraud_detector"), before))
+        return got["success"] + got["fail"] >= stats.ok + stats.errors
+
+    try:
+        wait_until(counted, 10, "Triton's statistics to count every request the driver sent")
+    except TritonwatchError:
+        pass  # the assertion below shows what was counted
+    assert (got["success"], got["fail"]) == (stats.ok, stats.errors)
     assert stats.last_error and "NaN" in stats.last_error
 
 
