@@ -64,9 +64,9 @@ check: venv debs lint typecheck
 # against its 500 ms limit (fresh-clone run, 7 Dec 2026).
 FAST_WORKERS ?= 2
 SLOW_WORKERS ?= 2
-xdist = $(if $(filter-out 0,$(1)),-n $(1) --dist loadfile)
+xdist = $(if $(filter-out 0,$(1)),-n $(1) --dist loadfile $(2))
 test: check stack
-	$(BIN)/pytest -q -ra -m "slow and not alone" $(call xdist,$(SLOW_WORKERS)) $(if $(filter-out 0,$(SLOW_WORKERS)),--no-loadscope-reorder) --durations=30 $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/pytest -q -ra -m "slow and not alone" $(call xdist,$(SLOW_WORKERS),--no-loadscope-reorder) --durations=30 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(BIN)/pytest -q -ra -m "slow and alone" --durations=5 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # Regenerate every committed generated file (rules, Alertmanager config, dashboards, Kubernetes manifests, model).

@@ -35,7 +35,7 @@ class SidecarConfig:
     quantile_window: float = 300.0
     # Values kept per series and tenth of the quantile window: the memory bound of trace quantiles
     # (8 bytes each), which stay exact while a tenth of the window brings no more requests than this.
-    quantile_samples: int = 1024
+    quantile_samples: int = 1024  # traces.store.PER_SLICE (not imported: the traces package imports this)
     timeout: float = 0.0  # default: 80% of the interval, at most 10 s
     max_payload_bytes: int = 64 * 1024 * 1024
     max_models: int = 5000

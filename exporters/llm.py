@@ -46,7 +46,7 @@ from tritonwatch.exporters.native_latency import bucket_quantile
 from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.snapshot import Snapshots
 from tritonwatch.exporters.source import Source
-from tritonwatch.exporters.traces.store import Histograms, SampleStore
+from tritonwatch.exporters.traces.store import PER_SLICE, Histograms, SampleStore
 from tritonwatch.exporters.traces.timing import RequestTiming
 from tritonwatch.exporters.window import IncreaseWindow, ModelKey, model_key
 
@@ -198,7 +198,7 @@ class LlmTraces:
     """Streaming requests from traces: per-request time to first token, gaps, responses per request."""
 
     def __init__(
-        self, window: float, buckets: Sequence[float], max_keys: int = 2000, per_slice: int = 1024
+        self, window: float, buckets: Sequence[float], max_keys: int = 2000, per_slice: int = PER_SLICE
     ) -> None:
         self.window = window
         self.store = SampleStore(window, per_slice=per_slice, max_keys=max_keys)

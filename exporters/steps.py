@@ -38,7 +38,7 @@ from prometheus_client.core import Metric
 from tritonwatch import catalog
 from tritonwatch.exporters.exposition import TextFamily, Texts
 from tritonwatch.exporters.part import Part
-from tritonwatch.exporters.traces.store import SampleStore
+from tritonwatch.exporters.traces.store import PER_SLICE, SampleStore
 from tritonwatch.exporters.traces.timing import RequestTiming
 
 StepKey = tuple[str, str, str, str]  # ensemble, version, step, phase
@@ -51,7 +51,7 @@ class StepPart(Part):
         self,
         window: float,
         slices: int = 10,
-        per_slice: int = 1024,
+        per_slice: int = PER_SLICE,
         max_keys: int = 20_000,
         clock: Callable[[], float] = time.time,
         texts: Texts | None = None,

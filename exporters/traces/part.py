@@ -16,7 +16,7 @@ from tritonwatch.exporters.native_latency import NativeModel
 from tritonwatch.exporters.part import Part
 from tritonwatch.exporters.snapshot import Snapshots
 from tritonwatch.exporters.source import Updates
-from tritonwatch.exporters.traces.store import Histograms, SampleStore, quantiles_of, settle
+from tritonwatch.exporters.traces.store import PER_SLICE, Histograms, SampleStore, quantiles_of, settle
 from tritonwatch.exporters.traces.summaries import Row, SummaryReader, SummaryRows
 from tritonwatch.exporters.traces.timing import RequestTiming
 
@@ -41,7 +41,7 @@ class LatencyPart(Part):
         snapshots: Snapshots | None = None,
         max_keys: int = 2000,
         clock: Callable[[], float] = time.time,
-        per_slice: int = 1024,
+        per_slice: int = PER_SLICE,
         updates: Sequence[Updates] = (),
         prepared: bool = False,
         texts: Texts | None = None,

@@ -24,6 +24,9 @@ from typing import cast
 
 from prometheus_client.utils import floatToGoString
 
+# Values a time slice keeps before it samples (--quantile-samples' default): quantiles exact up to it.
+PER_SLICE = 1024
+
 Key = tuple[str, ...]  # model, version, phase (an ensemble's steps: model, version, step, phase)
 
 
@@ -125,7 +128,7 @@ class SampleStore:
         self,
         window: float,
         slices: int = 10,
-        per_slice: int = 1024,
+        per_slice: int = PER_SLICE,
         max_keys: int = 2000,
         seed: int | None = None,
     ) -> None:
