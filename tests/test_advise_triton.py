@@ -35,6 +35,9 @@ def linear(bench_triton: Any) -> Any:
     return bench_triton  # shared with test_advise_prometheus.py
 
 
+# Its fit's slope within 5 % of the slept 6 ms an item needs the machine to itself (Makefile): beside
+# another worker's Tritons the sleeps' overrun differed between batch sizes and read 5.70 ms once.
+@pytest.mark.alone
 def test_advise_reads_the_line_the_model_sleeps(
     linear: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
