@@ -8,6 +8,7 @@ period, so no stub lingers holding a port.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import logging
@@ -15,6 +16,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -39,10 +41,24 @@ def _die_with_parent() -> None:
         pass
 
 
+# Ports handed out lately: a port is chosen now and bound later (Triton binds its three at start), and
+# the kernel may offer a just-released port again. Triton was once given one port for HTTP and gRPC
+# ("cannot listen to HTTP requests and GRPC requests at the same address and port").
+_HANDED_OUT: collections.deque[int] = collections.deque(maxlen=512)
+_HANDED_OUT_LOCK = threading.Lock()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    """A loopback port free now and not handed out by this process among its last 512."""
+    with _HANDED_OUT_LOCK:
+        for _ in range(64):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((host, 0))
+                port = int(s.getsockname()[1])
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.append(port)
+                return port
+    raise TritonwatchError(f"no free port on {host} that was not just handed out (64 tries)")
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:

@@ -97,8 +97,9 @@ class Prometheus:
         config: dict[str, object],
         port: int | None = None,
         storage: Path | None = None,
+        binary: str | None = None,  # default: prometheus on PATH
     ) -> None:
-        binary = require_binary(PROMETHEUS_BIN)
+        binary = binary or require_binary(PROMETHEUS_BIN)
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -129,8 +130,10 @@ class Prometheus:
 class Alertmanager:
     """An Alertmanager on 127.0.0.1:<port>, clustering off, with its own storage."""
 
-    def __init__(self, workdir: Path, config_path: Path, port: int | None = None) -> None:
-        binary = require_binary(ALERTMANAGER_BIN)
+    def __init__(
+        self, workdir: Path, config_path: Path, port: int | None = None, binary: str | None = None
+    ) -> None:
+        binary = binary or require_binary(ALERTMANAGER_BIN)  # default: Alertmanager on PATH
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"

@@ -105,6 +105,14 @@ def platform(
             _ACTIVE_STACK = None
 
 
+@pytest.fixture(scope="module")
+def every_stack() -> dict[str, stacks.Stack]:
+    """Both stacks at once, by name, for a test whose servers run side by side against one system under
+    test (one Triton, both Prometheus): it names each program by its stack's absolute path, and a
+    program a stack lacks fails the test naming how to get it."""
+    return {name: stacks.load(name, _ORIGINAL_PATH) for name in stacks.NAMES}
+
+
 @pytest.fixture(autouse=True)
 def _stack_programs_need_the_stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
@@ -199,22 +207,26 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         need_pytriton()
     callspec = getattr(item, "callspec", None)
     on = callspec.params.get("platform") if callspec is not None else None
-    if item.get_closest_marker("prometheus") and on is None:
-        pytest.fail(
-            f"{item.nodeid} is marked prometheus: take the `platform` fixture to run on both stacks",
-            pytrace=False,
-        )
+    # Run on both stacks: one at a time (`platform`), or both at once (`every_stack`).
+    names = (
+        [on]
+        if on is not None
+        else list(stacks.NAMES)
+        if "every_stack" in getattr(item, "fixturenames", ())
+        else []
+    )
+    way = "take the `platform` fixture (or `every_stack`) to run on both stacks"
+    if item.get_closest_marker("prometheus") and not names:
+        pytest.fail(f"{item.nodeid} is marked prometheus: {way}", pytrace=False)
     for mark in item.iter_markers("needs"):  # @pytest.mark.needs("promtool", ...)
         for name in mark.args:
             if stacks.ALIASES.get(name, name) not in stacks.PROGRAMS:
                 need_binary(name)
-            elif on is None:
-                pytest.fail(
-                    f"{item.nodeid} needs {name}: take the `platform` fixture to run on both stacks",
-                    pytrace=False,
-                )
-            elif stacks.load(on, _ORIGINAL_PATH).programs[stacks.ALIASES.get(name, name)] is None:
-                pytest.fail(stacks.load(on, _ORIGINAL_PATH).missing_line(name), pytrace=False)
+            elif not names:
+                pytest.fail(f"{item.nodeid} needs {name}: {way}", pytrace=False)
+            for stack in (stacks.load(n, _ORIGINAL_PATH) for n in names):
+                if stack.programs[stacks.ALIASES.get(name, name)] is None:
+                    pytest.fail(stack.missing_line(name), pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """``tritonwatch advise --prometheus`` gives ``--triton``'s advice on the same traffic (issue 27).
 
 A real Triton serves bench/models/linear (a batch of n sleeps 50 + 6 n ms), the real sidecar scrapes it
-every second, and a real Prometheus scrapes both every second. ``--triton``'s reader reads the
+every second, and a real Prometheus of each stack (side by side, one load) scrapes both every second. ``--triton``'s reader reads the
 statistics before and after 20 s of open-loop Poisson load at 40 requests/s (the load runs inside its
 read); then ``advise --prometheus`` reads the same span from Prometheus, ending when the read ended.
 
@@ -61,8 +61,10 @@ def query(prom: Prometheus, expr: str) -> float | None:
 
 @pytest.fixture(scope="module")
 def stack(
-    platform: stacks.Stack, tmp_path_factory: pytest.TempPathFactory, bench_triton: Any
-) -> Iterator[tuple[Any, Any, Prometheus, StaticEndpoint]]:
+    every_stack: dict[str, stacks.Stack], tmp_path_factory: pytest.TempPathFactory, bench_triton: Any
+) -> Iterator[tuple[Any, Any, dict[str, tuple[Prometheus, StaticEndpoint]]]]:
+    """The shared Triton, a sidecar, and per stack a Prometheus scraping both and its own stand-in
+    textfile collector (each stack's advice is its own, so is the file it writes)."""
     tmp = tmp_path_factory.mktemp("advise-prom")
     with contextlib.ExitStack() as stop:
         triton = bench_triton  # shared with test_advise_triton.py
@@ -72,23 +74,28 @@ def stack(
             )
         )
         addr, _, path = triton.metrics_url.split("//", 1)[1].partition("/")
-        # node_exporter's textfile collector serves the advisor's file as it is: a stand-in for it
-        textfile_collector = StaticEndpoint(b"").start()
-        stop.callback(textfile_collector.stop)
-        prom = Prometheus(
-            tmp / "prom",
-            prometheus_config(
-                [
-                    ScrapeTarget("triton", addr, metrics_path="/" + path),
-                    ScrapeTarget("tritonwatch", f"127.0.0.1:{sidecar.port}"),
-                    ScrapeTarget("node", f"127.0.0.1:{textfile_collector.port}"),
-                ],
-                scrape_interval="1s",
-            ),
-        )
-        stop.callback(prom.stop)
-        prom.wait_ready(60)
-        yield triton, sidecar, prom, textfile_collector
+        proms: dict[str, tuple[Prometheus, StaticEndpoint]] = {}
+        for name, chosen in every_stack.items():
+            # node_exporter's textfile collector serves the advisor's file as it is: a stand-in for it
+            textfile_collector = StaticEndpoint(b"").start()
+            stop.callback(textfile_collector.stop)
+            prom = Prometheus(
+                tmp / f"prom-{name}",
+                prometheus_config(
+                    [
+                        ScrapeTarget("triton", addr, metrics_path="/" + path),
+                        ScrapeTarget("tritonwatch", f"127.0.0.1:{sidecar.port}"),
+                        ScrapeTarget("node", f"127.0.0.1:{textfile_collector.port}"),
+                    ],
+                    scrape_interval="1s",
+                ),
+                binary=chosen.prometheus,
+            )
+            stop.callback(prom.stop)
+            proms[name] = prom, textfile_collector
+        for prom, _ in proms.values():
+            prom.wait_ready(60)
+        yield triton, sidecar, proms
 
 
 def _final(triton: Any) -> dict[str, Any]:
@@ -103,18 +110,21 @@ def _final(triton: Any) -> dict[str, Any]:
 @pytest.mark.prometheus
 @pytest.mark.needs("prometheus")
 def test_prometheus_gives_the_advice_triton_gives(
-    stack: tuple[Any, Any, Prometheus, StaticEndpoint], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    stack: tuple[Any, Any, dict[str, tuple[Prometheus, StaticEndpoint]]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    triton, sidecar, prom, textfile_collector = stack
+    triton, sidecar, proms = stack
     sel = '{model="linear"}'
-    # Prometheus holds the idle model (its counters and the sidecar's config series) before the read
+    # Each Prometheus holds the idle model (its counters and the sidecar's config series) before the read
     wait_until(
-        lambda: (
+        lambda: all(
             query(prom, f"count_over_time({catalog.TRITON_SUCCESS}{sel}[10s])") is not None
             and query(prom, f"{catalog.MODEL_BATCHING_INFO}{sel}") is not None
+            for prom, _ in proms.values()
         ),
         60,
-        "Prometheus scraping Triton and the sidecar",
+        "each Prometheus scraping Triton and the sidecar",
     )
     runs: list[Run] = []
 
@@ -125,12 +135,13 @@ def test_prometheus_gives_the_advice_triton_gives(
         executions = sum(b["compute_infer"]["count"] for b in final["batch_stats"])
         success = final["inference_stats"]["success"]["count"]
         wait_until(
-            lambda: (
+            lambda: all(
                 query(prom, f"sum({catalog.BATCH_EXECUTIONS}{sel})") == executions
                 and query(prom, f"sum({catalog.TRITON_SUCCESS}{sel})") == success
+                for prom, _ in proms.values()
             ),
             30,
-            "Prometheus holding the final counters",
+            "each Prometheus holding the final counters",
         )
 
     (reading,) = TritonReader(triton.http_url, 10).read("linear", 0, sleep=load_then_settle)
@@ -142,6 +153,40 @@ def test_prometheus_gives_the_advice_triton_gives(
     by_triton = advice.advise(reading, slos, str(slo_path), 2)
     assert by_triton["refusal"] is None, by_triton["refusal"]
 
+    for name, (prom, textfile_collector) in proms.items():
+        try:
+            _advice_from(
+                prom,
+                textfile_collector,
+                reading,
+                at,
+                by_triton,
+                slos,
+                slo_path,
+                triton,
+                sidecar,
+                tmp_path / name,
+                capsys,
+            )
+        except AssertionError as e:
+            raise AssertionError(f"on {name}'s Prometheus: {e}") from e
+
+
+def _advice_from(
+    prom: Prometheus,
+    textfile_collector: StaticEndpoint,
+    reading: Any,
+    at: datetime,
+    by_triton: dict[str, Any],
+    slos: Any,
+    slo_path: Path,
+    triton: Any,
+    sidecar: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``advise --prometheus`` on one stack's Prometheus against ``--triton``'s advice on the same read."""
+    tmp_path.mkdir()
     argv = ["advise", "--prometheus", prom.url, "--slo", str(slo_path), "--model", "linear"]
     argv += ["--time", at.isoformat(), "--interval", f"{reading.seconds:.3f}", "--max-instances", "2"]
     assert cli.main([*argv, "--format", "json"]) == 0

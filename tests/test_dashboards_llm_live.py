@@ -4,8 +4,9 @@ Three sources, each through a real ``tritonwatch sidecar`` process that Promethe
 Triton: the real local Triton streaming ``tests/models/streamer`` (TTFT and inter-token histograms
 from rate-1 trace files, tokens/s from traced responses), and a /metrics endpoint serving the vLLM
 and TensorRT-LLM backends' published samples (tests/support/llm_payloads.py) advanced once a second
-(token counters, vLLM's own histograms, KV cache, running and waiting requests, preemptions). Every
-panel query must parse and return series, and the values shown must be the sources' values.
+(token counters, vLLM's own histograms, KV cache, running and waiting requests, preemptions). A
+Prometheus of each stack (side by side, scraping the same sources) answers every panel query: each
+must parse and return series there, and the values shown must be the sources' values.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 from conftest import TEST_MODELS
+from support import stacks
 from support.llm_payloads import TRT_LLM_KEY, VLLM_KEY, trt_llm_scrape, vllm_scrape
 from support.sidecar import sidecar_argv
 from support.static_endpoint import StaticEndpoint
@@ -38,7 +40,6 @@ pytestmark = [
     pytest.mark.triton,
     pytest.mark.prometheus,
     pytest.mark.needs("prometheus"),
-    pytest.mark.usefixtures("platform"),
 ]
 
 DASHBOARD = "tritonwatch-llm.json"
@@ -94,13 +95,13 @@ class Streamer(threading.Thread):
 
 @dataclass
 class Stack:
-    prometheus: Prometheus
+    prometheus: dict[str, Prometheus]  # one per stack, by its name
     triton: Any
     streamer: Streamer
 
 
 @contextlib.contextmanager
-def live_stack(tmp: Path) -> Iterator[Stack]:
+def live_stack(tmp: Path, every_stack: dict[str, stacks.Stack]) -> Iterator[Stack]:
     from tritonwatch.local.triton import LocalTriton
 
     traces = tmp / "traces"
@@ -139,35 +140,46 @@ def live_stack(tmp: Path) -> Iterator[Stack]:
         )
         stack.callback(backend.stop)
         triton_addr = urlsplit(triton.metrics_url).netloc
-        prom = Prometheus(
-            tmp / "prom",
-            prometheus_config(
-                [
-                    ScrapeTarget("triton-streaming", triton_addr),
-                    ScrapeTarget("triton-llm-backends", f"127.0.0.1:{backends.port}"),
-                    ScrapeTarget("tritonwatch-streaming", f"127.0.0.1:{ports[0]}"),
-                    ScrapeTarget("tritonwatch-backends", f"127.0.0.1:{ports[1]}"),
-                ]
-            ),
+        config = prometheus_config(
+            [
+                ScrapeTarget("triton-streaming", triton_addr),
+                ScrapeTarget("triton-llm-backends", f"127.0.0.1:{backends.port}"),
+                ScrapeTarget("tritonwatch-streaming", f"127.0.0.1:{ports[0]}"),
+                ScrapeTarget("tritonwatch-backends", f"127.0.0.1:{ports[1]}"),
+            ]
         )
-        stack.callback(prom.stop)
-        prom.wait_ready(60)
+        proms = {
+            name: Prometheus(tmp / f"prom-{name}", config, binary=chosen.prometheus)
+            for name, chosen in every_stack.items()
+        }
+        for prom in proms.values():
+            stack.callback(prom.stop)
+        for prom in proms.values():
+            prom.wait_ready(60)
         streamer = Streamer(triton.http_url)
         streamer.start()
         stack.callback(streamer.stop.set)
-        yield Stack(prom, triton, streamer)
+        yield Stack(proms, triton, streamer)
 
 
-def test_every_llm_panel_query_parses_and_shows_the_sources_values(tmp_path: Path) -> None:
+def test_every_llm_panel_query_parses_and_shows_the_sources_values(
+    tmp_path: Path, every_stack: dict[str, stacks.Stack]
+) -> None:
+    def panels_run(tmp: Path) -> None:
+        with (
+            live_stack(tmp, every_stack) as live,
+            crash_is_named(live.triton, "while the LLM panels were queried"),
+        ):
+            for name, prom in live.prometheus.items():
+                try:
+                    check_panels(live, prom)
+                except AssertionError as e:
+                    raise AssertionError(f"on {name}'s Prometheus: {e}") from e
+
     again_after_a_crash(panels_run, tmp_path)
 
 
-def panels_run(tmp: Path) -> None:
-    with live_stack(tmp) as live, crash_is_named(live.triton, "while the LLM panels were queried"):
-        check_panels(live)
-
-
-def check_panels(live: Stack) -> None:
+def check_panels(live: Stack, prom: Prometheus) -> None:
     dash = json.loads(render_all()[DASHBOARD])
     queries = promcheck.collect({DASHBOARD: dash})
     variables = {**promcheck.dashboard_variables([dash]), **BUILTINS}
@@ -203,7 +215,7 @@ def check_panels(live: Stack) -> None:
         assert itl is not None and 0.025 < itl <= 0.05, itl
 
     def ready() -> bool:
-        results[:] = promcheck.run(live.prometheus.url, queries, variables)
+        results[:] = promcheck.run(prom.url, queries, variables)
         if any(r.status != 200 for r in results):
             return True  # a parse error does not heal
         if not all(r.has_data for r in results):

@@ -303,20 +303,19 @@ ensemble_scheduling {
 """
 
 
-@pytest.mark.triton
-@stacks.needs("promtool")
-def test_the_real_triton_ensemble_and_its_step(tmp_path: Path) -> None:
-    """On the real Triton 2.51: an ensemble over fraud_detector is found by ``platform: ensemble``, comes
-    first, gets no batch objective, and its step says whose it is; the file passes rules and promtool
-    (two latency objectives: each SLI's no-data test once saw the other's alert fire, and failed)."""
+@pytest.fixture(scope="module")
+def real_ensemble(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """``init`` on the real Triton 2.51 serving a one-step ensemble over fraud_detector after 60
+    requests: the file it wrote and the ensemble's statistics. Once a module: the file is the same on
+    both stacks, only promtool differs."""
     import shutil
-    import subprocess
 
     import requests
 
     from tritonwatch.local.triton import LocalTriton
 
-    repo = tmp_path / "repo"
+    tmp = tmp_path_factory.mktemp("real_ensemble")
+    repo = tmp / "repo"
     (repo / "fraud_pipeline" / "1").mkdir(parents=True)
     (repo / "fraud_pipeline" / "config.pbtxt").write_text(ENSEMBLE)
     # fraud_detector alone: the bundled repository's own fraud_pipeline (and its other steps) would
@@ -328,9 +327,17 @@ def test_the_real_triton_ensemble_and_its_step(tmp_path: Path) -> None:
         for _ in range(60):
             resp = requests.post(f"{triton.http_url}/v2/models/fraud_pipeline/infer", json=body, timeout=30)
             assert resp.status_code == 200, resp.text
-        out = tmp_path / "slo.yaml"
+        out = tmp / "slo.yaml"
         assert main(["init", "--triton", triton.http_url, "--out", str(out)]) == 0
         stats = requests.get(f"{triton.http_url}/v2/models/fraud_pipeline/stats", timeout=10).json()
+    return out, stats
+
+
+@pytest.mark.triton
+def test_the_real_triton_ensemble_and_its_step(real_ensemble: tuple[Path, dict[str, Any]]) -> None:
+    """On the real Triton 2.51: an ensemble over fraud_detector is found by ``platform: ensemble``, comes
+    first, gets no batch objective, and its step says whose it is."""
+    out, stats = real_ensemble
     inference = stats["model_stats"][0]["inference_stats"]
     request_ns = int(inference["success"]["ns"])
     compute_ns = sum(int(inference[k]["ns"]) for k in ("compute_input", "compute_infer", "compute_output"))
@@ -351,6 +358,17 @@ def test_the_real_triton_ensemble_and_its_step(tmp_path: Path) -> None:
     text = out.read_text()
     assert '# "fraud_pipeline": ensemble of "fraud_detector", versions 1' in text
     assert "# a step of ensemble fraud_pipeline: its clients' objectives are on the ensemble" in text
+
+
+@pytest.mark.triton
+@stacks.needs("promtool")
+def test_the_real_ensembles_file_passes_rules_and_promtool(
+    real_ensemble: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """Two latency objectives: each SLI's no-data test once saw the other's alert fire, and failed."""
+    import subprocess
+
+    out, _ = real_ensemble
     rules = tmp_path / "rules"
     assert main(["rules", "--slo", str(out), "--out", str(rules)]) == 0
     check = subprocess.run(

@@ -4,10 +4,10 @@
   (``pod``, ``container``, ``endpoint``, ``namespace``, ``instance``, and Triton's own ``namespace``
   arriving as ``exported_namespace``) from two pods: every model-level rule yields ONE series per
   model and version, a sum of rates or a ratio of sums, never an average of per-pod ratios.
-* Live: two real Triton servers, each with its own in-process sidecar reading its trace files, one real
-  Prometheus scraping all four targets with the generated rules, load at two different rates: the
-  recorded fleet request rate is the sum of both servers' rates, and the fleet percentiles come from
-  the two sidecars' histograms merged.
+* Live: two real Triton servers, each with its own in-process sidecar reading its trace files, a real
+  Prometheus of each stack (side by side, the same load) scraping all four targets with the generated
+  rules, load at two different rates: on each, the recorded fleet request rate is the sum of both
+  servers' rates, and the fleet percentiles come from the two sidecars' histograms merged.
 """
 
 from __future__ import annotations
@@ -264,6 +264,7 @@ class Replica:
 class Fleet:
     replicas: list[Replica]
     prometheus_url: str
+    stack: str  # whose Prometheus
 
     def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
         params: dict[str, Any] = {"query": expr}
@@ -290,9 +291,9 @@ def _poll(check: Any, what: str, timeout: float) -> Any:
 
 
 @pytest.fixture
-def fleet(platform: stacks.Stack, tmp_path: Path) -> Iterator[Fleet]:
+def fleets(every_stack: dict[str, stacks.Stack], tmp_path: Path) -> Iterator[list[Fleet]]:
+    """The two replicas, and one Prometheus of each stack scraping them: one load, read by both."""
     need_pytriton()
-    need_binary("prometheus")
     rule_files = _rule_files()
     from tritonwatch.exporters.sidecar import Sidecar
     from tritonwatch.local.promstack import Prometheus, ScrapeTarget, prometheus_config
@@ -323,13 +324,16 @@ def fleet(platform: stacks.Stack, tmp_path: Path) -> Iterator[Fleet]:
             r.triton.wait_ready(120)
         targets = [ScrapeTarget("triton", r.triton_target) for r in replicas]
         targets += [ScrapeTarget("tritonwatch", r.sidecar_target) for r in replicas]
-        prom = Prometheus(
-            tmp_path / "prometheus",
-            prometheus_config(targets, rule_files, scrape_interval="1s", evaluation_interval="1s"),
-        )
-        stack.callback(prom.stop)
-        prom.wait_ready()
-        yield Fleet(replicas, prom.url)
+        config = prometheus_config(targets, rule_files, scrape_interval="1s", evaluation_interval="1s")
+        proms = {
+            name: Prometheus(tmp_path / f"prometheus-{name}", config, binary=chosen.prometheus)
+            for name, chosen in every_stack.items()
+        }
+        for prom in proms.values():
+            stack.callback(prom.stop)
+        for prom in proms.values():
+            prom.wait_ready()
+        yield [Fleet(replicas, prom.url, name) for name, prom in proms.items()]
 
 
 def _model_selector(**labels: str) -> str:
@@ -371,11 +375,12 @@ def _bucket_quantile(q: float, buckets: dict[float, float]) -> float:
 
 @pytest.mark.triton
 @pytest.mark.prometheus
-def test_two_replicas_aggregate_into_one_fleet(fleet: Fleet) -> None:
+def test_two_replicas_aggregate_into_one_fleet(fleets: list[Fleet]) -> None:
     from tritonwatch.local.load import LoadDriver
 
-    a, b = fleet.replicas
-    _poll(lambda: len(fleet.query("up == 1")) == 4, "Prometheus scraping 4 targets", 30)
+    fleet = fleets[0]  # the replicas are every fleet's
+    for f in fleets:
+        _poll(lambda f=f: len(f.query("up == 1")) == 4, f"{f.stack}'s Prometheus scraping 4 targets", 30)
     # Start the load only once Prometheus holds each server's counter (at 0): the rate window then
     # covers every request.
     per_server = {
@@ -385,7 +390,12 @@ def test_two_replicas_aggregate_into_one_fleet(fleet: Fleet) -> None:
         for r in fleet.replicas
     }
     success = catalog.TRITON_SUCCESS
-    _poll(lambda: len(fleet.query(f"{success}{{{_model_selector()}}}")) == 2, "both servers' counters", 30)
+    for f in fleets:
+        _poll(
+            lambda f=f: len(f.query(f"{success}{{{_model_selector()}}}")) == 2,
+            f"both servers' counters in {f.stack}'s Prometheus",
+            30,
+        )
 
     drivers = [
         LoadDriver(r.triton.http_url, model=MODEL, concurrency=2, rps=rate, seed=i)
@@ -402,6 +412,16 @@ def test_two_replicas_aggregate_into_one_fleet(fleet: Fleet) -> None:
     # Counters are final now; wait until Prometheus has scraped them and evaluated the rule after that.
     final = [_triton_successes(r) for r in fleet.replicas]
     assert final == [s.ok for s in stats]
+    for f in fleets:
+        try:
+            _fleet_adds_up(f, per_server, final)
+        except AssertionError as e:
+            raise AssertionError(f"on {f.stack}'s Prometheus: {e}") from e
+
+
+def _fleet_adds_up(fleet: Fleet, per_server: dict[str, str], final: list[float]) -> None:
+    """On one stack's Prometheus: the fleet's recorded rate and percentiles against each server's."""
+    success = catalog.TRITON_SUCCESS
 
     def scraped() -> float | None:
         for r, n in zip(fleet.replicas, final, strict=True):

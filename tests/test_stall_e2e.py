@@ -3,11 +3,12 @@
 A real local Triton serves three copies of ``tests/models_stall/wedge``: ``wedge`` answers a few
 requests (so Prometheus learns its latency, hence its 2m stall window) and then gets requests that
 block for ever in ``execute``, the first holding the one instance and the rest pending behind it;
-``polled`` keeps answering requests all along; ``idle`` gets nothing after the warm-up. A real
-Prometheus (scrape and evaluation every second) runs the rules ``tritonwatch rules`` generates, and
-the sidecar canary-probes ``wedge`` and ``polled``. Triton is stopped with no exit timeout (waiting for
-requests that never finish proves nothing) and its process group killed, so the blocked python stub does
-not outlive the test.
+``polled`` keeps answering requests all along; ``idle`` gets nothing after the warm-up. Two real
+Prometheus servers side by side, one of each stack (Debian's 2.42 and today's 3.x, scrape and
+evaluation every second), scrape that one Triton and run the rules ``tritonwatch rules`` generates:
+each must page on its own. The sidecar canary-probes ``wedge`` and ``polled``. Triton is stopped with no
+exit timeout (waiting for requests that never finish proves nothing) and its process group killed, so the
+blocked python stub does not outlive the test.
 
 The page cannot come sooner than the rule's own 2m window (pending at every scrape, no completion in it;
 no ``for:``): the test waits about 121 s of it, and about 10 s more for everything else.
@@ -25,6 +26,7 @@ from typing import Any
 
 import pytest
 import requests
+from support import stacks
 from support.harness import read_metrics, running_sidecar, value
 
 from tritonwatch import catalog
@@ -45,7 +47,6 @@ pytestmark = [
     pytest.mark.triton,
     pytest.mark.prometheus,
     pytest.mark.needs(PROMETHEUS_BIN),
-    pytest.mark.usefixtures("platform"),
 ]
 
 
@@ -76,7 +77,11 @@ def stall_alerts(prom: Prometheus) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def stack(tmp_path: Path) -> Iterator[tuple[Any, Prometheus]]:
+def stack(
+    tmp_path: Path, every_stack: dict[str, stacks.Stack]
+) -> Iterator[tuple[Any, dict[str, Prometheus]]]:
+    """One Triton; one Prometheus of each stack scraping it (the wedge takes 2 minutes to page: both
+    stacks watch the same one rather than each waiting out its own)."""
     from tritonwatch.local.triton import LocalTriton
 
     out = tmp_path / "rules"
@@ -87,42 +92,49 @@ def stack(tmp_path: Path) -> Iterator[tuple[Any, Prometheus]]:
         triton.start()
         # Prometheus starts while Triton loads its models (the ports are chosen before the start).
         addr, _, path = triton.metrics_url.split("//", 1)[1].partition("/")
-        prom = Prometheus(
-            tmp_path / "prom",
-            prometheus_config(
-                [ScrapeTarget("triton", addr, metrics_path="/" + path)],
-                rule_files=sorted(out.glob("*.rules.yml")),
-                scrape_interval="1s",
-                evaluation_interval="1s",
-            ),
+        config = prometheus_config(
+            [ScrapeTarget("triton", addr, metrics_path="/" + path)],
+            rule_files=sorted(out.glob("*.rules.yml")),
+            scrape_interval="1s",
+            evaluation_interval="1s",
         )
-        stop.callback(prom.stop)
+        proms = {}
+        for name, chosen in every_stack.items():
+            proms[name] = Prometheus(tmp_path / f"prom-{name}", config, binary=chosen.prometheus)
+            stop.callback(proms[name].stop)
         triton.wait_ready(120)
-        prom.wait_ready(60)
-        yield triton, prom
+        for prom in proms.values():
+            prom.wait_ready(60)
+        yield triton, proms
 
 
 def test_a_wedged_model_pages_within_3_minutes_and_idle_or_busy_ones_never(
-    stack: tuple[Any, Prometheus],
+    stack: tuple[Any, dict[str, Prometheus]],
 ) -> None:
-    triton, prom = stack
+    triton, proms = stack
     base = triton.http_url
     window = catalog.STALL_WINDOW_RECORD
 
     def counters_scraped() -> bool:  # at 0: no request yet, so the warm-up shows as an increase
-        return {r["metric"]["model"] for r in query(prom, catalog.TRITON_SUCCESS)} == set(MODELS)
+        return all(
+            {r["metric"]["model"] for r in query(prom, catalog.TRITON_SUCCESS)} == set(MODELS)
+            for prom in proms.values()
+        )
 
-    wait_until(counters_scraped, 30, f"{catalog.TRITON_SUCCESS} of every model in Prometheus", interval=0.2)
+    wait_until(
+        counters_scraped, 30, f"{catalog.TRITON_SUCCESS} of every model in each Prometheus", interval=0.2
+    )
     for name in MODELS:  # warm-up: every model completes requests, so each has a latency
         for _ in range(WARM_UP):
             assert infer(base, name, 0, 10).ok
 
     def windows_known() -> bool:
-        return {r["metric"]["model"]: r["value"][1] for r in query(prom, window)} == dict.fromkeys(
-            MODELS, "120"
+        return all(
+            {r["metric"]["model"]: r["value"][1] for r in query(prom, window)} == dict.fromkeys(MODELS, "120")
+            for prom in proms.values()
         )
 
-    wait_until(windows_known, 60, f"{window} = 120 s for every model", interval=0.2)
+    wait_until(windows_known, 60, f"{window} = 120 s for every model in each Prometheus", interval=0.2)
 
     done = threading.Event()
     hung: list[BaseException] = []
@@ -150,19 +162,30 @@ def test_a_wedged_model_pages_within_3_minutes_and_idle_or_busy_ones_never(
         t.start()
 
     seen: dict[str, dict[str, str]] = {}
+    fired_after: dict[str, float] = {}
     probe = ["--probe", "wedge,polled", "--probe-interval", "2"]
     with running_sidecar(["--triton", base, "--triton-metrics", triton.metrics_url, *probe]) as sidecar:
 
         def model_alert_firing() -> bool:
-            for a in stall_alerts(prom):
-                seen.setdefault(f"{a['labels']['alertname']}/{a['labels'].get('model', '')}", a["labels"])
-            assert set(seen) <= {f"{catalog.MODEL_STALLED_ALERT}/wedge"}, seen
-            return any(a["state"] == "firing" for a in stall_alerts(prom))
+            for name, prom in proms.items():
+                alerts = stall_alerts(prom)
+                for a in alerts:
+                    seen.setdefault(
+                        f"{name}: {a['labels']['alertname']}/{a['labels'].get('model', '')}", a["labels"]
+                    )
+                if name not in fired_after and any(a["state"] == "firing" for a in alerts):
+                    fired_after[name] = time.monotonic() - wedged_at
+            assert set(seen) <= {f"{name}: {catalog.MODEL_STALLED_ALERT}/wedge" for name in proms}, seen
+            return set(fired_after) == set(proms)
 
-        wait_until(model_alert_firing, FIRE_WITHIN + 30, "TritonModelStalled for wedge", interval=0.25)
-        fired_after = time.monotonic() - wedged_at
-        print(f"TritonModelStalled fired {fired_after:.0f} s after the wedge")
-        assert fired_after < FIRE_WITHIN, f"fired {fired_after:.0f} s after the wedge"
+        wait_until(
+            model_alert_firing, FIRE_WITHIN + 30, "TritonModelStalled for wedge on each stack", interval=0.25
+        )
+        print(
+            "TritonModelStalled fired after the wedge: "
+            + ", ".join(f"{n} {s:.0f} s" for n, s in fired_after.items())
+        )
+        assert all(s < FIRE_WITHIN for s in fired_after.values()), fired_after
         # The canary probe counts each unanswered request as a timeout.
         metrics = read_metrics(sidecar.port)
         timeouts = value(metrics, catalog.PROBE_REQUESTS, model="wedge", result="timeout")
@@ -170,14 +193,15 @@ def test_a_wedged_model_pages_within_3_minutes_and_idle_or_busy_ones_never(
         assert value(metrics, catalog.PROBE_REQUESTS, model="wedge", result="success") == 0
         assert value(metrics, catalog.PROBE_SUCCESS, model="wedge") == 0
         assert value(metrics, catalog.PROBE_SUCCESS, model="polled") == 1
-    (alert,) = [a for a in stall_alerts(prom) if a["state"] == "firing"]
-    assert alert["labels"]["model"] == "wedge" and alert["labels"]["severity"] == "page"
-    # BLOCKED - 1 pending behind the one executing; the probes add theirs until they time out.
-    assert float(alert["value"]) >= BLOCKED - 1
-    # Over the whole run, the stall rules never held for the idle or the busy model, nor the server.
-    over = f"{int(time.monotonic() - wedged_at) + 60}s"
-    never = f'max_over_time(ALERTS{{alertname=~"{"|".join(STALLS)}",model!="wedge"}}[{over}])'
-    assert query(prom, never) == []
+    for prom in proms.values():
+        (alert,) = [a for a in stall_alerts(prom) if a["state"] == "firing"]
+        assert alert["labels"]["model"] == "wedge" and alert["labels"]["severity"] == "page"
+        # BLOCKED - 1 pending behind the one executing; the probes add theirs until they time out.
+        assert float(alert["value"]) >= BLOCKED - 1
+        # Over the whole run, the stall rules never held for the idle or the busy model, nor the server.
+        over = f"{int(time.monotonic() - wedged_at) + 60}s"
+        never = f'max_over_time(ALERTS{{alertname=~"{"|".join(STALLS)}",model!="wedge"}}[{over}])'
+        assert query(prom, never) == []
     # The poller ends before Triton stops: a request in flight at the stop failed once (1 of 1,164).
     done.set()
     polling.join(30)

@@ -17,6 +17,7 @@ One wheel build and one virtualenv per run (``[all]``). Building takes a few sec
 
 from __future__ import annotations
 
+import copy
 import filecmp
 import importlib.util
 import json
@@ -40,7 +41,7 @@ import pytest
 import requests
 import yaml
 from support import stacks
-from support.harness import read_metrics, value
+from support.harness import processes_mentioning, read_metrics, value
 
 from tritonwatch import catalog
 from tritonwatch.local.procs import Managed, free_port, http_ok
@@ -100,8 +101,18 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     venv_dir = base / "venv"
     venv.create(venv_dir, with_pip=True, clear=True)  # clean: no system or checkout site-packages
     extras = "all" if HAVE_PYTRITON else "dashboards,report,demo,probe"
+    # --no-compile: byte-compiling every installed module (pandas, scipy, statsmodels...) took 33 of the
+    # install's 77 s here; the commands compile what they import, once.
     install = subprocess.run(
-        [str(venv_dir / "bin" / "python"), "-m", "pip", "install", "--quiet", f"{wheel}[{extras}]"],
+        [
+            str(venv_dir / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-compile",
+            f"{wheel}[{extras}]",
+        ],
         capture_output=True,
         text=True,
         timeout=900,
@@ -278,7 +289,7 @@ class DocsRun:
 
     def __init__(self, installed: Installed) -> None:
         self.installed = installed
-        # A folder of its own: the test runs once per stack on the module's one installed wheel.
+        # A folder of its own, in the module's one folder outside the checkout.
         self.cwd = Path(tempfile.mkdtemp(prefix="first-hour-", dir=installed.cwd))
         self.ports = _Ports()
         self.background: list[Managed] = []
@@ -315,6 +326,26 @@ class DocsRun:
         proc = Managed(name, argv, env=self.installed.env, log_path=log, cwd=self.cwd)
         self.background.append(proc)
         return proc
+
+    def on(self, stack: stacks.Stack, bin_dir: Path, *shared: str) -> DocsRun:
+        """This run on one stack: its programs (``bin_dir``, under Debian's names) first on PATH after the
+        venv's, in a folder of its own holding copies of ``shared``, what the steps before wrote. The
+        ports and the filled-in placeholders stay the run's."""
+        child = copy.copy(self)
+        child.cwd = self.cwd / f"on-{stack.name}"
+        child.cwd.mkdir()
+        for name in shared:
+            source = self.cwd / name
+            if source.is_dir():
+                shutil.copytree(source, child.cwd / name)
+            else:
+                shutil.copy2(source, child.cwd / name)
+        venv_bin = str(self.installed.venv / "bin")
+        rest = [d for d in self.installed.env["PATH"].split(os.pathsep) if d != venv_bin]
+        path = os.pathsep.join([venv_bin, str(bin_dir), *rest])
+        child.installed = replace(self.installed, env=dict(self.installed.env, PATH=path))
+        child.background = []
+        return child
 
     def log(self, proc: Managed) -> str:
         assert proc.log_path is not None
@@ -362,12 +393,16 @@ def _post_alert(am_url: str, labels: dict[str, str]) -> None:
 
 @pytest.mark.triton
 @pytest.mark.prometheus
-@stacks.needs("promtool", "prometheus", "prometheus-alertmanager")
-def test_every_documented_command_runs_from_an_empty_folder(installed: Installed) -> None:
+@pytest.mark.needs("promtool", "prometheus", "prometheus-alertmanager")
+def test_every_documented_command_runs_from_an_empty_folder(
+    installed: Installed, every_stack: dict[str, stacks.Stack], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The commands that run a program of the Prometheus stack (promtool, Prometheus, Alertmanager, the
+    demo) run once on each stack; the others (Triton, the sidecar, init, dashboards) once, before."""
     if not HAVE_PYTRITON:
         pytest.fail("nvidia-pytriton is not installed: the wheel was installed without [local]")
     commands, _ = documented_commands()
-    # The module's venv was made once; PATH now starts with this test's stack.
+    # Outside a stack: PATH's promtool, prometheus and Alertmanager are scripts that fail (conftest).
     run = DocsRun(replace(installed, env=_clean_env(installed.venv)))
     p = run.ports
     done: list[str] = []
@@ -417,9 +452,6 @@ def test_every_documented_command_runs_from_an_empty_folder(installed: Installed
         )
         for line in each(r"tritonwatch rules --slo slo\.yaml --out rules"):
             run.run(line)
-        for line in each(r"promtool (check|test) rules rules/.*"):
-            out = run.run(line)
-            assert "SUCCESS" in out.stdout + out.stderr and "FAILED" not in out.stdout + out.stderr
 
         # 3. the sidecar on that Triton, dashboards
         for line in each(r"tritonwatch sidecar --triton http://127\.0\.0\.1:8000 --triton-metrics \S+"):
@@ -435,35 +467,9 @@ def test_every_documented_command_runs_from_an_empty_folder(installed: Installed
             for f in out.iterdir():
                 assert json.loads(f.read_text())["spec"] == json.loads((committed / f.name).read_text())
 
-        # the alerts commands, on an Alertmanager routing with the generated configuration
-        from tritonwatch.local.promstack import Alertmanager
-
-        am = Alertmanager(run.cwd / "am", run.cwd / "rules" / "alertmanager.yml", port=p[9093])
-        run.background.append(am.proc)
-        am.wait_ready()
-        burn = {"alertname": "TritonSLOErrorBudgetBurn", "model": "fraud_detector", "severity": "page"}
-        _post_alert(am.url, burn)
-        for line in each(r"tritonwatch alerts status --alertmanager \S+"):
-            header, row = run.run(line).stdout.splitlines()
-            assert header.split()[:3] == ["MODEL", "ALERT", "SEVERITY"]
-            assert row.split()[:4] == ["fraud_detector", "TritonSLOErrorBudgetBurn", "page", "active"]
-        for line in each(r"tritonwatch alerts silence .*"):
-            assert run.run(line).stdout.startswith("silenced model=fraud_detector until ")
-
         # the capacity report on the synthetic week
         for line in each(r"python tests/support/synthetic\.py week\.om"):  # a checkout's fixture
             run.run(line.replace("tests/", f"{ROOT}/tests/", 1))
-        for line in each(r"promtool tsdb create-blocks-from openmetrics .*"):
-            run.run(line)
-        (line,) = each(r"prometheus --storage\.tsdb\.path=tsdb .*")
-        prom = run.start("prometheus", line)
-        _wait(lambda: http_ok(f"http://127.0.0.1:{p[9091]}/-/ready"), "prometheus ready", prom, run)
-        for line in each(r"tritonwatch report --prometheus http://127\.0\.0\.1:9091 .*"):
-            written = run.run(line, timeout=600).stdout.split()
-        for name in ("report.html", "report.md", "models.csv", "gpus.csv"):
-            assert (run.cwd / "report" / name).is_file() and any(w.endswith(name) for w in written), written
-        assert "resnet" in (run.cwd / "report" / "models.csv").read_text()  # the synthetic week's model
-
         # the replayed GPU node, and a sidecar on the URLs it prints
         (line,) = each(r"python -m tritonwatch\.local\.gpureplay")
         replay = run.start("gpureplay", line)
@@ -487,23 +493,80 @@ def test_every_documented_command_runs_from_an_empty_folder(installed: Installed
     finally:
         run.stop_all()
 
-    # 4. everything at once, last: it starts its own Triton, Prometheus and Alertmanager
-    (line,) = each(r"tritonwatch demo --duration \d+")
-    tmp = run.cwd / "demo-tmp"
-    tmp.mkdir()
-    demo = run.run(line, timeout=400, TMPDIR=str(tmp))
-    assert "demo summary" in demo.stdout
-    row = next(x for x in demo.stdout.splitlines() if x.startswith("fraud_detector"))
-    assert float(row.split()[1]) > 0, row  # requests/s served from the bundled model
-    served = re.search(r"starting Triton on (\S+)", demo.stderr)
-    assert served and Path(served.group(1)).is_relative_to(installed.venv / "lib"), demo.stderr[-2000:]
-    # latencies logged as the table shows them, never as seconds to four places
-    logged = re.findall(r"p99=(\d\S* [mu]s|-)", demo.stderr)
-    assert logged and len(logged) == demo.stderr.count("p99="), demo.stderr[-2000:]
-    # its temp folder is gone; the `.ses` file a Go binary it ran (Prometheus or Alertmanager) leaves in
-    # TMPDIR is not the demo's to delete
-    (workdir,) = re.findall(r"logs in (\S+), removed at the end", demo.stdout)
-    assert Path(workdir).parent == tmp and not Path(workdir).exists()
-    assert [x.name for x in tmp.iterdir() if x.name != ".ses"] == []
+    # 4. on each stack: promtool on the rules init's file gave, the alerts commands on an Alertmanager
+    # routing with the generated configuration, the capacity report on the synthetic week, and the demo
+    # (everything at once, last: it starts its own Triton, Prometheus and Alertmanager)
+    from tritonwatch.local.promstack import Alertmanager
+
+    for chosen in every_stack.values():
+        on = run.on(
+            chosen, chosen.bin_dir(tmp_path_factory.getbasetemp() / "stacks"), "slo.yaml", "rules", "week.om"
+        )
+        try:
+            for line in each(r"promtool (check|test) rules rules/.*"):
+                out = on.run(line)
+                assert "SUCCESS" in out.stdout + out.stderr and "FAILED" not in out.stdout + out.stderr, (
+                    chosen.name
+                )
+            am = Alertmanager(
+                on.cwd / "am", on.cwd / "rules" / "alertmanager.yml", port=p[9093], binary=chosen.alertmanager
+            )
+            on.background.append(am.proc)
+            am.wait_ready()
+            burn = {"alertname": "TritonSLOErrorBudgetBurn", "model": "fraud_detector", "severity": "page"}
+            _post_alert(am.url, burn)
+            for line in each(r"tritonwatch alerts status --alertmanager \S+"):
+                header, row = on.run(line).stdout.splitlines()
+                assert header.split()[:3] == ["MODEL", "ALERT", "SEVERITY"]
+                assert row.split()[:4] == ["fraud_detector", "TritonSLOErrorBudgetBurn", "page", "active"]
+            for line in each(r"tritonwatch alerts silence .*"):
+                assert on.run(line).stdout.startswith("silenced model=fraud_detector until ")
+
+            for line in each(r"promtool tsdb create-blocks-from openmetrics .*"):
+                on.run(line)
+            (line,) = each(r"prometheus --storage\.tsdb\.path=tsdb .*")
+            prom = on.start("prometheus", line)
+            _wait(lambda: http_ok(f"http://127.0.0.1:{p[9091]}/-/ready"), "prometheus ready", prom, on)
+            for line in each(r"tritonwatch report --prometheus http://127\.0\.0\.1:9091 .*"):
+                written = on.run(line, timeout=600).stdout.split()
+            for name in ("report.html", "report.md", "models.csv", "gpus.csv"):
+                assert (on.cwd / "report" / name).is_file() and any(w.endswith(name) for w in written), (
+                    written
+                )
+            assert "resnet" in (on.cwd / "report" / "models.csv").read_text()  # the synthetic week's model
+
+        finally:
+            on.stop_all()
+        (line,) = each(r"tritonwatch demo --duration \d+")
+        tmp = on.cwd / "demo-tmp"
+        tmp.mkdir()
+        demo = on.run(line, timeout=400, TMPDIR=str(tmp))
+        assert "demo summary" in demo.stdout
+        summary = demo.stdout[demo.stdout.index("demo summary") :]
+        row = next(x for x in summary.splitlines() if x.startswith("fraud_detector"))
+        cells = row.split()
+        assert float(cells[1]) > 0, row  # requests/s served from the bundled model
+        # p99 from the sampled traces (Triton's summaries are off for a model with the cache on)
+        assert cells[3] in ("ms", "us") and float(cells[2]) > 0, row
+        # cache hit: 3 of 4 requests repeat
+        assert cells[-1].endswith("%") and 60 <= float(cells[-1].rstrip("%")) <= 90, row
+        # the pipeline the clients call, and its steps in order (from the sidecar's step info)
+        steps = "  fraud_pipeline: fraud_scaler -> fraud_detector -> fraud_decision"
+        assert steps in summary.splitlines(), summary
+        # the failure episode burns the error budget and pages, on this stack's Prometheus and Alertmanager
+        fired = summary[summary.index("alerts that fired:") :]
+        assert "TritonSLOErrorBudgetBurn" in fired and "model=fraud_detector" in fired, summary
+        served = re.search(r"starting Triton on (\S+)", demo.stderr)
+        assert served and Path(served.group(1)).is_relative_to(installed.venv / "lib"), demo.stderr[-2000:]
+        # latencies logged as the table shows them, never as seconds to four places
+        logged = re.findall(r"p99=(\d\S* [mu]s|-)", demo.stderr)
+        assert logged and len(logged) == demo.stderr.count("p99="), demo.stderr[-2000:]
+        # its temp folder is gone; the `.ses` file a Go binary it ran (Prometheus or Alertmanager) leaves in
+        # TMPDIR is not the demo's to delete
+        (workdir,) = re.findall(r"logs in (\S+), removed at the end", demo.stdout)
+        assert Path(workdir).parent == tmp and not Path(workdir).exists()
+        assert [x.name for x in tmp.iterdir() if x.name != ".ses"] == []
+        # Triton, the sidecar, Prometheus, Alertmanager: all stopped
+        assert processes_mentioning(workdir) == []
 
     assert sorted(set(done)) == sorted({c for _, c in commands}), "documented commands this test did not run"

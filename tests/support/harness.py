@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 import requests
 
@@ -73,3 +75,19 @@ def poll(port: int, check: Callable[[Samples], bool], what: str, timeout: float 
             return samples
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout:g}s waiting for {what}; last read: {sorted(samples)}")
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Running processes (pytest's own aside) whose command line mentions ``text``: what a command
+    that should have stopped everything it started left behind."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline and "pytest" not in cmdline:
+            found.append(f"{pid}: {cmdline[:120]}")
+    return found

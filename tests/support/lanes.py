@@ -240,9 +240,7 @@ LONGEST_FIRST = (
     "test_wheel.py",  # ~8 min: a wheel built and installed, the first hour of the docs on both stacks
     "test_fleet_topology.py",  # ~5.5 min
     "test_stall_e2e.py",  # ~4 min
-    "test_headroom_triton.py",  # ~3 min
     "test_alerts_rules.py",
-    "test_demo.py",
     "test_init.py",
     "test_advise_prometheus.py",
     "test_replicas.py",
