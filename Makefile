@@ -57,13 +57,16 @@ check: venv debs lint typecheck
 	$(BIN)/pytest -q -ra -m "not slow" $(call xdist,$(FAST_WORKERS)) $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # The fast lane first (`check`), then only the slow lane: each test runs once. Each lane runs on
-# FAST_WORKERS / SLOW_WORKERS pytest-xdist workers (default 2, one a core), a test file to a worker (its
-# module-scoped servers start once; the slow lane's longest files first, tests/support/lanes.py); 0 runs
-# a lane in this process. Tests marked `alone` (latency measured against a limit) run last, one at a
+# FAST_WORKERS / SLOW_WORKERS pytest-xdist workers, a test file to a worker (its module-scoped servers
+# start once; the slow lane's longest files first, tests/support/lanes.py); 0 runs a lane in this process.
+# The fast lane computes: one worker a core. The slow lane waits as much as it computes (a stall window,
+# a rule's `for`, a scrape): on 2 workers the 2 cores were 45-75 % busy through its long first files.
+# Fresh-clone runs, 7 Dec 2026: 21 min 45 s on 2 workers; 13 min 11 s on 3 after that day's cuts (about
+# 8.5 worker-minutes, so about 17.5 min on 2). Tests marked `alone` (latency measured against a limit) run last, one at a
 # time with nothing beside them: beside another worker's Triton the headroom test's p99 read 504 ms
 # against its 500 ms limit (fresh-clone run, 7 Dec 2026).
 FAST_WORKERS ?= 2
-SLOW_WORKERS ?= 2
+SLOW_WORKERS ?= 3
 xdist = $(if $(filter-out 0,$(1)),-n $(1) --dist loadfile $(2))
 test: check stack
 	$(BIN)/pytest -q -ra -m "slow and not alone" $(call xdist,$(SLOW_WORKERS),--no-loadscope-reorder) --durations=30 $(PYTEST_ARGS) || [ $$? -eq 5 ]

@@ -208,13 +208,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     callspec = getattr(item, "callspec", None)
     on = callspec.params.get("platform") if callspec is not None else None
     # Run on both stacks: one at a time (`platform`), or both at once (`every_stack`).
-    names = (
-        [on]
-        if on is not None
-        else list(stacks.NAMES)
-        if "every_stack" in getattr(item, "fixturenames", ())
-        else []
-    )
+    names: list[str] = []
+    if on is not None:
+        names = [on]
+    elif "every_stack" in getattr(item, "fixturenames", ()):
+        names = list(stacks.NAMES)
     way = "take the `platform` fixture (or `every_stack`) to run on both stacks"
     if item.get_closest_marker("prometheus") and not names:
         pytest.fail(f"{item.nodeid} is marked prometheus: {way}", pytrace=False)
@@ -222,7 +220,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         for name in mark.args:
             if stacks.ALIASES.get(name, name) not in stacks.PROGRAMS:
                 need_binary(name)
-            elif not names:
+                continue
+            if not names:
                 pytest.fail(f"{item.nodeid} needs {name}: {way}", pytrace=False)
             for stack in (stacks.load(n, _ORIGINAL_PATH) for n in names):
                 if stack.programs[stacks.ALIASES.get(name, name)] is None:

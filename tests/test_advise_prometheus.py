@@ -74,27 +74,21 @@ def stack(
             )
         )
         addr, _, path = triton.metrics_url.split("//", 1)[1].partition("/")
-        proms: dict[str, tuple[Prometheus, StaticEndpoint]] = {}
-        for name, chosen in every_stack.items():
-            # node_exporter's textfile collector serves the advisor's file as it is: a stand-in for it
-            textfile_collector = StaticEndpoint(b"").start()
-            stop.callback(textfile_collector.stop)
-            prom = Prometheus(
-                tmp / f"prom-{name}",
-                prometheus_config(
-                    [
-                        ScrapeTarget("triton", addr, metrics_path="/" + path),
-                        ScrapeTarget("tritonwatch", f"127.0.0.1:{sidecar.port}"),
-                        ScrapeTarget("node", f"127.0.0.1:{textfile_collector.port}"),
-                    ],
-                    scrape_interval="1s",
-                ),
-                binary=chosen.prometheus,
-            )
-            stop.callback(prom.stop)
-            proms[name] = prom, textfile_collector
-        for prom, _ in proms.values():
-            prom.wait_ready(60)
+        # node_exporter's textfile collector serves the advisor's file as it is: a stand-in for it
+        collectors = {name: StaticEndpoint(b"").start() for name in every_stack}
+        for collector in collectors.values():
+            stop.callback(collector.stop)
+
+        def config(name: str) -> dict[str, object]:
+            targets = [
+                ScrapeTarget("triton", addr, metrics_path="/" + path),
+                ScrapeTarget("tritonwatch", f"127.0.0.1:{sidecar.port}"),
+                ScrapeTarget("node", f"127.0.0.1:{collectors[name].port}"),
+            ]
+            return prometheus_config(targets, scrape_interval="1s")
+
+        each = stacks.prometheus_each(every_stack, tmp, config, stop)
+        proms = {name: (prom, collectors[name]) for name, prom in each.items()}
         yield triton, sidecar, proms
 
 

@@ -148,14 +148,7 @@ def live_stack(tmp: Path, every_stack: dict[str, stacks.Stack]) -> Iterator[Stac
                 ScrapeTarget("tritonwatch-backends", f"127.0.0.1:{ports[1]}"),
             ]
         )
-        proms = {
-            name: Prometheus(tmp / f"prom-{name}", config, binary=chosen.prometheus)
-            for name, chosen in every_stack.items()
-        }
-        for prom in proms.values():
-            stack.callback(prom.stop)
-        for prom in proms.values():
-            prom.wait_ready(60)
+        proms = stacks.prometheus_each(every_stack, tmp, config, stack)
         streamer = Streamer(triton.http_url)
         streamer.start()
         stack.callback(streamer.stop.set)

@@ -296,7 +296,7 @@ def fleets(every_stack: dict[str, stacks.Stack], tmp_path: Path) -> Iterator[lis
     need_pytriton()
     rule_files = _rule_files()
     from tritonwatch.exporters.sidecar import Sidecar
-    from tritonwatch.local.promstack import Prometheus, ScrapeTarget, prometheus_config
+    from tritonwatch.local.promstack import ScrapeTarget, prometheus_config
     from tritonwatch.local.triton import LocalTriton
 
     with contextlib.ExitStack() as stack:
@@ -325,14 +325,7 @@ def fleets(every_stack: dict[str, stacks.Stack], tmp_path: Path) -> Iterator[lis
         targets = [ScrapeTarget("triton", r.triton_target) for r in replicas]
         targets += [ScrapeTarget("tritonwatch", r.sidecar_target) for r in replicas]
         config = prometheus_config(targets, rule_files, scrape_interval="1s", evaluation_interval="1s")
-        proms = {
-            name: Prometheus(tmp_path / f"prometheus-{name}", config, binary=chosen.prometheus)
-            for name, chosen in every_stack.items()
-        }
-        for prom in proms.values():
-            stack.callback(prom.stop)
-        for prom in proms.values():
-            prom.wait_ready()
+        proms = stacks.prometheus_each(every_stack, tmp_path, config, stack)
         yield [Fleet(replicas, prom.url, name) for name, prom in proms.items()]
 
 

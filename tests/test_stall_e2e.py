@@ -98,13 +98,8 @@ def stack(
             scrape_interval="1s",
             evaluation_interval="1s",
         )
-        proms = {}
-        for name, chosen in every_stack.items():
-            proms[name] = Prometheus(tmp_path / f"prom-{name}", config, binary=chosen.prometheus)
-            stop.callback(proms[name].stop)
+        proms = stacks.prometheus_each(every_stack, tmp_path, config, stop)
         triton.wait_ready(120)
-        for prom in proms.values():
-            prom.wait_ready(60)
         yield triton, proms
 
 

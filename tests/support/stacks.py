@@ -16,15 +16,19 @@ the test fails, it never skips and never falls back on the other stack's program
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pytest
+
+if TYPE_CHECKING:
+    from tritonwatch.local.promstack import Prometheus
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -195,3 +199,23 @@ def current(cache: Path | None = None) -> Stack:
 
 def load(name: str, search_path: str) -> Stack:
     return debian(search_path) if name == "debian" else current()
+
+
+def prometheus_each(
+    every_stack: Mapping[str, Stack],
+    workdir: Path,
+    config: Callable[[str], dict[str, object]] | dict[str, object],
+    stop: contextlib.ExitStack,
+) -> dict[str, Prometheus]:
+    """One Prometheus of each stack, side by side (``every_stack``), ready: ``config`` is the same for
+    all or made per stack name; each is stopped with ``stop``."""
+    from tritonwatch.local.promstack import Prometheus
+
+    proms = {}
+    for name, chosen in every_stack.items():
+        made = config(name) if callable(config) else config
+        proms[name] = Prometheus(workdir / f"prometheus-{name}", made, binary=chosen.prometheus)
+        stop.callback(proms[name].stop)
+    for prom in proms.values():
+        prom.wait_ready(60)
+    return proms
