@@ -12,7 +12,8 @@ run there from a directory that is not the checkout (issues 15 and 26).
   file then through ``tritonwatch rules`` and ``promtool``, and ``tritonwatch demo``.
 
 One wheel build and one virtualenv per run (``[all]``). Building takes a few seconds, installing
-``[all]`` from the local wheel cache about a minute here.
+``[all]`` from the local wheel cache about 45 s here. The docs' commands that run a program of the
+Prometheus stack run once on each stack; the others once.
 """
 
 from __future__ import annotations

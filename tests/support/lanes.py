@@ -231,17 +231,17 @@ class ProcessGuard:
         yield
 
 
-# The slow lane's longest files, longest first (--durations of a fresh-clone 2-worker run, 7 Dec 2026:
-# minutes of setup and calls per file). pytest-xdist's --dist loadfile hands out files with the most tests first,
+# The slow lane's longest files, longest first (--durations of fresh-clone runs, 7 Dec 2026: minutes of
+# setup and calls per file on 3 workers). pytest-xdist's --dist loadfile hands out files with the most tests first,
 # so the long files of few tests (test_wheel.py, test_stall_e2e.py) ran last, alone on one worker while
-# the other sat idle. With --no-loadscope-reorder (the Makefile) it hands them out in collection order:
+# the others sat idle. With --no-loadscope-reorder (the Makefile) it hands them out in collection order:
 # this order, the long files first, overlapping the many short ones.
 LONGEST_FIRST = (
-    "test_wheel.py",  # ~8 min: a wheel built and installed, the first hour of the docs on both stacks
-    "test_fleet_topology.py",  # ~5.5 min
-    "test_stall_e2e.py",  # ~4 min
+    "test_wheel.py",  # ~7 min: a wheel built and installed, the first hour of the docs on both stacks
+    "test_fleet_topology.py",  # ~5.3 min
+    "test_init.py",  # ~2.7 min: promtool on an ensemble's file of 4 objectives, both stacks
+    "test_stall_e2e.py",  # ~2.2 min: the rule's 2-minute window
     "test_alerts_rules.py",
-    "test_init.py",
     "test_advise_prometheus.py",
     "test_replicas.py",
     "test_llm_streaming.py",
