@@ -61,10 +61,10 @@ check: venv debs lint typecheck
 # start once; the slow lane's longest files first, tests/support/lanes.py); 0 runs a lane in this process.
 # The fast lane computes: one worker a core. The slow lane waits as much as it computes (a stall window,
 # a rule's `for`, a scrape): on 2 workers the 2 cores were 45-75 % busy through its long first files.
-# Fresh-clone runs, 7 Dec 2026: 21 min 45 s on 2 workers; 13 min 11 s on 3 after that day's cuts (about
-# 8.5 worker-minutes, so about 17.5 min on 2). Tests marked `alone` (latency measured against a limit) run last, one at a
-# time with nothing beside them: beside another worker's Triton the headroom test's p99 read 504 ms
-# against its 500 ms limit (fresh-clone run, 7 Dec 2026).
+# Fresh-clone runs, 7 Dec 2026: 21 min 45 s on 2 workers; 13-14 min on 3 after that day's cuts (about
+# 8.5 worker-minutes, so about 17.5 min on 2).
+# Tests marked `alone` (latency measured against a limit) run last, one at a time with nothing beside
+# them: beside another worker's Triton the headroom test's p99 read 504 ms against its 500 ms limit.
 FAST_WORKERS ?= 2
 SLOW_WORKERS ?= 3
 xdist = $(if $(filter-out 0,$(1)),-n $(1) --dist loadfile $(2))

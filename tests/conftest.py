@@ -216,6 +216,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     way = "take the `platform` fixture (or `every_stack`) to run on both stacks"
     if item.get_closest_marker("prometheus") and not names:
         pytest.fail(f"{item.nodeid} is marked prometheus: {way}", pytrace=False)
+    chosen = [stacks.load(n, _ORIGINAL_PATH) for n in names]
     for mark in item.iter_markers("needs"):  # @pytest.mark.needs("promtool", ...)
         for name in mark.args:
             if stacks.ALIASES.get(name, name) not in stacks.PROGRAMS:
@@ -223,7 +224,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 continue
             if not names:
                 pytest.fail(f"{item.nodeid} needs {name}: {way}", pytrace=False)
-            for stack in (stacks.load(n, _ORIGINAL_PATH) for n in names):
+            for stack in chosen:
                 if stack.programs[stacks.ALIASES.get(name, name)] is None:
                     pytest.fail(stack.missing_line(name), pytrace=False)
 

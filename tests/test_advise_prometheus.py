@@ -18,7 +18,7 @@ import contextlib
 import csv
 import json
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -147,39 +147,37 @@ def test_prometheus_gives_the_advice_triton_gives(
     by_triton = advice.advise(reading, slos, str(slo_path), 2)
     assert by_triton["refusal"] is None, by_triton["refusal"]
 
+    read = TritonRead(triton, sidecar, reading, at, by_triton, slos, slo_path)
     for name, (prom, textfile_collector) in proms.items():
         try:
-            _advice_from(
-                prom,
-                textfile_collector,
-                reading,
-                at,
-                by_triton,
-                slos,
-                slo_path,
-                triton,
-                sidecar,
-                tmp_path / name,
-                capsys,
-            )
+            _advice_from(prom, textfile_collector, read, tmp_path / name, capsys)
         except AssertionError as e:
             raise AssertionError(f"on {name}'s Prometheus: {e}") from e
+
+
+@dataclass(frozen=True)
+class TritonRead:
+    """What ``--triton``'s read gave, once for both stacks: the servers, the reading and its advice."""
+
+    triton: Any
+    sidecar: Any
+    reading: Any
+    at: datetime
+    by_triton: dict[str, Any]
+    slos: Any
+    slo_path: Path
 
 
 def _advice_from(
     prom: Prometheus,
     textfile_collector: StaticEndpoint,
-    reading: Any,
-    at: datetime,
-    by_triton: dict[str, Any],
-    slos: Any,
-    slo_path: Path,
-    triton: Any,
-    sidecar: Any,
+    read: TritonRead,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``advise --prometheus`` on one stack's Prometheus against ``--triton``'s advice on the same read."""
+    triton, sidecar, reading, at = read.triton, read.sidecar, read.reading, read.at
+    by_triton, slos, slo_path = read.by_triton, read.slos, read.slo_path
     tmp_path.mkdir()
     argv = ["advise", "--prometheus", prom.url, "--slo", str(slo_path), "--model", "linear"]
     argv += ["--time", at.isoformat(), "--interval", f"{reading.seconds:.3f}", "--max-instances", "2"]

@@ -308,10 +308,6 @@ def _evaluated(vmalert: VMAlert) -> set[str]:
     return {json.dumps(a["labels"], sort_keys=True) for a in resp.json()["data"]["alerts"]}
 
 
-def _pages(am: Alertmanager) -> list[dict[str, str]]:
-    return [a for a in _firing(am) if a.get("severity") == "page"]
-
-
 def _vmalert_metrics(vmalert: VMAlert) -> list[str]:
     return requests.get(f"{vmalert.url}/metrics", timeout=10).text.splitlines()
 
@@ -478,21 +474,18 @@ def test_sharded_fleet_on_victoriametrics(fleet: Fleet) -> None:
     slos = {f"{MODEL}-availability", f"{MODEL}-latency"}
     every_burn = {(slo, severity) for slo in slos for severity in ("page", "ticket")}
 
-    def burning() -> list[dict[str, str]]:
-        return [a for a in _pages(fleet.alertmanager) if a.get("alertname") == BURN]
-
-    def burns() -> set[tuple[str, str]]:
-        return {
-            (a.get("slo", ""), a.get("severity", ""))
-            for a in _firing(fleet.alertmanager)
-            if a.get("alertname") == BURN
-        }
+    def burns() -> list[dict[str, str]]:
+        return [a for a in _firing(fleet.alertmanager) if a.get("alertname") == BURN]
 
     try:
-        wait_until(lambda: burns() == every_burn, 90, "a burn page and ticket for each SLO")
+        wait_until(
+            lambda: {(a.get("slo", ""), a.get("severity", "")) for a in burns()} == every_burn,
+            90,
+            "a burn page and ticket for each SLO",
+        )
     except TritonwatchError as e:
         raise AssertionError(f"{e}\n{_diagnosis(fleet)}") from None
-    burn = burning()
+    burn = [a for a in burns() if a.get("severity") == "page"]
     print(f"vmalert's slowest rounds (s) by group: {_slowest_rounds(_vmalert_metrics(fleet.vmalert))}")
     assert sorted(a["slo"] for a in burn) == sorted(slos), burn
     assert all(a["model"] == MODEL and "shard" not in a and "instance" not in a for a in burn), burn
