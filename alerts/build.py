@@ -42,6 +42,15 @@ def request_phase() -> str:
     return f'{catalog.PHASE}="request"'
 
 
+def record(name: str, expr: str, labels: Mapping[str, str] | None = None) -> Rule:
+    """A recording rule. Every recording rule is made here, as every alert rule is made by ``alert``: the
+    one place that decides what a rule is."""
+    rule: Rule = {"record": name, "expr": expr}
+    if labels:
+        rule["labels"] = dict(labels)
+    return rule
+
+
 def alert(
     name: str,
     expr: str,

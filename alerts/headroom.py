@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from tritonwatch import catalog
+from tritonwatch.alerts import build
 from tritonwatch.slo import SLOFile
 
 
@@ -30,8 +31,8 @@ def records(spec: SLOFile) -> dict[str, Any]:
     return {
         "name": "tritonwatch-headroom",
         "rules": [
-            {"record": catalog.CAPACITY_RECORD, "expr": capacity_expr(spec)},
-            {"record": catalog.CAPACITY_UTILISATION_RECORD, "expr": utilisation_expr(spec)},
+            build.record(catalog.CAPACITY_RECORD, capacity_expr(spec)),
+            build.record(catalog.CAPACITY_UTILISATION_RECORD, utilisation_expr(spec)),
         ],
     }
 

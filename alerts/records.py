@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tritonwatch import catalog
-from tritonwatch.alerts import headroom, stall
+from tritonwatch.alerts import build, headroom, stall
 from tritonwatch.slo import SLOFile
 
 Rule = dict[str, Any]
@@ -24,18 +24,15 @@ def catalog_rules(spec: SLOFile) -> list[Group]:
     """``model:tritonwatch_*:rate5m`` for every catalog signal, across replicas."""
     rules: list[Rule] = []
     for sig in catalog.SIGNALS:
-        rule: Rule = {"record": sig.record, "expr": catalog.promql(sig, CATALOG_WINDOW, spec.grouping)}
-        if sig.labels:
-            rule["labels"] = dict(sorted(sig.labels))
-        rules.append(rule)
+        expr = catalog.promql(sig, CATALOG_WINDOW, spec.grouping)
+        rules.append(build.record(sig.record, expr, dict(sorted(sig.labels))))
     rules.append(
-        {
-            "record": catalog.BATCH_EFFICIENCY_RECORD,
-            "expr": catalog.batch_efficiency_promql(CATALOG_WINDOW, spec.grouping),
-        }
+        build.record(
+            catalog.BATCH_EFFICIENCY_RECORD, catalog.batch_efficiency_promql(CATALOG_WINDOW, spec.grouping)
+        )
     )
     gpu = [
-        {"record": record, "expr": promql(CATALOG_WINDOW, spec.grouping)}
+        build.record(record, promql(CATALOG_WINDOW, spec.grouping))
         for record, promql in (
             (catalog.GPU_BUSY_SECONDS_RECORD, catalog.gpu_busy_seconds_promql),
             (catalog.MODEL_GPU_BUSY_RECORD, catalog.gpu_busy_ratio_promql),
@@ -48,9 +45,7 @@ def catalog_rules(spec: SLOFile) -> list[Group]:
         {"name": "tritonwatch-gpu", "rules": gpu},
         {
             "name": "tritonwatch-stall",
-            "rules": [
-                {"record": catalog.STALL_WINDOW_RECORD, "expr": stall.window_record_expr(spec.grouping)}
-            ],
+            "rules": [build.record(catalog.STALL_WINDOW_RECORD, stall.window_record_expr(spec.grouping))],
         },
         {"name": "tritonwatch-llm", "rules": llm_rules(spec)},
         headroom.records(spec),
@@ -60,16 +55,11 @@ def catalog_rules(spec: SLOFile) -> list[Group]:
 def llm_rules(spec: SLOFile) -> list[Rule]:
     """The LLM signals (token rates, queue, KV cache) and the TTFT/ITL quantiles across replicas."""
     out: list[Rule] = [
-        {"record": sig.record, "expr": catalog.llm_promql(sig, CATALOG_WINDOW, spec.grouping)}
+        build.record(sig.record, catalog.llm_promql(sig, CATALOG_WINDOW, spec.grouping))
         for sig in catalog.LLM_SIGNALS
     ]
     for hist in catalog.LLM_HISTOGRAMS:
         for q in catalog.LLM_QUANTILES:
-            out.append(
-                {
-                    "record": hist.quantile_record,
-                    "expr": catalog.llm_quantile_promql(hist, q, CATALOG_WINDOW, spec.grouping),
-                    "labels": {catalog.QUANTILE: q},
-                }
-            )
+            expr = catalog.llm_quantile_promql(hist, q, CATALOG_WINDOW, spec.grouping)
+            out.append(build.record(hist.quantile_record, expr, {catalog.QUANTILE: q}))
     return out

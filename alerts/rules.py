@@ -162,8 +162,7 @@ def sli_rules(spec: SLOFile, obj: Objective) -> list[Rule]:
         labels[catalog.MODEL] = obj.model  # the front's series do not name the model
     labels = dict(sorted(labels.items()))
     return [
-        {"record": sli_record(w), "expr": sli_expr(spec, obj, w), "labels": dict(labels)}
-        for w in windows.sli_windows(spec.window)
+        build.record(sli_record(w), sli_expr(spec, obj, w), labels) for w in windows.sli_windows(spec.window)
     ] + traffic.requests_rules(spec, obj, labels)
 
 
@@ -175,16 +174,12 @@ def budget_rules(spec: SLOFile, obj: Objective) -> list[Rule]:
     """The objective as a ratio and the share of the window's error budget still unspent."""
     whole = _select(sli_record(spec.window_text), _slo_selector(obj))
     return [
-        {
-            "record": OBJECTIVE_RECORD,
-            "expr": f"vector({_num(obj.objective / 100)})",
-            "labels": {catalog.MODEL: obj.model, SLO_LABEL: obj.name},
-        },
-        {
-            "record": BUDGET_REMAINING_RECORD,
-            "expr": f"1 - {whole} / {_num(obj.budget)}",
-            "labels": {SLO_LABEL: obj.name},
-        },
+        build.record(
+            OBJECTIVE_RECORD,
+            f"vector({_num(obj.objective / 100)})",
+            {catalog.MODEL: obj.model, SLO_LABEL: obj.name},
+        ),
+        build.record(BUDGET_REMAINING_RECORD, f"1 - {whole} / {_num(obj.budget)}", {SLO_LABEL: obj.name}),
     ]
 
 

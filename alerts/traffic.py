@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from tritonwatch import catalog
-from tritonwatch.alerts import windows
+from tritonwatch.alerts import build, windows
 from tritonwatch.slo import Objective, SLOFile
 
 Rule = dict[str, Any]
@@ -66,11 +66,7 @@ def requests_rules(spec: SLOFile, obj: Objective, labels: dict[str, str]) -> lis
     if not guarded(spec, obj):
         return []
     return [
-        {
-            "record": catalog.slo_sli_requests_record(w),
-            "expr": requests_expr(spec, obj, w),
-            "labels": dict(labels),
-        }
+        build.record(catalog.slo_sli_requests_record(w), requests_expr(spec, obj, w), labels)
         for w in burn_windows()
     ]
 
