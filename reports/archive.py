@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tritonwatch.errors import TritonwatchError
 from tritonwatch.reports import render
+from tritonwatch.reports.findings import GPU, MODEL, RESOLVED, Finding
 
 MARKER = ".tritonwatch-report.json"
 FORECAST_CHECK_CSV = "forecast_check.csv"
@@ -64,7 +65,7 @@ class Archived:
     week: str
     path: Path
     models: dict[ModelKey, Row]  # models.csv by (model, version)
-    findings: dict[tuple[str, str], Row]  # findings.csv by (code, subject)
+    findings: dict[tuple[str, str, str], Finding]  # findings.csv's open findings by (code, kind, subject)
     checks: list[Row]  # forecast_check.csv: the forecast it scored
 
 
@@ -90,8 +91,28 @@ def weeks(root: Path) -> list[str]:
 def read(root: Path, week: str) -> Archived:
     folder = root / week
     models = {(r.get("model", ""), r.get("version", "")): r for r in _rows(folder / "models.csv")}
-    findings = {(r.get("code", ""), r.get("subject", "")): r for r in _rows(folder / render.FINDINGS_CSV)}
-    return Archived(week, folder, models, findings, _rows(folder / FORECAST_CHECK_CSV))
+    found = (_finding(r) for r in _rows(folder / render.FINDINGS_CSV) if r.get("status") != RESOLVED)
+    return Archived(week, folder, models, {f.key: f for f in found}, _rows(folder / FORECAST_CHECK_CSV))
+
+
+def _finding(row: Row) -> Finding:
+    """A finding as an archived findings.csv holds it; a report from before the ``kind`` column wrote
+    the subject as ``model name:version`` or ``GPU uuid``."""
+    kind, subject = row.get("kind", ""), row.get("subject", "")
+    if not kind:
+        first, _, rest = subject.partition(" ")
+        kind, subject = (
+            (GPU, rest) if first == "GPU" else (MODEL, rest) if first == "model" else (MODEL, subject)
+        )
+    return Finding(
+        row.get("code", ""),
+        row.get("severity", ""),
+        kind,
+        subject,
+        row.get("text", ""),
+        row.get("model", ""),
+        row.get("version", ""),
+    )
 
 
 def earlier(root: Path, week: str) -> list[Archived]:

@@ -330,20 +330,44 @@ def saturations(fits: Mapping[str, Fit], peak: float, capacity: float) -> dict[s
 
 @dataclass(frozen=True)
 class NextWeek:
-    """The chosen growth model's forecast of the highest daily peak in the 7 days after the end."""
+    """The forecast of the highest daily peak in the 7 days after the end."""
 
-    kind: str  # LINEAR or COMPOUND
+    kind: str  # LINEAR or COMPOUND: the trend chosen by fit
     peak: float
     low: float  # the 95 % prediction interval of that day's peak
     high: float
+    weekly: bool  # the weekly cycle was taken out (WEEKLY_MIN_DAYS of peaks or more)
+    days: int  # daily peaks fitted
+    observed: bool = False  # the forecast is this week's highest peak: the trend said less
+
+    @property
+    def reliable(self) -> bool:
+        """With fewer than two weeks each weekday is seen once: a trend cannot be told from the weekly
+        cycle (a quiet weekend at the end reads as a fall), so the forecast is rough."""
+        return self.weekly
+
+    def basis(self) -> str:
+        """How it was made, in a few words (the report's table and the forecast's note)."""
+        if self.weekly:
+            return f"{MODEL_NAMES[self.kind]} trend, weekly cycle removed ({self.days} days)"
+        said = (
+            "this week's highest peak (the trend said less)"
+            if self.observed
+            else f"{MODEL_NAMES[self.kind]} trend"
+        )
+        return f"{said}; weekly cycle not removed ({self.days} days, {WEEKLY_MIN_DAYS} needed): unreliable"
 
 
 def next_week(series: pd.Series, end: datetime, days: int) -> NextWeek | None:
     """Fit both trends to the daily peaks of ``series`` over ``days`` before ``end`` (as ``forecast``)
     and take the chosen one's highest fitted peak over the 7 days after ``end`` (at the times of day the
-    last 7 peaks came, a week later), whatever the trend
-    (a flat or falling one included: next week's peak is forecast, not a saturation date); None with
-    fewer peaks than a fit needs."""
+    last 7 peaks came, a week later), whatever the trend (a flat or falling one included: next week's
+    peak is forecast, not a saturation date); None with fewer peaks than a fit needs.
+
+    Without the weekly cycle taken out (fewer than ``WEEKLY_MIN_DAYS`` of peaks) a week ending on a
+    quiet weekend tilts the trend down and its forecast under the busy days already seen: the forecast
+    is then at least this week's highest peak, with the trend's interval around it, and is marked
+    unreliable."""
     peaks = daily_peaks(series, end, days)
     adjusted, weekly = adjust(peaks)
     fits = {kind: f for kind in (LINEAR, COMPOUND) if (f := fit(adjusted, end, kind, weekly)) is not None}
@@ -353,4 +377,9 @@ def next_week(series: pd.Series, end: datetime, days: int) -> NextWeek | None:
     # Next week's days peak at the hours this week's did: each of the last 7 peaks, a week later.
     ahead = [(x - pd.Timestamp(end)).total_seconds() / 86400.0 + 7.0 for x in peaks.index[-7:]]
     mean, lo, hi = max((best.interval(t) for t in ahead), key=lambda x: x[0])
-    return NextWeek(best.kind, max(mean, 0.0), max(lo, 0.0), max(hi, 0.0))
+    seen = float(peaks.iloc[-7:].max())
+    observed = not weekly and seen > mean
+    if observed:
+        # The same uncertainty as the trend's, around the busiest day already seen.
+        mean, lo, hi = seen, seen - (mean - lo), seen + (hi - mean)
+    return NextWeek(best.kind, max(mean, 0.0), max(lo, 0.0), max(hi, 0.0), weekly, len(peaks), observed)

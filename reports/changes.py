@@ -2,9 +2,9 @@
 
 Per model version: the peak request rate against last week's, SLO attainment (availability, the
 share of the error budget spent, p99 latency) against last week's, and capacity headroom against last
-week's; every
-finding marked ``new`` (not in last week's ``findings.csv``), ``ongoing`` (there too: same code, same
-subject) or ``resolved`` (last week's, gone this week). Last week's figures are read back from its
+week's; and
+each finding's status: ``new`` (not in last week's ``findings.csv``), ``ongoing`` (there too: same code,
+same subject) or ``resolved`` (last week's, gone this week), shown in the report's one findings list. Last week's figures are read back from its
 ``models.csv`` exactly as written. Writes ``changes.csv``.
 
 Budget spent is the period's error ratio over the ratio the availability objective allows
@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from tritonwatch.reports import archive
 from tritonwatch.reports.figures import Cell, ModelFigures, model_row
-from tritonwatch.reports.findings import Finding
-from tritonwatch.reports.render import Section, finite_cell, html_table, md_table
+from tritonwatch.reports.findings import NEW, ONGOING, RESOLVED, Finding
+from tritonwatch.reports.formats import csv_cell, ms, number, percent
+from tritonwatch.reports.render import Section, html_table, md_table
+from tritonwatch.reports.week import model_name
 
 CSV = "changes.csv"
 COLUMNS = (
@@ -39,7 +41,6 @@ COLUMNS = (
     "headroom_ratio",
     "previous_headroom_ratio",
 )
-NEW, ONGOING, RESOLVED = "new", "ongoing", "resolved"
 
 
 def budget_spent(availability: float | None, objective: float | None) -> float | None:
@@ -79,7 +80,7 @@ class Change:
             n["headroom_ratio"],
             b["headroom_ratio"],
         )
-        return [self.model, self.version, *(finite_cell(v) for v in values)]
+        return [self.model, self.version, *(csv_cell(v) for v in values)]
 
 
 def _figures(row: dict[str, float | None]) -> dict[str, float | None]:
@@ -103,59 +104,34 @@ def compare(models: Sequence[ModelFigures], end: datetime, previous: archive.Arc
     return out
 
 
-@dataclass(frozen=True)
-class Status:
-    status: str  # NEW, ONGOING or RESOLVED
-    severity: str
-    subject: str
-    text: str
-
-
-def statuses(findings: Sequence[Finding], previous: archive.Archived | None) -> list[Status]:
-    """This week's findings, new or ongoing, then last week's that are gone: resolved."""
+def statuses(
+    findings: Sequence[Finding], previous: archive.Archived | None
+) -> tuple[list[Finding], list[Finding]]:
+    """This week's findings marked new or ongoing, and last week's that are gone: resolved."""
     before = previous.findings if previous else {}
-    keys = {(x.code, x.subject) for x in findings}
-    out = [
-        Status(ONGOING if (x.code, x.subject) in before else NEW, x.severity, x.subject, x.text)
-        for x in findings
-    ]
-    out += [
-        Status(RESOLVED, r.get("severity", ""), subject, r.get("text", ""))
-        for (code, subject), r in sorted(before.items())
-        if (code, subject) not in keys
-    ]
-    return out
-
-
-def _pct(v: float | None) -> str:
-    return "—" if v is None else f"{v * 100:.2f} %"
-
-
-def _ms(v: float | None) -> str:
-    return "—" if v is None else f"{v * 1000:.1f}"
-
-
-def _rate(v: float | None) -> str:
-    return "—" if v is None else f"{v:.3g}"
+    keys = {x.key for x in findings}
+    now = [replace(x, status=ONGOING if x.key in before else NEW) for x in findings]
+    gone = [replace(x, status=RESOLVED) for k, x in sorted(before.items()) if k not in keys]
+    return now, gone
 
 
 def _name(c: Change) -> str:
-    return f"{c.model}:{c.version}" if c.version else c.model
+    return model_name(c.model, c.version)
 
 
 TABLE = (
     ("model", _name),
-    ("peak req/s", lambda c: _rate(c.now["peak_request_rate"])),
-    ("last week", lambda c: _rate(c.before["peak_request_rate"])),
-    ("change", lambda c: "—" if c.peak_change_ratio is None else f"{c.peak_change_ratio * 100:+.1f} %"),
-    ("availability", lambda c: _pct(c.now["availability"])),
-    ("last week", lambda c: _pct(c.before["availability"])),
-    ("budget spent", lambda c: _pct(c.now["budget_spent"])),
-    ("last week", lambda c: _pct(c.before["budget_spent"])),
-    ("p99 ms", lambda c: _ms(c.now["p99_latency_seconds"])),
-    ("last week", lambda c: _ms(c.before["p99_latency_seconds"])),
-    ("headroom", lambda c: _pct(c.now["headroom_ratio"])),
-    ("last week", lambda c: _pct(c.before["headroom_ratio"])),
+    ("peak req/s", lambda c: number(c.now["peak_request_rate"])),
+    ("peak last week", lambda c: number(c.before["peak_request_rate"])),
+    ("peak change", lambda c: percent(c.peak_change_ratio, signed=True)),
+    ("availability", lambda c: percent(c.now["availability"], 2)),
+    ("availability last week", lambda c: percent(c.before["availability"], 2)),
+    ("budget spent", lambda c: percent(c.now["budget_spent"])),
+    ("budget last week", lambda c: percent(c.before["budget_spent"])),
+    ("p99 ms", lambda c: ms(c.now["p99_latency_seconds"])),
+    ("p99 ms last week", lambda c: ms(c.before["p99_latency_seconds"])),
+    ("headroom", lambda c: percent(c.now["headroom_ratio"])),
+    ("headroom last week", lambda c: percent(c.before["headroom_ratio"])),
 )
 
 
@@ -165,26 +141,17 @@ def section(
     end: datetime,
     week: str,
     previous: archive.Archived | None,
-) -> tuple[Section, list[Status]]:
-    """The "What changed" section (``changes.csv`` beside it) and each finding's status."""
+) -> tuple[Section, list[Finding], list[Finding]]:
+    """The "What changed" section (``changes.csv`` beside it), this week's findings with their status and
+    last week's resolved (listed once, in the report's findings)."""
     changes = compare(models, end, previous)
-    marked = statuses(findings, previous)
+    now, gone = statuses(findings, previous)
     since = (
-        f"Week {week} against {previous.week}, the archive's previous report."
+        f"Week {week} against {previous.week}, the archive's previous report; each finding below is marked "
+        "new, ongoing or resolved against it."
         if previous
         else f"Week {week}: the first report in the archive, so every finding is new; next week's compares with it."
     )
-    lines = [f"**{s.status}** · {s.severity} · {s.subject}: {s.text}" for s in marked] or [
-        "No findings this week or last."
-    ]
-    md = ["## What changed", "", since, "", *md_table(TABLE, changes), "", *[f"- {x}" for x in lines], "", ""]
-    e = html.escape
-    items = (
-        "".join(
-            f"<li><b>{e(s.status)}</b> · {e(s.severity)} · <b>{e(s.subject)}</b>: {e(s.text)}</li>"
-            for s in marked
-        )
-        or "<li>No findings this week or last.</li>"
-    )
-    page = f"<h2>What changed</h2><p>{e(since)}</p>{html_table(TABLE, changes)}<ul>{items}</ul>"
-    return Section("\n".join(md), page, CSV, COLUMNS, [c.cells() for c in changes]), marked
+    md = ["## What changed", "", since, "", *md_table(TABLE, changes), "", ""]
+    page = f"<h2>What changed</h2><p>{html.escape(since)}</p>{html_table(TABLE, changes)}"
+    return Section("\n".join(md), page, CSV, COLUMNS, [c.cells() for c in changes]), now, gone

@@ -31,12 +31,14 @@ from tritonwatch import modelconfig
 from tritonwatch.modelconfig import DynamicBatching
 from tritonwatch.reports.capacity import Forecast, saturations
 from tritonwatch.reports.figures import HORIZONS_WEEKS, ModelFigures, lead_weeks
+from tritonwatch.reports.formats import DASH, csv_cell, ms, number
 from tritonwatch.reports.promapi import PromClient
-from tritonwatch.reports.render import Section, finite_cell, html_table, md_table
+from tritonwatch.reports.render import Section, html_table, md_table
 from tritonwatch.reports.week import model_name
 from tritonwatch.slo import SLOFile
 
 LOAD_WINDOW_S = 3600.0
+NO_ADVICE = "no advice (below)"
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ def collect(client: PromClient, end: datetime, slos: SLOFile | None) -> list[Map
 # --- output ---------------------------------------------------------------------------------------
 def _settings(config: Mapping[str, Any] | None) -> str:
     if not config:
-        return "—"
+        return DASH
     cfg = modelconfig.parse(config, lenient=True)
     db = cfg.dynamic_batching or DynamicBatching()
     prefs = list(db.preferred)
@@ -115,16 +117,8 @@ def _settings(config: Mapping[str, Any] | None) -> str:
     )
 
 
-def _ms(v: float | None) -> str:
-    return "—" if v is None else f"{v * 1000:.0f} ms"
-
-
-def _one_decimal(v: float | None) -> str:
-    return "—" if v is None else f"{v:.1f}"
-
-
 def _n(v: int | None) -> str:
-    return "—" if v is None else str(v)
+    return DASH if v is None else str(v)
 
 
 def _side(r: ConfigRow, side: str) -> Mapping[str, Any]:
@@ -134,21 +128,28 @@ def _side(r: ConfigRow, side: str) -> Mapping[str, Any]:
 TABLE: tuple[tuple[str, Callable[[ConfigRow], str]], ...] = (
     ("model", lambda r: model_name(r.model, r.version)),
     ("configured", lambda r: _settings(_side(r, "current").get("config"))),
-    ("recommended", lambda r: r.entry["refusal"] or _settings(_side(r, "recommended").get("config"))),
+    # Why a model has no advice is said once below the table (one refusal is often every model's).
     (
-        "p99 now",
+        "recommended",
+        lambda r: NO_ADVICE if r.entry["refusal"] else _settings(_side(r, "recommended").get("config")),
+    ),
+    (
+        "p99 ms",
         lambda r: (
-            f"{_ms(_side(r, 'current').get('p99_seconds'))} → {_ms(_side(r, 'recommended').get('p99_seconds'))}"
+            f"{ms(_side(r, 'current').get('p99_seconds'), 0)} → {ms(_side(r, 'recommended').get('p99_seconds'), 0)}"
         ),
     ),
     (
         "SLO-bound capacity req/s",
         lambda r: (
-            f"{_one_decimal(_side(r, 'current').get('slo_capacity_rps'))} → "
-            f"{_one_decimal(_side(r, 'recommended').get('slo_capacity_rps'))}"
+            f"{number(_side(r, 'current').get('slo_capacity_rps'), '{:.1f}')} → "
+            f"{number(_side(r, 'recommended').get('slo_capacity_rps'), '{:.1f}')}"
         ),
     ),
-    ("weeks to saturation", lambda r: f"{_one_decimal(r.weeks(False))} → {_one_decimal(r.weeks(True))}"),
+    (
+        "weeks to saturation",
+        lambda r: f"{number(r.weeks(False), '{:.1f}')} → {number(r.weeks(True), '{:.1f}')}",
+    ),
     *(
         (f"GPUs at week {w}", lambda r, w=w: f"{_n(r.gpus(w, False))} → {_n(r.gpus(w, True))}")
         for w in HORIZONS_WEEKS
@@ -197,7 +198,16 @@ def csv_row(r: ConfigRow) -> list[str]:
         r.weeks(True),
         *(r.gpus(w, s == "recommended") for w in HORIZONS_WEEKS for s in ("configured", "recommended")),
     ]
-    return [finite_cell(v) for v in values]
+    return [csv_cell(v) for v in values]
+
+
+def refusals(config_rows: Sequence[ConfigRow]) -> list[str]:
+    """Each distinct reason for no advice once, with the models it holds for."""
+    by_reason: dict[str, list[str]] = {}
+    for r in config_rows:
+        if r.entry["refusal"]:
+            by_reason.setdefault(r.entry["refusal"], []).append(model_name(r.model, r.version))
+    return [f"No advice for {', '.join(names)}: {why}." for why, names in by_reason.items()]
 
 
 def sentences(config_rows: Sequence[ConfigRow]) -> list[str]:
@@ -221,7 +231,7 @@ def section(
     config_rows = rows(collect(client, end, slos), models)
     if not config_rows:
         return None
-    said = sentences(config_rows)
+    said = [*refusals(config_rows), *sentences(config_rows)]
     md = "\n".join(["## Configuration", "", *md_table(TABLE, config_rows), "", *said, "", METHOD, "", ""])
     page = f"<h2>Configuration</h2>{html_table(TABLE, config_rows)}" + "".join(
         f"<p>{html.escape(s)}</p>" for s in [*said, METHOD]

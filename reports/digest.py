@@ -7,13 +7,12 @@ is: ``--report-url``/<week>/report.html, else the path of report.html as written
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from tritonwatch.reports import render
-from tritonwatch.reports.changes import NEW, Status
 from tritonwatch.reports.deliver import Delivery, DeliveryError, message, post_webhook, send_mail
 from tritonwatch.reports.figures import BY_RATE, lead_weeks, saturation_date
+from tritonwatch.reports.findings import NEW
 
 MAX_LISTED = 10  # new findings named in the webhook's text; the rest counted
 
@@ -44,19 +43,15 @@ def subject(report: render.Report, week: str) -> str:
     )
 
 
-def summary(report: render.Report, week: str, where: str, marked: Sequence[Status] | None) -> str:
-    """The webhook's text (plain, a few lines: every chat renders it)."""
-    new = [s for s in marked if s.status == NEW] if marked is not None else None
-    listed = (
-        [f"{x.severity} · {x.subject}: {x.text}" for x in new]
-        if new is not None
-        else [f"{x.severity} · {x.subject}: {x.text}" for x in report.findings]
-    )
+def summary(report: render.Report, week: str, where: str, archived: bool) -> str:
+    """The webhook's text (plain, a few lines: every chat renders it); with an archive, the new findings."""
+    shown = [x for x in report.findings if x.status == NEW] if archived else report.findings
+    listed = [f"{x.severity} · {x.label}: {x.text}" for x in shown]
     models = ", ".join(f.name for f in report.models)
     lines = [
         f"Triton capacity report {week} ({len(report.models)} models: {models})",
         f"Nearest saturation: {nearest_saturation(report)}",
-        f"{'New findings' if new is not None else 'Findings'}: {len(listed)}",
+        f"{'New findings' if archived else 'Findings'}: {len(listed)}",
         *[f"- {x}" for x in listed[:MAX_LISTED]],
     ]
     if len(listed) > MAX_LISTED:
@@ -65,9 +60,7 @@ def summary(report: render.Report, week: str, where: str, marked: Sequence[Statu
     return "\n".join(lines)
 
 
-def send(
-    delivery: Delivery, report: render.Report, week: str, folder: Path, marked: Sequence[Status] | None
-) -> list[str]:
+def send(delivery: Delivery, report: render.Report, week: str, folder: Path, archived: bool) -> list[str]:
     """Mail and post the report written in ``folder``; what was delivered, one line each. Every
     delivery is tried; the failures are raised together, one line (DeliveryError)."""
     where = (
@@ -92,7 +85,7 @@ def send(
             failed.append(str(exc))
     if delivery.webhook:
         try:
-            post_webhook(delivery.webhook, summary(report, week, where, marked))
+            post_webhook(delivery.webhook, summary(report, week, where, archived))
             done.append(f"posted to {delivery.webhook}")
         except DeliveryError as exc:
             failed.append(str(exc))

@@ -184,6 +184,7 @@ MODEL_COLUMNS = (
     "next_week_peak_request_rate",
     "next_week_peak_request_rate_low",
     "next_week_peak_request_rate_high",
+    "next_week_reliable",
     "error_ratio",
     "availability",
     "availability_objective",
@@ -257,6 +258,8 @@ def model_row(f: ModelFigures, end: datetime) -> dict[str, Cell]:
         "next_week_peak_request_rate": f.next_week.peak if f.next_week else None,
         "next_week_peak_request_rate_low": f.next_week.low if f.next_week else None,
         "next_week_peak_request_rate_high": f.next_week.high if f.next_week else None,
+        # false: fewer than two weeks of peaks, the weekly cycle not removed (capacity.NextWeek)
+        "next_week_reliable": str(f.next_week.reliable).lower() if f.next_week else None,
         "error_ratio": m.error_ratio,
         "availability": f.availability,
         "availability_objective": f.availability_objective,

@@ -21,12 +21,13 @@ Thresholds come from the SLO file's operational objectives (``batch_efficiency.m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from tritonwatch import catalog
 from tritonwatch.reports.capacity import MODEL_NAMES, Forecast, Saturation
 from tritonwatch.reports.figures import BY_RATE, GpuFigures, ModelFigures, lead_weeks
+from tritonwatch.reports.formats import percent
 from tritonwatch.slo import SLO
 
 SATURATION_WEEKS = 8.0
@@ -40,16 +41,32 @@ _CACHE = catalog.operational_objective(catalog.CACHE_HIT_RATIO_LOW_ALERT)
 SEVERITIES = ("action", "watch")
 
 
+MODEL, GPU = "model", "gpu"  # a finding's kind
+NEW, ONGOING, RESOLVED = "new", "ongoing", "resolved"  # against the newest earlier archived week
+
+
 @dataclass(frozen=True)
 class Finding:
+    """``text`` leads with what to do (and by when), then the figures that say why."""
+
     code: str
     severity: str  # "action" or "watch"
-    subject: str  # "model resnet:1" or "GPU GPU-..."
+    kind: str  # MODEL or GPU
+    subject: str  # "resnet:1" (model:version, as the report names it) or the GPU's uuid
     text: str
+    model: str = ""  # the model and version of a model's finding (the CSV's model, version columns)
+    version: str = ""
+    status: str = ""  # NEW, ONGOING or RESOLVED with an archive; empty without one
 
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What makes a finding the same one next week: its code and what it is about."""
+        return (self.code, self.kind, self.subject)
 
-def _pct(x: float) -> str:
-    return f"{x * 100:.1f} %"
+    @property
+    def label(self) -> str:
+        """``model resnet:1`` or ``GPU GPU-...``: how a reader sees the subject."""
+        return f"{'GPU' if self.kind == GPU else 'model'} {self.subject}"
 
 
 def _range(s: Saturation) -> str:
@@ -64,19 +81,24 @@ def _date(end: datetime, weeks: float) -> str:
     return (end + timedelta(weeks=weeks)).strftime("%Y-%m-%d")
 
 
-def saturation_text(fc: Forecast, end: datetime) -> str:
-    """When it saturates: the date the report leads with, which growth model says so, and the other."""
+def saturation_text(fc: Forecast, end: datetime) -> tuple[str, str]:
+    """When it saturates: the date the report leads with (``2026-12-23 (in 2.3 weeks)``), and which
+    growth model says so, with the other's answer where the two disagree. How the fit was chosen (AIC,
+    R²) is the method note's."""
     lead, best, other = fc.lead, fc.best, fc.other
     assert lead is not None and lead.weeks is not None and best is not None
-    said = f"{lead.weeks:.1f} weeks ({_date(end, lead.weeks)}, {MODEL_NAMES[lead.fit.kind]} growth{_range(lead)})"
+    when = f"{_date(end, lead.weeks)} (in {lead.weeks:.1f} weeks)"
+    said = f"{MODEL_NAMES[lead.fit.kind]} growth{_range(lead)}"
     if lead is best:
-        text = f"in {said}; {fc.explain()}"
+        why = f"{said}, the better fit"
         if other is not None and fc.disagree:
             alt = f"{other.weeks:.1f} weeks" if other.weeks is not None else "no date"
-            text += f"; {MODEL_NAMES[other.fit.kind]} growth says {alt}"
-        return text
+            why += f"; {MODEL_NAMES[other.fit.kind]} growth says {alt}"
+        return when, why
     alt = f"{best.weeks:.1f} weeks ({_date(end, best.weeks)})" if best.weeks is not None else "no date"
-    return f"in {said} at the earliest; {fc.explain()} and says {alt}: plan for the earlier date"
+    return when, (
+        f"{said}; {MODEL_NAMES[best.fit.kind]} growth, the better fit, says {alt}: plan for the earlier date"
+    )
 
 
 def _capacity(f: ModelFigures) -> str:
@@ -100,7 +122,8 @@ def _where_errors(f: ModelFigures) -> str:
 
 
 def _model(f: ModelFigures, end: datetime) -> list[Finding]:
-    m, subject, out = f.week, f"model {f.name}", []
+    m, out = f.week, []
+    subject = (MODEL, f.name)
     fc = f.forecast
     weeks = lead_weeks(fc)
     # A model judged by its GPUs is named in that GPU's own saturation finding instead.
@@ -110,19 +133,20 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
             Finding(
                 "saturation",
                 "action",
-                subject,
-                f"Its peak of {fc.peak:.3g} req/s is already at or past {_capacity(f)}: add instances or "
-                "GPUs now, or shed load.",
+                *subject,
+                f"Add instances or GPUs now, or shed load: its peak of {fc.peak:.3g} req/s is already at or "
+                f"past {_capacity(f)}.",
             )
         )
     elif by_rate and fc is not None and weeks is not None and weeks < SATURATION_WEEKS:
+        when, why = saturation_text(fc, end)
         out.append(
             Finding(
                 "saturation",
                 "action" if weeks < URGENT_WEEKS else "watch",
-                subject,
-                f"At the fitted growth of daily peaks it reaches {_capacity(f)} "
-                f"{saturation_text(fc, end)}. Plan more instances or GPUs before then.",
+                *subject,
+                f"Plan more instances or GPUs before {when}: at the fitted growth of daily peaks it reaches "
+                f"{_capacity(f)} then; {why}.",
             )
         )
     elif f.headroom is not None and f.headroom < LOW_HEADROOM and by_rate:
@@ -130,8 +154,8 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
             Finding(
                 "low_headroom",
                 "watch",
-                subject,
-                f"The period's peak used {_pct(1 - f.headroom)} of {_capacity(f)}.",
+                *subject,
+                f"Watch its growth: the period's peak used {percent(1 - f.headroom)} of {_capacity(f)}.",
             )
         )
     if f.availability is not None and f.availability_objective is not None:
@@ -140,11 +164,11 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
                 Finding(
                     "availability_missed",
                     "action",
-                    subject,
-                    f"Availability {f.availability * 100:.3f} % is below its objective "
-                    f"{f.availability_objective * 100:g} % (error ratio {_pct(1 - f.availability)}, "
-                    f"{(1 - f.availability) / (1 - f.availability_objective):.1f}× the error budget): "
-                    f"look at {_where_errors(f)} and the error budget alerts.",
+                    *subject,
+                    f"Look at {_where_errors(f)} and the error budget alerts this week: availability "
+                    f"{percent(f.availability, 3)} is below its objective "
+                    f"{percent(f.availability_objective, 3)} (error ratio {percent(1 - f.availability)}, "
+                    f"{(1 - f.availability) / (1 - f.availability_objective):.1f}× the error budget).",
                 )
             )
     threshold = f.latency_threshold
@@ -153,8 +177,9 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
             Finding(
                 "latency_missed",
                 "action",
-                subject,
-                f"p99 latency {m.p99_latency_seconds * 1000:.0f} ms is above the SLO threshold {threshold * 1000:g} ms.",
+                *subject,
+                "Find where request time goes (queue or compute: the latency dashboards) this week: p99 "
+                f"latency {m.p99_latency_seconds * 1000:.0f} ms is above the SLO threshold {threshold * 1000:g} ms.",
             )
         )
     slo = f.slo
@@ -170,10 +195,10 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
             Finding(
                 "batching_delay",
                 "watch",
-                subject,
-                f"Batches run {_pct(m.batch_efficiency)} full (mean {m.mean_batch_size:.1f} of "
-                f"{m.max_batch_size:g}) while requests spend only {_pct(q)} of their time queued: raise "
-                "dynamic_batching max_queue_delay_microseconds so batches fill (fewer executions per request).",
+                *subject,
+                "Raise dynamic_batching max_queue_delay_microseconds so batches fill (fewer executions per "
+                f"request): batches run {percent(m.batch_efficiency)} full (mean {m.mean_batch_size:.1f} of "
+                f"{m.max_batch_size:g}) while requests spend only {percent(q)} of their time queued.",
             )
         )
     if q is not None and q > q_max:
@@ -181,9 +206,9 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
             Finding(
                 "queueing",
                 "action",
-                subject,
-                f"Requests spend {_pct(q)} of their time queued: add model instances (instance_group count) "
-                "or GPUs, or raise max_batch_size if the model allows it.",
+                *subject,
+                "Add model instances (instance_group count) or GPUs, or raise max_batch_size if the model "
+                f"allows it: requests spend {percent(q)} of their time queued.",
             )
         )
     if m.cache_hit_ratio is not None and m.cache_hit_ratio < hit_min:
@@ -191,9 +216,9 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
             Finding(
                 "cache_ineffective",
                 "watch",
-                subject,
-                f"The response cache hits {_pct(m.cache_hit_ratio)} of lookups: it costs memory and a lookup per "
-                "request for little gain; consider turning response_cache off for this model.",
+                *subject,
+                "Consider turning response_cache off for this model: it hits "
+                f"{percent(m.cache_hit_ratio)} of lookups, for a lookup per request and its memory.",
             )
         )
     return out
@@ -211,18 +236,20 @@ def _gpu(g: GpuFigures, end: datetime) -> list[Finding]:
     if weeks is None or weeks >= SATURATION_WEEKS:
         return []
     serving = f" (serving {', '.join(g.models)})" if g.models else ""
-    when = "is already at 100 %" if weeks == 0.0 else f"reaches 100 % {saturation_text(fc, end)}"
-    return [
-        Finding(
-            "saturation",
-            "action" if weeks < URGENT_WEEKS else "watch",
-            f"GPU {g.uuid}",
-            f"Peak utilisation {_pct(fc.peak)}{serving}; at the fitted growth of daily peaks it {when}. "
-            "Plan more GPUs or move models before then.",
+    peak = f"peak utilisation {percent(fc.peak)}{serving}"
+    if weeks == 0.0:
+        text = f"Add GPUs or move models now: {peak} is already at 100 %."
+    else:
+        when, why = saturation_text(fc, end)
+        text = (
+            f"Plan more GPUs or move models before {when}: {peak} reaches 100 % then at the fitted "
+            f"growth of daily peaks; {why}."
         )
-    ]
+    return [Finding("saturation", "action" if weeks < URGENT_WEEKS else "watch", GPU, g.uuid, text)]
 
 
 def findings(models: list[ModelFigures], gpus: list[GpuFigures], end: datetime) -> list[Finding]:
-    out = [x for f in models for x in _model(f, end)] + [x for g in gpus for x in _gpu(g, end)]
+    out = [replace(x, model=f.week.model, version=f.week.version) for f in models for x in _model(f, end)] + [
+        x for g in gpus for x in _gpu(g, end)
+    ]
     return sorted(out, key=lambda x: SEVERITIES.index(x.severity))

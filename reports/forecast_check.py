@@ -7,6 +7,8 @@ scores that forecast against the peak it then measures::
     error_ratio      = forecast / actual - 1        (0.1: forecast 10 % too high; -0.1: too low)
     within_interval  = forecast_low <= actual <= forecast_high
 
+Errors that all share one sign (two forecasts or more) are called biased, with the sign: wide
+intervals can hold every actual while the method misses the same way each time.
 A forecast is scored only by the report of the week it was made for (the archive's newest earlier
 report is last week's); a gap in the archive leaves that week unscored and says so. With
 ``CALIBRATION_WEEKS`` archived weeks or more (this one included), every check the archive holds is
@@ -24,10 +26,13 @@ from dataclasses import dataclass
 
 from tritonwatch.reports import archive
 from tritonwatch.reports.figures import ModelFigures
-from tritonwatch.reports.render import Section, finite_cell, html_table, md_table
+from tritonwatch.reports.formats import csv_cell, number, percent
+from tritonwatch.reports.render import Section, html_table, md_table
+from tritonwatch.reports.week import model_name
 
 COLUMNS = (
     "model",
+    "version",
     "forecast_week",
     "forecast_peak_request_rate",
     "forecast_low",
@@ -45,12 +50,17 @@ FLEET = "fleet"
 
 @dataclass(frozen=True)
 class Check:
-    model: str  # model:version, as the report names it
+    model: str
+    version: str
     forecast_week: str  # the week the forecast was for (the scoring report's week)
     forecast: float
     low: float
     high: float
     actual: float
+
+    @property
+    def name(self) -> str:
+        return model_name(self.model, self.version)
 
     @property
     def error_ratio(self) -> float:
@@ -62,16 +72,22 @@ class Check:
 
     def cells(self) -> list[str]:
         values = (self.forecast, self.low, self.high, self.actual, self.error_ratio)
-        return [self.model, self.forecast_week, *(finite_cell(v) for v in values), str(self.within).lower()]
+        cells = [self.model, self.version, self.forecast_week, *(csv_cell(v) for v in values)]
+        return [*cells, str(self.within).lower()]
 
 
 def from_row(row: archive.Row) -> Check | None:
-    """A check an archived ``forecast_check.csv`` holds (None: a row it cannot read)."""
-    numbers = [archive.number(row.get(c)) for c in COLUMNS[2:6]]
+    """A check an archived ``forecast_check.csv`` holds (None: a row it cannot read). A report from
+    before the ``version`` column wrote ``model:version`` in ``model``."""
+    numbers = [archive.number(row.get(c)) for c in COLUMNS[3:7]]
     forecast, low, high, actual = numbers
     if forecast is None or low is None or high is None or actual is None or actual <= 0:
         return None
-    return Check(row.get("model", ""), row.get("forecast_week", ""), forecast, low, high, actual)
+    model, version = row.get("model", ""), row.get("version")
+    if version is None:
+        model, _, version = model.rpartition(":") if ":" in model else ("", "", model)
+        model, version = (model, version) if model else (version, "")
+    return Check(model, version, row.get("forecast_week", ""), forecast, low, high, actual)
 
 
 def score(
@@ -97,7 +113,7 @@ def score(
         forecast, low, high = cells
         if forecast is None or low is None or high is None:
             continue
-        out.append(Check(f.name, week, forecast, low, high, f.week.peak_request_rate))
+        out.append(Check(f.week.model, f.week.version, week, forecast, low, high, f.week.peak_request_rate))
     unscored = len(previous.models) - len(out)
     note = f"{len(out)} forecasts made by the {previous.week} report scored against this week's peaks"
     return out, note + (f" ({unscored} without a forecast or a peak this week)." if unscored else ".")
@@ -105,7 +121,7 @@ def score(
 
 @dataclass(frozen=True)
 class Calibration:
-    subject: str  # model:version, or FLEET
+    subject: str  # model:version, as the report names it, or FLEET
     weeks: int  # weeks scored
     mean_absolute_error: float
     inside: int  # weeks the actual peak fell inside the interval
@@ -126,15 +142,15 @@ class Calibration:
         who = "Fleet forecasts" if self.subject == FLEET else f"Forecasts for {self.subject}"
         figures = (
             f"{self.inside} of {self.weeks} weeks inside the 95 % interval, mean absolute error "
-            f"{self.mean_absolute_error * 100:.1f} %"
+            f"{percent(self.mean_absolute_error)}"
         )
         if self.trusted:
             return f"{who} have earned trust: {figures}."
         if self.weeks < MIN_SCORED:
             return f"{who} have not earned trust yet: only {figures} (at least {MIN_SCORED} weeks needed)."
         return (
-            f"{who} have not earned trust: {figures} (trusted from {TRUST_INSIDE * 100:.0f} % inside and "
-            f"at most {TRUST_MAE * 100:.0f} % error); read their saturation dates as rough."
+            f"{who} have not earned trust: {figures} (trusted from {percent(TRUST_INSIDE, 0)} inside and "
+            f"at most {percent(TRUST_MAE, 0)} error); read their saturation dates as rough."
         )
 
 
@@ -148,7 +164,7 @@ def calibration(checks: Iterable[Check]) -> list[Calibration]:
     pooled = list(checks)
     by_model: dict[str, list[Check]] = {}
     for c in pooled:
-        by_model.setdefault(c.model, []).append(c)
+        by_model.setdefault(c.name, []).append(c)
     out = [_calibrate(m, cs) for m, cs in sorted(by_model.items())]
     return out + ([_calibrate(FLEET, pooled)] if pooled else [])
 
@@ -158,23 +174,39 @@ def history(earlier: Sequence[archive.Archived]) -> list[Check]:
     return [c for a in earlier for row in a.checks if (c := from_row(row)) is not None]
 
 
-def _pct(v: float) -> str:
-    return f"{v * 100:+.1f} %"
+def bias(checks: Sequence[Check]) -> str | None:
+    """A sentence when every scored forecast erred the same way (two or more): the errors are then not
+    noise but a bias of the method, whatever the intervals say."""
+    if len(checks) < 2:
+        return None
+    errors = [c.error_ratio for c in checks]
+    if all(e < 0 for e in errors):
+        sign = "all low"
+    elif all(e > 0 for e in errors):
+        sign = "all high"
+    else:
+        return None
+    lo, hi = min(errors), max(errors)
+    return (
+        f"Biased, {sign}: every one of the {len(checks)} forecasts scored erred the same way "
+        f"({percent(lo, signed=True)} to {percent(hi, signed=True)}), inside their intervals or not; "
+        "read next week's forecasts with that in mind."
+    )
 
 
 CHECK_TABLE = (
-    ("model", lambda c: c.model),
-    ("forecast req/s", lambda c: f"{c.forecast:.3g}"),
-    ("95 % interval", lambda c: f"{c.low:.3g}–{c.high:.3g}"),
-    ("actual req/s", lambda c: f"{c.actual:.3g}"),
-    ("error", lambda c: _pct(c.error_ratio)),
+    ("model", lambda c: c.name),
+    ("forecast req/s", lambda c: number(c.forecast)),
+    ("95 % interval", lambda c: f"{number(c.low)}–{number(c.high)}"),
+    ("actual req/s", lambda c: number(c.actual)),
+    ("error", lambda c: percent(c.error_ratio, signed=True)),
     ("inside", lambda c: "yes" if c.within else "no"),
 )
 CALIBRATION_TABLE = (
     ("model", lambda c: c.subject),
     ("weeks scored", lambda c: str(c.weeks)),
-    ("mean absolute error", lambda c: f"{c.mean_absolute_error * 100:.1f} %"),
-    ("inside the interval", lambda c: f"{c.inside} of {c.weeks} ({c.inside_share * 100:.0f} %)"),
+    ("mean absolute error", lambda c: percent(c.mean_absolute_error)),
+    ("inside the interval", lambda c: f"{c.inside} of {c.weeks} ({percent(c.inside_share, 0)})"),
     ("trusted", lambda c: "yes" if c.trusted else "no"),
 )
 
@@ -194,6 +226,10 @@ def section(
     if checks:
         md += [*md_table(CHECK_TABLE, checks), ""]
         page += html_table(CHECK_TABLE, checks)
+    biased = bias(checks)
+    if biased:
+        md += [f"**{biased}**", ""]
+        page += f"<p><b>{html.escape(biased)}</b></p>"
     if archived < CALIBRATION_WEEKS:
         text = (
             f"Calibration starts once the archive holds {CALIBRATION_WEEKS} weeks (it holds {archived}): "

@@ -20,9 +20,10 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from tritonwatch import catalog
+from tritonwatch.reports.formats import count, csv_cell, percent
 from tritonwatch.reports.promapi import PromClient
 from tritonwatch.reports.queries import PEAK_WINDOW
-from tritonwatch.reports.render import Section, finite_cell, html_table, md_table
+from tritonwatch.reports.render import Section, html_table, md_table
 from tritonwatch.reports.week import PEAK_STEP, Week, by_model, model_name, series_by_model
 from tritonwatch.slo import SLOFile
 
@@ -139,25 +140,17 @@ def collect(
 # --- output ---------------------------------------------------------------------------------------
 
 
-def _num(v: float | None) -> str:
-    return "—" if v is None else f"{v:,.0f}"
-
-
-def _pct(v: float | None) -> str:
-    return "—" if v is None else f"{v:.0%}"
-
-
 TABLE: tuple[tuple[str, Callable[[LlmFigures], str]], ...] = (
     ("model", lambda f: model_name(f.model, f.version)),
-    ("tokens generated", lambda f: _num(f.generated_tokens)),
-    ("peak tokens/s", lambda f: _num(f.peak_tokens_per_second)),
+    ("tokens generated", lambda f: count(f.generated_tokens)),
+    ("peak tokens/s", lambda f: count(f.peak_tokens_per_second)),
     ("GPUs", lambda f: str(f.gpus) if f.gpus else "—"),
-    ("peak tokens/s per GPU", lambda f: _num(f.peak_tokens_per_second_per_gpu)),
-    ("peak KV cache", lambda f: _pct(f.peak_kv_cache_utilization)),
-    ("capacity tokens/s", lambda f: _num(f.capacity_tokens_per_second)),
+    ("peak tokens/s per GPU", lambda f: count(f.peak_tokens_per_second_per_gpu)),
+    ("peak KV cache", lambda f: percent(f.peak_kv_cache_utilization)),
+    ("capacity tokens/s", lambda f: count(f.capacity_tokens_per_second)),
     ("capacity from", lambda f: {"slo": "declared", "kv_cache": "KV cache"}.get(f.capacity_source, "—")),
-    ("headroom tokens/s", lambda f: _num(f.headroom_tokens_per_second)),
-    ("headroom", lambda f: _pct(f.headroom_ratio)),
+    ("headroom tokens/s", lambda f: count(f.headroom_tokens_per_second)),
+    ("headroom", lambda f: percent(f.headroom_ratio)),
 )
 
 
@@ -174,5 +167,5 @@ def section(client: PromClient, end: datetime, days: int, week: Week, slos: SLOF
     rows = collect(client, end, days, week, slos)
     if not rows:
         return None
-    csv_rows = [[finite_cell(v) for v in r.row().values()] for r in rows]
+    csv_rows = [[csv_cell(v) for v in r.row().values()] for r in rows]
     return Section(markdown(rows), html_section(rows), "llm.csv", COLUMNS, csv_rows)

@@ -9,7 +9,6 @@ import base64
 import csv
 import errno
 import html
-import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,6 +19,7 @@ from tritonwatch import catalog
 from tritonwatch.reports import capacity, knee
 from tritonwatch.reports.charts import Chart
 from tritonwatch.reports.figures import (
+    BY_RATE,
     GPU_COLUMNS,
     MODEL_COLUMNS,
     SOURCES,
@@ -30,6 +30,7 @@ from tritonwatch.reports.figures import (
     model_row,
 )
 from tritonwatch.reports.findings import Finding
+from tritonwatch.reports.formats import DASH, count, csv_cell, ms, number, percent, points, weeks
 from tritonwatch.reports.week import Week, model_name
 
 GPU_METHOD = (
@@ -43,7 +44,10 @@ METHOD = [capacity.METHOD, knee.METHOD, GPU_METHOD]
 # Every finding of the period, one a row: the archive's next report reads it to mark findings new,
 # ongoing or resolved.
 FINDINGS_CSV = "findings.csv"
-FINDINGS_COLUMNS = ("code", "severity", "subject", "text")
+# kind: model or gpu; subject: the model version (model:version) or the GPU's uuid; model and version as
+# in every per-model CSV (empty for a GPU); status: new, ongoing or resolved against the newest earlier
+# archived week (empty without --archive).
+FINDINGS_COLUMNS = ("code", "severity", "status", "kind", "subject", "model", "version", "text")
 
 
 @dataclass(frozen=True)
@@ -69,57 +73,16 @@ class Report:
     generated: datetime
     sections: Sequence[Section] = ()
     lead: Sequence[Section] = ()  # what the report opens with, before the findings (what changed)
+    resolved: Sequence[Finding] = ()  # last week's findings gone this week (with --archive)
 
 
-# --- cell formatting ----------------------------------------------------------------------------
-def finite_cell(v: object) -> str:
-    """A CSV cell as the models.csv cells, empty for a missing or non-finite figure (the LLM and
-    configuration tables)."""
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return ""
-    return f"{v:.10g}" if isinstance(v, float) else str(v)
-
-
-def _csv_cell(v: Cell) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return f"{v:.10g}"
-    return str(v)
-
-
-def _num(v: Cell, fmt: str = "{:.3g}") -> str:
-    return "—" if v is None or v == "" else fmt.format(v) if isinstance(v, float) else str(v)
-
-
-def _pct(v: Cell) -> str:
-    return "—" if not isinstance(v, float) else f"{v * 100:.2f}%"
-
-
-def _signed_pct(v: Cell) -> str:
-    return "—" if not isinstance(v, float) else f"{v * 100:+.2f}%"
-
-
-def _points(v: Cell) -> str:
-    return "—" if not isinstance(v, float) else f"{v * 100:+.2f} points"
-
-
-def _ms(v: Cell) -> str:
-    return "—" if not isinstance(v, float) else f"{v * 1000:.1f}"
-
-
-def _fmt_weeks(v: Cell) -> str:
-    return f"{v:.1f}" if isinstance(v, float) else "—"
-
-
+# --- cell formatting (the formats themselves: tritonwatch.reports.formats) ------------------------
 def _both(row: dict[str, Cell]) -> str:
-    return (
-        f"{_fmt_weeks(row['weeks_to_saturation_linear'])} / {_fmt_weeks(row['weeks_to_saturation_compound'])}"
-    )
+    return f"{weeks(row['weeks_to_saturation_linear'])} / {weeks(row['weeks_to_saturation_compound'])}"
 
 
 def _forecast(row: dict[str, Cell]) -> str:
-    return capacity.MODEL_NAMES.get(str(row["forecast_model"]), "—")
+    return capacity.MODEL_NAMES.get(str(row["forecast_model"]), DASH)
 
 
 def _weeks(row: dict[str, Cell]) -> str:
@@ -129,7 +92,7 @@ def _weeks(row: dict[str, Cell]) -> str:
         row.get("weeks_to_saturation_high"),
     )
     if not isinstance(w, float):
-        return "— (no upward trend)" if row.get("headroom_ratio") is not None else "—"
+        return f"{DASH} (no upward trend)" if row.get("headroom_ratio") is not None else DASH
     if w == 0.0:
         return "0 (now)"
     if isinstance(lo, float):
@@ -150,46 +113,46 @@ def _figure(signal: str) -> Callable[[dict[str, Cell]], str]:
     """A reported catalog figure's cell, by its unit: a percentage for a ratio, else a number."""
     view, unit = catalog.view(signal)
     if unit == "percentunit":
-        return lambda r: _pct(r[view.field])
-    return lambda r: _num(r[view.field])
+        return lambda r: percent(r[view.field])
+    return lambda r: number(r[view.field])
 
 
 MODEL_TABLE: tuple[Column, ...] = (
     ("model", lambda r: model_name(str(r["model"]), str(r["version"] or ""))),
-    ("requests", lambda r: _num(r["requests_total"], "{:,.0f}")),
-    ("peak req/s", lambda r: _num(r["peak_request_rate"])),
-    (_column(catalog.ERROR_RATIO), lambda r: _pct(r["error_ratio"])),
-    ("availability vs objective", lambda r: _signed_pct(r["availability_vs_objective"])),
-    (_column(catalog.BATCH_SIZE_MEAN), lambda r: _num(r["mean_batch_size"])),
+    ("requests", lambda r: count(r["requests_total"])),
+    ("peak req/s", lambda r: number(r["peak_request_rate"])),
+    (_column(catalog.ERROR_RATIO), lambda r: percent(r["error_ratio"], 2)),
+    ("availability vs objective", lambda r: percent(r["availability_vs_objective"], 2, signed=True)),
+    (_column(catalog.BATCH_SIZE_MEAN), lambda r: number(r["mean_batch_size"])),
     *((_column(e.name), _figure(e.name)) for e in catalog.REPORTED),
-    ("p99 ms", lambda r: _ms(r["p99_latency_seconds"])),
+    ("p99 ms", lambda r: ms(r["p99_latency_seconds"])),
 )
 _GPU_COUNTS = ("gpus_now", "gpus_needed_4w", "gpus_needed_12w")
 # Capacity and what to do, per model: a table of its own so either can grow columns.
 CAPACITY_TABLE: tuple[Column, ...] = (
     MODEL_TABLE[0],
-    ("capacity from", lambda r: SOURCES.get(str(r["capacity_source"]), "—")),
-    ("capacity req/s", lambda r: _num(r["capacity_request_rate"])),
-    ("headroom", lambda r: _pct(r["headroom_ratio"])),
+    ("capacity from", lambda r: SOURCES.get(str(r["capacity_source"]), DASH)),
+    ("capacity req/s", lambda r: number(r["capacity_request_rate"])),
+    ("headroom", lambda r: percent(r["headroom_ratio"])),
     ("growth model (by fit)", _forecast),
     ("weeks (95 % range)", _weeks),
     ("weeks: linear / compounding", _both),
-    ("saturates (earlier)", lambda r: str(r["saturation_date"] or "—")),
-    ("GPUs now / 4 wk / 12 wk", lambda r: " / ".join(_num(r[c], "{:.0f}") for c in _GPU_COUNTS)),
-    ("GPU-s / request", lambda r: _num(r["gpu_seconds_per_request"])),
-    ("J / request", lambda r: _num(r["joules_per_request"])),
+    ("saturates (earlier)", lambda r: str(r["saturation_date"] or DASH)),
+    ("GPUs now / 4 wk / 12 wk", lambda r: " / ".join(number(r[c], "{:.0f}") for c in _GPU_COUNTS)),
+    ("GPU-s / request", lambda r: number(r["gpu_seconds_per_request"])),
+    ("J / request", lambda r: number(r["joules_per_request"])),
 )
 GPU_TABLE: tuple[Column, ...] = (
     ("GPU", lambda r: str(r["gpu_uuid"])),
-    ("models on it", lambda r: str(r["models"] or "—")),
-    ("peak utilisation", lambda r: _pct(r["peak_utilization"])),
-    ("mean utilisation", lambda r: _pct(r["mean_utilization"])),
-    ("headroom", lambda r: _pct(r["headroom_ratio"])),
-    ("peak trend per day", lambda r: _points(r["trend_slope_per_day"])),
+    ("models on it", lambda r: str(r["models"] or DASH)),
+    ("peak utilisation", lambda r: percent(r["peak_utilization"])),
+    ("mean utilisation", lambda r: percent(r["mean_utilization"])),
+    ("headroom", lambda r: percent(r["headroom_ratio"])),
+    ("peak trend per day", lambda r: points(r["trend_slope_per_day"])),
     ("growth model (by fit)", _forecast),
     ("weeks (95 % range)", _weeks),
     ("weeks: linear / compounding", _both),
-    ("saturates (earlier)", lambda r: str(r["saturation_date"] or "—")),
+    ("saturates (earlier)", lambda r: str(r["saturation_date"] or DASH)),
 )
 
 
@@ -200,7 +163,7 @@ def _rows(report: Report) -> tuple[list[dict[str, Cell]], list[dict[str, Cell]]]
 
 # --- files --------------------------------------------------------------------------------------
 def write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Cell]]) -> None:
-    write_rows(path, columns, ([_csv_cell(r[c]) for c in columns] for r in rows))
+    write_rows(path, columns, ([csv_cell(r[c]) for c in columns] for r in rows))
 
 
 def write_rows(path: Path, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
@@ -238,6 +201,50 @@ def _slo_capacity_notes(report: Report) -> list[str]:
     return out
 
 
+def _next_week_note(report: Report) -> str | None:
+    """Said once where any model's forecast could not take the weekly cycle out."""
+    short = sorted({f.next_week.days for f in report.models if f.next_week and not f.next_week.weekly})
+    if not short:
+        return None
+    return (
+        f"The weekly cycle is not removed: {short[-1]} days of daily peaks, {capacity.WEEKLY_MIN_DAYS} needed "
+        "(each weekday seen twice), so a quiet weekend cannot be told from a trend. These forecasts are "
+        "unreliable until then: each is at least this week's highest peak, never a trend fitted into a "
+        "weekend's trough."
+    )
+
+
+NEXT_WEEK_TABLE: tuple[tuple[str, Callable[[ModelFigures], str]], ...] = (
+    ("model", lambda f: f.name),
+    ("peak this week req/s", lambda f: number(f.week.peak_request_rate)),
+    ("forecast next week req/s", lambda f: number(f.next_week.peak if f.next_week else None)),
+    (
+        "95 % interval",
+        lambda f: f"{number(f.next_week.low)}–{number(f.next_week.high)}" if f.next_week else DASH,
+    ),
+    ("how", lambda f: f.next_week.basis() if f.next_week else DASH),
+)
+
+
+def _forecasts(report: Report) -> list[ModelFigures]:
+    return [f for f in report.models if f.next_week is not None]
+
+
+def fit_notes(report: Report) -> list[str]:
+    """Which growth model each forecast chose, and why (AIC, R²): the method note's, not the findings'."""
+    out = [
+        f"model {f.name}: {f.forecast.explain()}."
+        for f in report.models
+        if f.forecast and f.capacity_source in BY_RATE
+    ]
+    return out + [f"GPU {g.uuid}: {g.forecast.explain()}." for g in report.gpus]
+
+
+def _finding_md(x: Finding) -> str:
+    status = f"**{x.status}** · " if x.status else ""
+    return f"- {status}**{x.severity}** · {x.label}: {x.text}"
+
+
 def markdown(report: Report) -> str:
     models, gpus = _rows(report)
     out = [
@@ -249,21 +256,27 @@ def markdown(report: Report) -> str:
         "".join(s.markdown for s in report.lead) + "## Findings",
         "",
     ]
-    if report.findings:
-        out += [f"- **{x.severity}** · {x.subject}: {x.text}" for x in report.findings]
-    else:
-        out.append("- Nothing to act on this period.")
+    listed = [*report.findings, *report.resolved]
+    out += [_finding_md(x) for x in listed] if listed else ["- Nothing to act on this period."]
     out += ["", "## Models", "", *md_table(MODEL_TABLE, models)]
     out += ["", "## Capacity and what to do", "", *md_table(CAPACITY_TABLE, models)]
     notes = _slo_capacity_notes(report)
     if notes:
         out += ["", "SLO-bound capacity:", "", *[f"- {n}" for n in notes]]
+    ahead = _forecasts(report)
+    if ahead:
+        out += ["", "## Next week's peak", "", *md_table(NEXT_WEEK_TABLE, ahead)]
+        note = _next_week_note(report)
+        out += ["", note] if note else []
     out += ["", "## GPUs", ""]
     out += md_table(GPU_TABLE, gpus) if gpus else ["No GPU utilisation series in the period."]
     # Each section's markdown ends with its blank line.
     out += ["", "".join(s.markdown for s in report.sections) + "## Method", ""]
     for para in METHOD:
         out += [para, ""]
+    fits = fit_notes(report)
+    if fits:
+        out += ["Growth model chosen per forecast:", "", *[f"- {n}" for n in fits], ""]
     out += ["## Charts", ""]
     out += [f"![{c.title}](charts/{c.key}.png)" for c in report.charts]
     out += ["", f"Generated {report.generated:%Y-%m-%d %H:%M} UTC by tritonwatch report.", ""]
@@ -283,7 +296,8 @@ table { border-collapse: collapse; margin: 1em 0; font-size: 0.85em; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
 th { background: #f0f3f7; } td:first-child, th:first-child { text-align: left; }
 .action { color: #fff; background: #c0392b; } .watch { color: #222; background: #f1c40f; }
-.sev { border-radius: 3px; padding: 0 0.4em; font-size: 0.85em; margin-right: 0.4em; }
+.sev, .status { border-radius: 3px; padding: 0 0.4em; font-size: 0.85em; margin-right: 0.4em; }
+.status { border: 1px solid #888; } .resolved { color: #2e7d32; border-color: #2e7d32; }
 li { margin: 0.4em 0; } img { max-width: 100%; border: 1px solid #ddd; }
 """
 
@@ -296,6 +310,13 @@ def html_table(columns: Sequence[tuple[str, Callable[[R], str]]], rows: Sequence
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _finding_html(x: Finding) -> str:
+    e = html.escape
+    status = f'<span class="status {e(x.status)}">{e(x.status)}</span>' if x.status else ""
+    severity = f'<span class="sev {e(x.severity)}">{e(x.severity)}</span>'
+    return f"<li>{status}{severity}<b>{e(x.label)}</b>: {e(x.text)}</li>"
+
+
 def html_page(report: Report, chart_src: Callable[[Chart], str] | None = None) -> str:
     """The page; ``chart_src`` gives each chart's ``src`` (default: an inline PNG data URI; the mail's
     HTML part names its attached images by ``cid:``)."""
@@ -303,10 +324,7 @@ def html_page(report: Report, chart_src: Callable[[Chart], str] | None = None) -
     src = chart_src or (lambda c: f"data:image/png;base64,{base64.b64encode(c.png).decode()}")
     e = html.escape
     findings = (
-        "".join(
-            f'<li><span class="sev {e(x.severity)}">{e(x.severity)}</span><b>{e(x.subject)}</b>: {e(x.text)}</li>'
-            for x in report.findings
-        )
+        "".join(_finding_html(x) for x in [*report.findings, *report.resolved])
         or "<li>Nothing to act on this period.</li>"
     )
     charts = "".join(
@@ -318,7 +336,20 @@ def html_page(report: Report, chart_src: Callable[[Chart], str] | None = None) -
         if notes
         else ""
     )
-    method = "".join(f"<p>{e(p)}</p>" for p in METHOD)
+    ahead = _forecasts(report)
+    note = _next_week_note(report)
+    next_week = (
+        f"<h2>Next week's peak</h2>{html_table(NEXT_WEEK_TABLE, ahead)}"
+        + (f"<p>{e(note)}</p>" if note else "")
+        if ahead
+        else ""
+    )
+    fits = fit_notes(report)
+    method = "".join(f"<p>{e(p)}</p>" for p in METHOD) + (
+        "<p>Growth model chosen per forecast:</p><ul>" + "".join(f"<li>{e(n)}</li>" for n in fits) + "</ul>"
+        if fits
+        else ""
+    )
     gpu_table = html_table(GPU_TABLE, gpus) if gpus else "<p>No GPU utilisation series in the period.</p>"
     return (
         "<!DOCTYPE html>\n"
@@ -329,7 +360,7 @@ def html_page(report: Report, chart_src: Callable[[Chart], str] | None = None) -
         + "".join(s.html for s in report.lead)
         + f"<h2>Findings</h2><ul>{findings}</ul>"
         f"<h2>Models</h2>{html_table(MODEL_TABLE, models)}"
-        f"<h2>Capacity and what to do</h2>{html_table(CAPACITY_TABLE, models)}{slo_notes}"
+        f"<h2>Capacity and what to do</h2>{html_table(CAPACITY_TABLE, models)}{slo_notes}{next_week}"
         f"<h2>GPUs</h2>{gpu_table}" + "".join(s.html for s in report.sections) + f"<h2>Method</h2>{method}"
         f"<h2>Charts</h2>{charts}"
         f'<p class="meta">Generated {report.generated:%Y-%m-%d %H:%M} UTC by tritonwatch report.</p>'
@@ -352,7 +383,14 @@ def write(report: Report, out: Path) -> list[Path]:
     paths[1].write_text(markdown(report))
     write_csv(paths[2], MODEL_COLUMNS, models)
     write_csv(paths[3], GPU_COLUMNS, gpus)
-    write_rows(paths[4], FINDINGS_COLUMNS, ([x.code, x.severity, x.subject, x.text] for x in report.findings))
+    write_rows(
+        paths[4],
+        FINDINGS_COLUMNS,
+        (
+            [x.code, x.severity, x.status, x.kind, x.subject, x.model, x.version, x.text]
+            for x in [*report.findings, *report.resolved]
+        ),
+    )
     for c in report.charts:
         p = out / "charts" / f"{c.key}.png"
         p.write_bytes(c.png)

@@ -152,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
             prometheus=client.url,
             models=history.models if history else models,
             gpus=gpus,
-            findings=found,
+            findings=history.findings if history else found,
+            resolved=history.resolved if history else (),
             charts=charts.all_charts(models, gpus, week),
             generated=datetime.now(timezone.utc),
             sections=[*sections, *(history.sections if history else ())],
@@ -172,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(report.findings)} findings for {len(models)} models and {len(gpus)} GPUs", file=sys.stderr)
     if delivery:
         folder = Path(args.archive) / label if args.archive else Path(args.out)
-        for line in digest.send(delivery, report, label, folder, history.marked if history else None):
+        for line in digest.send(delivery, report, label, folder, archived=history is not None):
             print(f"report: {line}", file=sys.stderr)
     return 0
 

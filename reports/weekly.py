@@ -2,7 +2,8 @@
 
 ``read()`` loads the archive's earlier weeks once and returns what the report adds: the models with
 last week's peak (``models.csv``'s ``previous_peak_request_rate``), the "What changed" section it opens
-with (``changes``), the "Forecast check" section (``forecast_check``), and each finding's status.
+with (``changes``), the "Forecast check" section (``forecast_check``), this week's findings marked new
+or ongoing, and last week's resolved.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ class History:
     models: list[ModelFigures]
     lead: tuple[Section, ...]
     sections: tuple[Section, ...]
-    marked: list[changes.Status]
+    findings: list[Finding]  # this week's, each marked new or ongoing
+    resolved: list[Finding]  # last week's, gone this week
     checks: list[forecast_check.Check]
     calibration: list[forecast_check.Calibration]
 
@@ -52,6 +54,6 @@ def read(
             )
             for f in models
         ]
-    lead, marked = changes.section(models, found, end, week, previous)
+    lead, marked, resolved = changes.section(models, found, end, week, previous)
     check, checks, calibration = forecast_check.section(models, previous, earlier, week)
-    return History(previous, list(models), (lead,), (check,), marked, checks, calibration)
+    return History(previous, list(models), (lead,), (check,), marked, resolved, checks, calibration)

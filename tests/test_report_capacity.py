@@ -12,7 +12,8 @@ import pytest
 from tritonwatch import catalog
 from tritonwatch.reports import capacity, knee, queries
 from tritonwatch.reports.promapi import _chunks
-from tritonwatch.reports.render import MODEL_TABLE, _csv_cell
+from tritonwatch.reports.formats import csv_cell, percent
+from tritonwatch.reports.render import MODEL_TABLE
 
 END = datetime(2026, 11, 9, tzinfo=timezone.utc)
 
@@ -147,9 +148,61 @@ def test_queries_come_from_the_catalog() -> None:
 
 
 def test_not_applicable_is_an_empty_csv_cell() -> None:
-    assert _csv_cell(None) == ""
-    assert _csv_cell(0.0) == "0"
-    assert _csv_cell(0.25) == "0.25"
+    assert csv_cell(None) == "" and csv_cell(math.nan) == ""
+    assert csv_cell(0.0) == "0"
+    assert csv_cell(0.25) == "0.25"
+
+
+def test_one_percent_format() -> None:
+    assert [percent(0.1234), percent(0.99951, 2), percent(-0.0312, signed=True), percent(None)] == [
+        "12.3 %",
+        "99.95 %",
+        "-3.1 %",
+        "—",
+    ]
+
+
+def _weekend_dip(days: int, level: float, weekend: float, noise: float = 0.01) -> pd.Series:
+    """5-minute values with a daily cycle peaking at ``level`` at 14:00, ``weekend`` of it on Saturdays
+    and Sundays, flat: the days end at END, a Monday 00:00, so the last two are a quiet weekend."""
+    idx = pd.date_range(END - timedelta(days=days) + timedelta(minutes=5), END, freq="5min")
+    hour = np.array([x.hour + x.minute / 60 for x in idx])
+    daily = 0.6 + 0.4 * np.cos(2 * math.pi * (hour - 14) / 24)
+    quiet = np.array([weekend if x.weekday() >= 5 else 1.0 for x in idx])
+    rng = np.random.default_rng(1)
+    return pd.Series(level * daily * quiet * (1 + noise * rng.standard_normal(idx.size)), index=idx)
+
+
+def test_a_week_ending_on_a_quiet_weekend_is_not_forecast_into_the_trough() -> None:
+    # A flat model at 50 req/s on weekdays, 80 % at weekends: next week peaks at 50 again.
+    series = _weekend_dip(7, 50.0, 0.8)
+    seen = float(capacity.daily_peaks(series, END, 7).max())
+    assert seen == pytest.approx(50.0, rel=0.03)
+    # The cause: a trend through one week reads the weekend as a fall (-1.8 req/s a day); carried to
+    # next week's days it says 40.6, 20 % under the 51 already seen (the first reports' bias).
+    peaks = capacity.daily_peaks(series, END, 7)
+    trend = capacity.fit(peaks, END, capacity.LINEAR)
+    assert trend is not None and trend.slope == pytest.approx(-1.83, abs=0.01)
+    said = max(trend.at((t - pd.Timestamp(END)).total_seconds() / 86400 + 7) for t in peaks.index)
+    assert said == pytest.approx(40.6, abs=0.1) and said < 0.8 * seen
+    ahead = capacity.next_week(series, END, 7)
+    assert ahead is not None
+    assert ahead.peak == seen and ahead.observed  # within 10 % of next week's peak of 50
+    assert abs(ahead.peak / 50.0 - 1) < 0.10
+    assert ahead.low < ahead.peak < ahead.high
+    assert not ahead.weekly and not ahead.reliable and ahead.days == 7
+    assert ahead.basis() == (
+        "this week's highest peak (the trend said less); weekly cycle not removed (7 days, 14 needed): unreliable"
+    )
+    # Two weeks: the weekly cycle is taken out, the forecast is the busiest weekday's, and reliable.
+    two = capacity.next_week(_weekend_dip(14, 50.0, 0.8), END, 14)
+    assert two is not None and two.weekly and two.reliable and not two.observed
+    assert two.peak == pytest.approx(50.0, rel=0.03)
+    assert two.basis().endswith("trend, weekly cycle removed (14 days)")
+    # Growth a trend sees is kept: a week growing 2 req/s a day is forecast past this week's peak.
+    growing = capacity.next_week(_series(7, 100.0, 2.0), END, 7)
+    assert growing is not None and not growing.observed and not growing.reliable
+    assert growing.peak == pytest.approx(100.0 + 2.0 * (7 - 10 / 24), rel=1e-6)
 
 
 @pytest.mark.parametrize(
