@@ -7,8 +7,9 @@ scores that forecast against the peak it then measures::
     error_ratio      = forecast / actual - 1        (0.1: forecast 10 % too high; -0.1: too low)
     within_interval  = forecast_low <= actual <= forecast_high
 
-Errors that all share one sign (two forecasts or more) are called biased, with the sign: wide
-intervals can hold every actual while the method misses the same way each time.
+Errors that all share one sign (two forecasts or more, each beyond ``BIAS_TOLERANCE``) are called
+biased, with the sign: wide intervals can hold every actual while the method misses the same way each
+time.
 A forecast is scored only by the report of the week it was made for (the archive's newest earlier
 report is last week's); a gap in the archive leaves that week unscored and says so. With
 ``CALIBRATION_WEEKS`` archived weeks or more (this one included), every check the archive holds is
@@ -46,6 +47,7 @@ MIN_SCORED = 3
 TRUST_INSIDE = 0.8
 TRUST_MAE = 0.10
 FLEET = "fleet"
+BIAS_TOLERANCE = 0.02  # an error within 2 % is on target: it shows no direction
 
 
 @dataclass(frozen=True)
@@ -175,14 +177,15 @@ def history(earlier: Sequence[archive.Archived]) -> list[Check]:
 
 
 def bias(checks: Sequence[Check]) -> str | None:
-    """A sentence when every scored forecast erred the same way (two or more): the errors are then not
-    noise but a bias of the method, whatever the intervals say."""
+    """A sentence when every scored forecast erred the same way (two or more, each by more than
+    ``BIAS_TOLERANCE``): the errors are then not noise but a bias of the method, whatever the intervals
+    say."""
     if len(checks) < 2:
         return None
     errors = [c.error_ratio for c in checks]
-    if all(e < 0 for e in errors):
+    if all(e < -BIAS_TOLERANCE for e in errors):
         sign = "all low"
-    elif all(e > 0 for e in errors):
+    elif all(e > BIAS_TOLERANCE for e in errors):
         sign = "all high"
     else:
         return None

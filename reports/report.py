@@ -14,15 +14,22 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from tritonwatch.errors import TritonwatchError, UsageError
 from tritonwatch.flags import utc_time
 from tritonwatch.reports import deliver
 from tritonwatch.reports.batching import DEFAULT_MODELS_PER_QUERY
+
+if TYPE_CHECKING:
+    from tritonwatch.reports.figures import GpuFigures, ModelFigures
+    from tritonwatch.reports.render import Report, Section
+    from tritonwatch.reports.week import Week
+    from tritonwatch.reports.weekly import History
 
 HELP = (
     "Weekly capacity report from Prometheus: headroom, SLO-bound capacity, growth forecasts, "
@@ -103,17 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
         slos = slo.load(args.slo)
 
-    from tritonwatch.reports import (
-        archive,
-        charts,
-        configuration,
-        digest,
-        figures,
-        findings,
-        llm,
-        render,
-        weekly,
-    )
+    from tritonwatch.reports import archive, configuration, digest, figures, llm, render
     from tritonwatch.reports.archive import iso_week
     from tritonwatch.reports.promapi import Progress, PromClient
     from tritonwatch.reports.week import collect, history_days
@@ -140,25 +137,12 @@ def run(args: argparse.Namespace) -> int:
             s
             for s in (
                 llm.section(client, end, args.days, week, slos),  # LLM models
-                configuration.section(client, end, slos, models),  # issue 27
+                configuration.section(client, end, slos, models),  # configured against advised
             )
             if s is not None
         ]
-        found = findings.findings(models, gpus, end)
         label = iso_week(end)
-        history = weekly.read(args.archive, label, models, found, end) if args.archive else None
-        report = render.Report(
-            week=week,
-            prometheus=client.url,
-            models=history.models if history else models,
-            gpus=gpus,
-            findings=history.findings if history else found,
-            resolved=history.resolved if history else (),
-            charts=charts.all_charts(models, gpus, week),
-            generated=datetime.now(timezone.utc),
-            sections=[*sections, *(history.sections if history else ())],
-            lead=history.lead if history else (),
-        )
+        report, history = assemble(week, models, gpus, client.url, sections, args.archive, label)
         paths = []
         if args.archive:
             paths += _write(
@@ -170,12 +154,47 @@ def run(args: argparse.Namespace) -> int:
         progress.done()
     for p in paths:
         print(p)
-    print(f"{len(report.findings)} findings for {len(models)} models and {len(gpus)} GPUs", file=sys.stderr)
+    print(
+        f"{len(report.findings)} findings for {len(report.models)} models and {len(report.gpus)} GPUs",
+        file=sys.stderr,
+    )
     if delivery:
         folder = Path(args.archive) / label if args.archive else Path(args.out)
         for line in digest.send(delivery, report, label, folder, archived=history is not None):
             print(f"report: {line}", file=sys.stderr)
     return 0
+
+
+def assemble(
+    week: Week,
+    models: list[ModelFigures],
+    gpus: list[GpuFigures],
+    prometheus: str,
+    sections: Sequence[Section],
+    archive_root: str | None,
+    label: str,
+    generated: datetime | None = None,
+) -> tuple[Report, History | None]:
+    """The report from the period's figures (``figures.build``): findings and charts, and with an
+    archive, what changed since its newest earlier week, last week's forecast scored and each finding's
+    status. Nothing is written."""
+    from tritonwatch.reports import charts, findings, render, weekly
+
+    found = findings.findings(models, gpus, week.end)
+    history = weekly.read(archive_root, label, models, found, week.end) if archive_root else None
+    report = render.Report(
+        week=week,
+        prometheus=prometheus,
+        models=history.models if history else models,
+        gpus=gpus,
+        findings=history.findings if history else found,
+        resolved=history.resolved if history else (),
+        charts=charts.all_charts(models, gpus, week),
+        generated=generated or datetime.now(timezone.utc),
+        sections=[*sections, *(history.sections if history else ())],
+        lead=history.lead if history else (),
+    )
+    return report, history
 
 
 def _write(write: Callable[[], list[Path]], flag: str, where: str) -> list[Path]:

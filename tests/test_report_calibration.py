@@ -12,7 +12,7 @@ import pytest
 
 from tritonwatch.cli import main
 from tritonwatch.reports import archive, forecast_check
-from tritonwatch.reports.render import write_rows
+from tritonwatch.reports.render import FINDINGS_COLUMNS, write_rows
 
 # Per model, each scored week's forecast error (forecast / actual - 1) against an actual peak of 100,
 # and whether the actual fell inside the forecast's interval.
@@ -35,10 +35,14 @@ def _archive(root: Path) -> None:
             forecast = 100.0 * (1 + e)
             low, high = (forecast - 15, forecast + 15) if inside else (forecast - 1, forecast + 1)
             assert (low <= 100.0 <= high) == inside
-            rows.append(
-                [model, week, f"{forecast:.10g}", f"{low:.10g}", f"{high:.10g}", "100", f"{e:.10g}", ""]
-            )
-        write_rows(folder / archive.FORECAST_CHECK_CSV, forecast_check.COLUMNS, rows)
+            figures = [f"{forecast:.10g}", f"{low:.10g}", f"{high:.10g}", "100", f"{e:.10g}", ""]
+            # W41 as reports wrote it before the version column: model:version in one cell.
+            name = [model] if week == "2026-W41" else model.split(":")
+            rows.append([*name, week, *figures])
+        columns = forecast_check.COLUMNS
+        if week == "2026-W41":
+            columns = tuple(c for c in columns if c != "version")
+        write_rows(folder / archive.FORECAST_CHECK_CSV, columns, rows)
     # Not the project's: no marker. Never read as a week.
     (root / "2026-W45x").mkdir()
     (root / "2026-W39").mkdir()
@@ -60,6 +64,7 @@ def test_calibration_over_seven_archived_weeks(tmp_path: Path) -> None:
     assert [a.week for a in earlier] == WEEKS
     checks = forecast_check.history(earlier)
     assert len(checks) == 12 and all(c.actual == 100.0 for c in checks)
+    assert {(c.model, c.version) for c in checks} == {("alpha", "1"), ("beta", "1")}
     calib = {c.subject: c for c in forecast_check.calibration(checks)}
     assert list(calib) == ["alpha:1", "beta:1", forecast_check.FLEET]
     alpha, beta, fleet = calib["alpha:1"], calib["beta:1"], calib[forecast_check.FLEET]
@@ -202,25 +207,96 @@ def test_findings_are_new_ongoing_or_resolved(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / archive.MARKER).write_text("{}")
     last_week = [
-        ["saturation", "watch", "model a:1", "reaches capacity in 6.0 weeks"],
-        ["queueing", "action", "model b:1", "Requests spend 40.0 % of their time queued"],
+        ["saturation", "watch", "new", "model", "a:1", "a", "1", "reaches capacity in 6.0 weeks"],
+        ["queueing", "action", "new", "model", "b:1", "b", "1", "Requests spend 40.0 % of their time queued"],
+        ["saturation", "action", "ongoing", "gpu", "GPU-0", "", "", "Add GPUs now"],
+        # Resolved last week: not a finding of last week's any more, so not resolved again.
+        ["cache_ineffective", "watch", "resolved", "model", "d:1", "d", "1", "The response cache hits 1 %"],
     ]
-    write_rows(folder / "findings.csv", ("code", "severity", "subject", "text"), last_week)
+    write_rows(folder / "findings.csv", FINDINGS_COLUMNS, last_week)
     previous = archive.read(tmp_path, "2026-W48")
+    assert sorted(previous.findings) == [
+        ("queueing", "model", "b:1"),
+        ("saturation", "gpu", "GPU-0"),
+        ("saturation", "model", "a:1"),
+    ]
     now = [
-        Finding(
-            "saturation", "action", "model a:1", "reaches capacity in 3.0 weeks"
-        ),  # same code, same model
-        Finding("cache_ineffective", "watch", "model c:1", "The response cache hits 5.0 %"),
-        Finding(
-            "queueing", "action", "model c:1", "Requests spend 35.0 % of their time queued"
-        ),  # another model
+        Finding("saturation", "action", "model", "a:1", "reaches capacity in 3.0 weeks", "a", "1"),
+        Finding("cache_ineffective", "watch", "model", "c:1", "The response cache hits 5.0 %", "c", "1"),
+        Finding("queueing", "action", "model", "c:1", "Requests spend 35.0 % of their time queued", "c", "1"),
+        Finding("saturation", "action", "gpu", "GPU-0", "Add GPUs now"),
     ]
-    marked = [(s.status, s.subject, s.text) for s in changes.statuses(now, previous)]
-    assert marked == [
-        ("ongoing", "model a:1", "reaches capacity in 3.0 weeks"),
-        ("new", "model c:1", "The response cache hits 5.0 %"),
-        ("new", "model c:1", "Requests spend 35.0 % of their time queued"),
-        ("resolved", "model b:1", "Requests spend 40.0 % of their time queued"),
+    marked, resolved = changes.statuses(now, previous)
+    assert [(s.status, s.subject, s.text) for s in marked + resolved] == [
+        ("ongoing", "a:1", "reaches capacity in 3.0 weeks"),
+        ("new", "c:1", "The response cache hits 5.0 %"),
+        ("new", "c:1", "Requests spend 35.0 % of their time queued"),
+        ("ongoing", "GPU-0", "Add GPUs now"),
+        ("resolved", "b:1", "Requests spend 40.0 % of their time queued"),
     ]
-    assert [s.status for s in changes.statuses(now, None)] == ["new", "new", "new"]
+    assert [(r.model, r.version, r.kind, r.severity) for r in resolved] == [("b", "1", "model", "action")]
+    marked, resolved = changes.statuses(now, None)
+    assert [s.status for s in marked] == ["new"] * 4 and resolved == []
+
+
+def test_an_archive_from_before_the_kind_column_still_compares(tmp_path: Path) -> None:
+    from tritonwatch.reports import changes
+    from tritonwatch.reports.findings import Finding
+
+    folder = tmp_path / "2026-W48"
+    folder.mkdir()
+    (folder / archive.MARKER).write_text("{}")
+    older = [["queueing", "action", "model b:1", "queued"], ["saturation", "watch", "GPU GPU-0", "soon"]]
+    write_rows(folder / "findings.csv", ("code", "severity", "subject", "text"), older)
+    previous = archive.read(tmp_path, "2026-W48")
+    assert sorted(previous.findings) == [("queueing", "model", "b:1"), ("saturation", "gpu", "GPU-0")]
+    marked, resolved = changes.statuses([Finding("queueing", "action", "model", "b:1", "queued")], previous)
+    assert [x.status for x in marked] == ["ongoing"] and [x.subject for x in resolved] == ["GPU-0"]
+
+
+def test_a_forecast_check_whose_errors_share_one_sign_says_biased() -> None:
+    from tritonwatch.reports.forecast_check import Check, bias
+
+    # The first weeks' case: five forecasts 20-28 % low, every actual inside a +-40 % interval.
+    low = [
+        Check(m, "1", "2026-W49", f, f * 0.6, f * 1.4, 50.0) for m, f in zip("abcde", (40, 39, 38, 37, 36))
+    ]
+    assert all(c.within for c in low)
+    assert bias(low) == (
+        "Biased, all low: every one of the 5 forecasts scored erred the same way (-28.0 % to -20.0 %), "
+        "inside their intervals or not; read next week's forecasts with that in mind."
+    )
+    high = [
+        Check("a", "1", "2026-W49", 55.0, 40.0, 70.0, 50.0),
+        Check("b", "1", "2026-W49", 51.0, 40.0, 70.0, 50.0),
+    ]
+    assert bias(high) is not None and bias(high).startswith("Biased, all high: every one of the 2 forecasts")  # type: ignore[union-attr]
+    assert bias([*high, low[0]]) is None  # errors of both signs: not biased
+    assert bias(high[:1]) is None  # one forecast shows no pattern
+    exact = [Check(m, "1", "2026-W49", 50.05, 40.0, 60.0, 50.0) for m in "ab"]
+    assert bias(exact) is None  # +0.1 % twice: on target, not a direction
+
+    # The section scores last week's forecasts and says it, in bold, below the table.
+    from tritonwatch.reports.figures import ModelFigures
+    from tritonwatch.reports.week import ModelWeek
+
+    models = [ModelFigures(ModelWeek(m, "1", peak_request_rate=50.0), None, None, "") for m in ("a", "b")]
+    forecasts = {
+        (m, "1"): {"next_week_peak_request_rate": f, "next_week_peak_request_rate_low": "20",
+                   "next_week_peak_request_rate_high": "70"}
+        for m, f in (("a", "40"), ("b", "45"))
+    }  # fmt: skip
+    last_week = archive.Archived("2026-W48", Path("."), forecasts, {}, [])
+    section, checks, _ = forecast_check.section(models, last_week, [last_week], "2026-W49")
+    assert [(c.name, round(c.error_ratio, 3), c.within) for c in checks] == [
+        ("a:1", -0.2, True),
+        ("b:1", -0.1, True),
+    ]
+    assert (
+        "**Biased, all low: every one of the 2 forecasts scored erred the same way (-20.0 % to -10.0 %)"
+        in (section.markdown)
+    )
+    assert section.columns[:2] == ("model", "version") and [r[:2] for r in section.rows] == [
+        ["a", "1"],
+        ["b", "1"],
+    ]

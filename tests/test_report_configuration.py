@@ -115,4 +115,9 @@ def test_refused_and_unknown_models_have_no_recommended_forecast() -> None:
     assert rows[0].gpus(12, True) is None and rows[0].gpus(12, False) is not None
     cells = configuration.csv_row(rows[0])
     assert cells[2] == "no latency objective for this model in the SLO file" and cells[4] == ""
-    assert configuration.TABLE[2][1](rows[0]) == "no latency objective for this model in the SLO file"
+    # Said once below the table, with the models it holds for, not in every row.
+    assert configuration.TABLE[2][1](rows[0]) == "no advice (below)"
+    twice = configuration.rows([refused, {**refused, "model": "other"}], [figures()])
+    assert configuration.refusals(twice) == [
+        f"No advice for {rows[0].model}:1, other:1: no latency objective for this model in the SLO file."
+    ]
