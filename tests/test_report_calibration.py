@@ -259,7 +259,8 @@ def test_a_forecast_check_whose_errors_share_one_sign_says_biased() -> None:
 
     # The first weeks' case: five forecasts 20-28 % low, every actual inside a +-40 % interval.
     low = [
-        Check(m, "1", "2026-W49", f, f * 0.6, f * 1.4, 50.0) for m, f in zip("abcde", (40, 39, 38, 37, 36))
+        Check(m, "1", "2026-W49", f, f * 0.6, f * 1.4, 50.0)
+        for m, f in zip("abcde", (40, 39, 38, 37, 36), strict=True)
     ]
     assert all(c.within for c in low)
     assert bias(low) == (

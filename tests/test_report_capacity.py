@@ -11,8 +11,8 @@ import pytest
 
 from tritonwatch import catalog
 from tritonwatch.reports import capacity, knee, queries
-from tritonwatch.reports.promapi import _chunks
 from tritonwatch.reports.formats import csv_cell, percent
+from tritonwatch.reports.promapi import _chunks
 from tritonwatch.reports.render import MODEL_TABLE
 
 END = datetime(2026, 11, 9, tzinfo=timezone.utc)
