@@ -9,7 +9,15 @@
   reports the 7 days up to Monday 00:00 UTC of the day it runs (``--end`` is that midnight), so the
   week in the archive and in the subject is the ISO week just ended. Mail and webhook settings, SMTP
   credentials included, come from the Secret ``tritonwatch-report`` as ``TRITONWATCH_*`` variables
-  (optional: without it the report is only archived); nothing secret is in these manifests.
+  (optional: without it the report is only archived); nothing secret is in these manifests. Its
+  ``--report-url`` is ``TRITONWATCH_REPORT_URL`` from that Secret, else ``REPORT_URL``: the address
+  ``kubectl port-forward`` gives the archive's server, so the chat message's link opens for anyone who
+  runs the one line docs/report.md gives;
+- Deployment and Service ``tritonwatch-report-archive``: the archive served read-only over HTTP
+  (Python's static file server in the report's own image), one folder per week, so the link
+  ``<report-url>/<week>/report.html`` opens a page, not a path on a volume. The claim is
+  ReadWriteOnce: the report's pod is scheduled beside the server's (pod affinity on the node), where
+  the volume is attached.
 
 The image is ``tritonwatch-report`` (``compose/Dockerfile``, target ``report``), its entrypoint
 ``tritonwatch report``.
@@ -30,10 +38,30 @@ ARCHIVE_SIZE = "2Gi"  # a week's folder is a few MB (charts): years of weeks
 USER_ID = 10001  # the image's unprivileged user (compose/Dockerfile)
 # The period ends at midnight UTC of the day the job runs: on a Monday, the ISO week just ended.
 END_OF_LAST_WEEK = "--end=$(date -u +%Y-%m-%dT00:00:00Z)"
+SERVER = "tritonwatch-report-archive"  # the Deployment and Service that serve the archive
+SERVER_PORT = 8080
+# Where readers open the archive: kubectl -n <namespace> port-forward svc/tritonwatch-report-archive 8080:80
+# on their own machine. An Ingress's address goes in the Secret as TRITONWATCH_REPORT_URL instead.
+REPORT_URL = "http://localhost:8080"
+REPORT_URL_FLAG = f"--report-url=${{TRITONWATCH_REPORT_URL:-{REPORT_URL}}}"
 
 
-def _labels() -> dict[str, str]:
-    return {"app.kubernetes.io/name": "tritonwatch", "app.kubernetes.io/component": "report"}
+def _labels(component: str = "report") -> dict[str, str]:
+    return {"app.kubernetes.io/name": "tritonwatch", "app.kubernetes.io/component": component}
+
+
+_SECURE = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+_POD_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": USER_ID,
+    "runAsGroup": USER_ID,
+    "fsGroup": USER_ID,  # the archive volume is writable by the report's user
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
 
 
 def archive_claim(size: str = ARCHIVE_SIZE) -> dict[str, Any]:
@@ -54,8 +82,14 @@ def cronjob(prometheus_url: str, schedule: str = SCHEDULE) -> dict[str, Any]:
     container = {
         "name": "report",
         "image": IMAGE,
-        # sh works out the end; "$@" passes the flags below unchanged (no word splitting, no eval).
-        "command": ["sh", "-c", f'exec tritonwatch report "{END_OF_LAST_WEEK}" "$@"', "tritonwatch-report"],
+        # sh works out the end and the report URL (the Secret's, else the port-forward's); "$@" passes
+        # the flags below unchanged (no word splitting, no eval).
+        "command": [
+            "sh",
+            "-c",
+            f'exec tritonwatch report "{END_OF_LAST_WEEK}" "{REPORT_URL_FLAG}" "$@"',
+            "tritonwatch-report",
+        ],
         "args": report_args(prometheus_url),
         "envFrom": [{"secretRef": {"name": SECRET, "optional": True}}],
         # matplotlib writes its cache under the home directory: a writable one, the root stays read-only.
@@ -68,20 +102,21 @@ def cronjob(prometheus_url: str, schedule: str = SCHEDULE) -> dict[str, Any]:
             "requests": {"cpu": "250m", "memory": "512Mi"},
             "limits": {"memory": "2Gi"},
         },
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        "securityContext": _SECURE,
     }
     pod = {
         "restartPolicy": "Never",
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": USER_ID,
-            "runAsGroup": USER_ID,
-            "fsGroup": USER_ID,  # the archive volume is writable by the report's user
-            "seccompProfile": {"type": "RuntimeDefault"},
+        "securityContext": _POD_SECURITY,
+        # The claim is ReadWriteOnce: attached to the node where the archive's server runs.
+        "affinity": {
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": _labels("report-archive")},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
         },
         "containers": [container],
         "volumes": [
@@ -112,6 +147,50 @@ def cronjob(prometheus_url: str, schedule: str = SCHEDULE) -> dict[str, Any]:
     }
 
 
+def archive_server() -> dict[str, Any]:
+    """The archive over HTTP, read-only: ``/<week>/report.html`` (and a folder listing of the weeks)."""
+    container = {
+        "name": "archive",
+        "image": IMAGE,
+        "command": ["python", "-m", "http.server", str(SERVER_PORT), "--directory", ARCHIVE_PATH],
+        "ports": [{"name": "http", "containerPort": SERVER_PORT}],
+        "readinessProbe": {"httpGet": {"path": "/", "port": "http"}},
+        "volumeMounts": [{"name": "archive", "mountPath": ARCHIVE_PATH, "readOnly": True}],
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+        "securityContext": _SECURE,
+    }
+    pod = {
+        "securityContext": _POD_SECURITY,
+        "containers": [container],
+        "volumes": [
+            {"name": "archive", "persistentVolumeClaim": {"claimName": ARCHIVE_CLAIM, "readOnly": True}}
+        ],
+    }
+    labels = _labels("report-archive")
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": SERVER, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            # One pod at a time: the claim is ReadWriteOnce.
+            "strategy": {"type": "Recreate"},
+            "template": {"metadata": {"labels": labels}, "spec": pod},
+        },
+    }
+
+
+def archive_service() -> dict[str, Any]:
+    labels = _labels("report-archive")
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": SERVER, "labels": labels},
+        "spec": {"selector": labels, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
+    }
+
+
 def manifests(prometheus_url: str, schedule: str = SCHEDULE) -> list[dict[str, Any]]:
-    """The archive's claim, then the CronJob."""
-    return [archive_claim(), cronjob(prometheus_url, schedule)]
+    """The archive's claim, its server, then the CronJob."""
+    return [archive_claim(), archive_server(), archive_service(), cronjob(prometheus_url, schedule)]

@@ -13,6 +13,7 @@ import argparse
 import copy
 import importlib.metadata
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -130,7 +131,7 @@ def test_the_schema_check_rejects_a_broken_deployment(rendered: list[dict[str, A
     """Negative control: the same validator fails on a misspelt field and on a wrong type."""
     import kubernetes_validate
 
-    deployment = _one(rendered, "Deployment")
+    deployment = _one(rendered, "Deployment", "triton")
     typo = copy.deepcopy(deployment)
     typo["spec"]["template"]["spec"]["containers"][1]["port"] = typo["spec"]["template"]["spec"][
         "containers"
@@ -249,8 +250,8 @@ def test_pod_service_and_podmonitor_agree(rendered: list[dict[str, Any]]) -> Non
     assert security["runAsNonRoot"] is True and security["runAsUser"] != 0
     assert security["readOnlyRootFilesystem"] is True and security["capabilities"]["drop"] == ["ALL"]
 
-    pod_labels = _one(rendered, "Deployment")["spec"]["template"]["metadata"]["labels"]
-    service = _one(rendered, "Service")
+    pod_labels = _one(rendered, "Deployment", "triton")["spec"]["template"]["metadata"]["labels"]
+    service = _one(rendered, "Service", "triton")
     assert service["spec"]["selector"].items() <= pod_labels.items()
     assert {p["targetPort"] for p in service["spec"]["ports"]} == {"http", "grpc"}
 
@@ -344,7 +345,7 @@ def test_keda_scales_the_triton_deployment_and_holds_when_the_signal_is_missing(
     assert scaled["apiVersion"] == "keda.sh/v1alpha1"
     namespace = _one(docs, "Namespace")["metadata"]["name"]
     assert scaled["metadata"]["namespace"] == namespace
-    deployment = _one(docs, "Deployment")
+    deployment = _one(docs, "Deployment", "triton")
     target = scaled["spec"]["scaleTargetRef"]
     assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
     # the autoscaler owns the replica count: no fixed one for `kubectl apply` to reset it to
@@ -392,8 +393,8 @@ def test_the_hpa_validates_and_reads_the_adapters_external_metric(version: str) 
     docs = _overlay("prometheus-adapter")
     hpa = _one(docs, "HorizontalPodAutoscaler")
     kubernetes_validate.validate(hpa, version, strict=True)
-    assert hpa["spec"]["scaleTargetRef"]["name"] == _one(docs, "Deployment")["metadata"]["name"]
-    assert "replicas" not in _one(docs, "Deployment")["spec"]
+    assert hpa["spec"]["scaleTargetRef"]["name"] == _one(docs, "Deployment", "triton")["metadata"]["name"]
+    assert "replicas" not in _one(docs, "Deployment", "triton")["spec"]
     (metric,) = hpa["spec"]["metrics"]
     assert metric["type"] == "External" and metric["external"]["target"]["type"] == "Value"
     values = yaml.safe_load((AUTOSCALING_DIR / scaling.ADAPTER_FILE).read_text())
@@ -430,7 +431,37 @@ def test_the_weekly_report_runs_on_a_schedule_into_its_archive(rendered: list[di
     # The shell line passes --end as midnight of the day it runs, then the args unchanged.
     sh, dash_c, script, name = container["command"]
     assert (sh, dash_c, name) == ("sh", "-c", "tritonwatch-report")
-    assert script == 'exec tritonwatch report "--end=$(date -u +%Y-%m-%dT00:00:00Z)" "$@"'
-    args = build_parser().parse_args(["report", "--end=2026-12-07T00:00:00Z", *container["args"]])
+    assert script == (
+        'exec tritonwatch report "--end=$(date -u +%Y-%m-%dT00:00:00Z)" '
+        '"--report-url=${TRITONWATCH_REPORT_URL:-http://localhost:8080}" "$@"'
+    )
+    # The shell's two expansions, as sh makes them: --report-url from the Secret, else the port-forward's.
+    for env, url in (
+        ({}, "http://localhost:8080"),
+        ({"TRITONWATCH_REPORT_URL": "https://r.example.com"}, "https://r.example.com"),
+    ):
+        said = subprocess.run(
+            ["sh", "-c", script.replace("exec tritonwatch report", 'printf "%s\\n"'), "x", *container["args"]],
+            capture_output=True, text=True, env={"PATH": os.environ["PATH"], **env}, check=True,
+        ).stdout.split("\n")[:-1]  # fmt: skip
+        assert said[1] == f"--report-url={url}"
+        args = build_parser().parse_args(["report", *said])
+        assert args.report_url == url and args.end.endswith("T00:00:00Z")
     assert args.archive == mounts["archive"] == "/archive" and args.days == 7
     assert args.prometheus == scaling.PROMETHEUS_URL
+    # The archive is served: read-only, by a pod on the node the report's job is scheduled beside.
+    server = _one(rendered, "Deployment", schedule.SERVER)
+    service = _one(rendered, "Service", schedule.SERVER)
+    spec = server["spec"]["template"]["spec"]
+    (web,) = spec["containers"]
+    assert web["image"] == container["image"]
+    assert web["command"] == ["python", "-m", "http.server", "8080", "--directory", "/archive"]
+    assert web["volumeMounts"] == [{"name": "archive", "mountPath": "/archive", "readOnly": True}]
+    assert spec["volumes"][0]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    assert service["spec"]["selector"] == server["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": "http"}]
+    (term,) = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert (
+        term["labelSelector"]["matchLabels"].items()
+        <= server["spec"]["template"]["metadata"]["labels"].items()
+    )

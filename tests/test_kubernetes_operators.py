@@ -348,7 +348,7 @@ def test_the_triton_265_overlay_runs_triton_s_histogram_without_tracing(tmp_path
     )
     assert out.returncode == 0, out.stderr
     docs = load_all(out.stdout)
-    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "triton"]
     pod = deployment["spec"]["template"]["spec"]
     containers = {c["name"]: c for c in pod["containers"]}
     triton, side = containers["triton"], containers["tritonwatch"]
@@ -455,7 +455,7 @@ def test_kubectl_apply_dry_run_takes_every_overlay(overlay: str, tmp_path: Path)
     kinds = {d["kind"] for d in items}
     assert {"Deployment", "PrometheusRule", "AlertmanagerConfig", "PodMonitor"} <= kinds
     assert max(_annotations_bytes(d) for d in items) < ANNOTATIONS_LIMIT
-    (deployment,) = [d for d in items if d["kind"] == "Deployment"]
+    (deployment,) = [d for d in items if d["kind"] == "Deployment" and d["metadata"]["name"] == "triton"]
     assert ("replicas" in deployment["spec"]) == (not overlay.startswith("autoscaling/"))
 
 
