@@ -166,7 +166,7 @@ def test_the_second_report_compares_with_the_first(archived: Path) -> None:
     assert 0.12 < float(changed["growing"]["peak_change_ratio"]) < 0.24
     assert abs(float(changed["steady"]["peak_change_ratio"])) < 0.05
     md = (archived / "2026-W48" / "report.md").read_text()
-    assert "Week 2026-W48 against 2026-W47, the archive's previous report." in md
+    assert "Week 2026-W48 against 2026-W47, the archive's previous report; each finding below is marked" in md
     first_md = (archived / "2026-W47" / "report.md").read_text()
     assert "the first report in the archive, so every finding is new" in first_md
 
@@ -174,7 +174,7 @@ def test_the_second_report_compares_with_the_first(archived: Path) -> None:
 def test_the_forecast_check_scores_the_first_reports_forecast(archived: Path) -> None:
     first, second = (_by_model(archived / w / "models.csv") for w in ("2026-W47", "2026-W48"))
     assert _csv(archived / "2026-W47" / "forecast_check.csv") == []  # nothing before it to score
-    checks = {r["model"]: r for r in _csv(archived / "2026-W48" / "forecast_check.csv")}
+    checks = {f"{r['model']}:{r['version']}": r for r in _csv(archived / "2026-W48" / "forecast_check.csv")}
     assert set(checks) == {f"{name}:1" for name in GROWTH}
     for name in GROWTH:
         c, f, s = checks[f"{name}:1"], first[name], second[name]
