@@ -50,18 +50,23 @@ def _labels(component: str = "report") -> dict[str, str]:
     return {"app.kubernetes.io/name": "tritonwatch", "app.kubernetes.io/component": component}
 
 
-_SECURE = {
-    "allowPrivilegeEscalation": False,
-    "readOnlyRootFilesystem": True,
-    "capabilities": {"drop": ["ALL"]},
-}
-_POD_SECURITY = {
-    "runAsNonRoot": True,
-    "runAsUser": USER_ID,
-    "runAsGroup": USER_ID,
-    "fsGroup": USER_ID,  # the archive volume is writable by the report's user
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
+# Functions, not shared dicts: a dict used twice is written as a YAML anchor and alias.
+def _secure() -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def _pod_security() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": USER_ID,
+        "runAsGroup": USER_ID,
+        "fsGroup": USER_ID,  # the archive volume is writable by the report's user
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 def archive_claim(size: str = ARCHIVE_SIZE) -> dict[str, Any]:
@@ -102,11 +107,11 @@ def cronjob(prometheus_url: str, schedule: str = SCHEDULE) -> dict[str, Any]:
             "requests": {"cpu": "250m", "memory": "512Mi"},
             "limits": {"memory": "2Gi"},
         },
-        "securityContext": _SECURE,
+        "securityContext": _secure(),
     }
     pod = {
         "restartPolicy": "Never",
-        "securityContext": _POD_SECURITY,
+        "securityContext": _pod_security(),
         # The claim is ReadWriteOnce: attached to the node where the archive's server runs.
         "affinity": {
             "podAffinity": {
@@ -157,37 +162,38 @@ def archive_server() -> dict[str, Any]:
         "readinessProbe": {"httpGet": {"path": "/", "port": "http"}},
         "volumeMounts": [{"name": "archive", "mountPath": ARCHIVE_PATH, "readOnly": True}],
         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
-        "securityContext": _SECURE,
+        "securityContext": _secure(),
     }
     pod = {
-        "securityContext": _POD_SECURITY,
+        "securityContext": _pod_security(),
         "containers": [container],
         "volumes": [
             {"name": "archive", "persistentVolumeClaim": {"claimName": ARCHIVE_CLAIM, "readOnly": True}}
         ],
     }
-    labels = _labels("report-archive")
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": SERVER, "labels": labels},
+        "metadata": {"name": SERVER, "labels": _labels("report-archive")},
         "spec": {
             "replicas": 1,
-            "selector": {"matchLabels": labels},
+            "selector": {"matchLabels": _labels("report-archive")},
             # One pod at a time: the claim is ReadWriteOnce.
             "strategy": {"type": "Recreate"},
-            "template": {"metadata": {"labels": labels}, "spec": pod},
+            "template": {"metadata": {"labels": _labels("report-archive")}, "spec": pod},
         },
     }
 
 
 def archive_service() -> dict[str, Any]:
-    labels = _labels("report-archive")
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": SERVER, "labels": labels},
-        "spec": {"selector": labels, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
+        "metadata": {"name": SERVER, "labels": _labels("report-archive")},
+        "spec": {
+            "selector": _labels("report-archive"),
+            "ports": [{"name": "http", "port": 80, "targetPort": "http"}],
+        },
     }
 
 
