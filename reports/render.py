@@ -29,7 +29,7 @@ from tritonwatch.reports.figures import (
     gpu_row,
     model_row,
 )
-from tritonwatch.reports.findings import Finding
+from tritonwatch.reports.findings import RESOLVED, Finding
 from tritonwatch.reports.formats import DASH, count, csv_cell, ms, number, percent, points, weeks
 from tritonwatch.reports.week import Week, model_name
 
@@ -240,9 +240,15 @@ def fit_notes(report: Report) -> list[str]:
     return out + [f"GPU {g.uuid}: {g.forecast.explain()}." for g in report.gpus]
 
 
+def _said(x: Finding) -> str:
+    """A resolved finding is last week's: no severity now, its text said as last week's."""
+    return f"last week: {x.text}" if x.status == RESOLVED else x.text
+
+
 def _finding_md(x: Finding) -> str:
     status = f"**{x.status}** · " if x.status else ""
-    return f"- {status}**{x.severity}** · {x.label}: {x.text}"
+    severity = "" if x.status == RESOLVED else f"**{x.severity}** · "
+    return f"- {status}{severity}{x.label}: {_said(x)}"
 
 
 def markdown(report: Report) -> str:
@@ -313,8 +319,8 @@ def html_table(columns: Sequence[tuple[str, Callable[[R], str]]], rows: Sequence
 def _finding_html(x: Finding) -> str:
     e = html.escape
     status = f'<span class="status {e(x.status)}">{e(x.status)}</span>' if x.status else ""
-    severity = f'<span class="sev {e(x.severity)}">{e(x.severity)}</span>'
-    return f"<li>{status}{severity}<b>{e(x.label)}</b>: {e(x.text)}</li>"
+    severity = "" if x.status == RESOLVED else f'<span class="sev {e(x.severity)}">{e(x.severity)}</span>'
+    return f"<li>{status}{severity}<b>{e(x.label)}</b>: {e(_said(x))}</li>"
 
 
 def html_page(report: Report, chart_src: Callable[[Chart], str] | None = None) -> str:
