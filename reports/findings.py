@@ -123,7 +123,6 @@ def _where_errors(f: ModelFigures) -> str:
 
 def _model(f: ModelFigures, end: datetime) -> list[Finding]:
     m, out = f.week, []
-    subject = (MODEL, f.name)
     fc = f.forecast
     weeks = lead_weeks(fc)
     # A model judged by its GPUs is named in that GPU's own saturation finding instead.
@@ -133,7 +132,8 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
             Finding(
                 "saturation",
                 "action",
-                *subject,
+                MODEL,
+                f.name,
                 f"Add instances or GPUs now, or shed load: its peak of {fc.peak:.3g} req/s is already at or "
                 f"past {_capacity(f)}.",
             )
@@ -144,7 +144,8 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
             Finding(
                 "saturation",
                 "action" if weeks < URGENT_WEEKS else "watch",
-                *subject,
+                MODEL,
+                f.name,
                 f"Plan more instances or GPUs before {when}: at the fitted growth of daily peaks it reaches "
                 f"{_capacity(f)} then; {why}.",
             )
@@ -154,7 +155,8 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
             Finding(
                 "low_headroom",
                 "watch",
-                *subject,
+                MODEL,
+                f.name,
                 f"Watch its growth: the period's peak used {percent(1 - f.headroom)} of {_capacity(f)}.",
             )
         )
@@ -164,7 +166,8 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
                 Finding(
                     "availability_missed",
                     "action",
-                    *subject,
+                    MODEL,
+                    f.name,
                     f"Look at {_where_errors(f)} and the error budget alerts this week: availability "
                     f"{percent(f.availability, 3)} is below its objective "
                     f"{percent(f.availability_objective, 3)} (error ratio {percent(1 - f.availability)}, "
@@ -177,7 +180,8 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
             Finding(
                 "latency_missed",
                 "action",
-                *subject,
+                MODEL,
+                f.name,
                 "Find where request time goes (queue or compute: the latency dashboards) this week: p99 "
                 f"latency {m.p99_latency_seconds * 1000:.0f} ms is above the SLO threshold {threshold * 1000:g} ms.",
             )
@@ -195,7 +199,8 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
             Finding(
                 "batching_delay",
                 "watch",
-                *subject,
+                MODEL,
+                f.name,
                 "Raise dynamic_batching max_queue_delay_microseconds so batches fill (fewer executions per "
                 f"request): batches run {percent(m.batch_efficiency)} full (mean {m.mean_batch_size:.1f} of "
                 f"{m.max_batch_size:g}) while requests spend only {percent(q)} of their time queued.",
@@ -206,7 +211,8 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
             Finding(
                 "queueing",
                 "action",
-                *subject,
+                MODEL,
+                f.name,
                 "Add model instances (instance_group count) or GPUs, or raise max_batch_size if the model "
                 f"allows it: requests spend {percent(q)} of their time queued.",
             )
@@ -216,7 +222,8 @@ def _model(f: ModelFigures, end: datetime) -> list[Finding]:
             Finding(
                 "cache_ineffective",
                 "watch",
-                *subject,
+                MODEL,
+                f.name,
                 "Consider turning response_cache off for this model: it hits "
                 f"{percent(m.cache_hit_ratio)} of lookups, for a lookup per request and its memory.",
             )

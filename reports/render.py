@@ -1,6 +1,10 @@
 """Write the report: ``report.html`` (self-contained, charts inline as PNG data URIs, no script),
 ``report.md`` (the same findings and tables, charts beside it in ``charts/``), ``models.csv`` and
-``gpus.csv`` (one row per model version / GPU; not applicable is an empty cell).
+``gpus.csv`` (one row per model version / GPU; not applicable is an empty cell), ``findings.csv``.
+
+The findings are one list: this week's, then last week's resolved ones (with an archive, each marked
+new, ongoing or resolved). Each forecast's fit statistics (AIC, R²) are the method note's; numbers
+are written by ``tritonwatch.reports.formats``.
 """
 
 from __future__ import annotations
