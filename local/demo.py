@@ -53,7 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--slo",
         default=None,
         metavar="FILE",
-        help="SLO file for the rules (default: the bundled alerts/slo.yaml)",
+        help="the SLO file (apiVersion tritonwatch/v1); required with --model-repository (default: the "
+        "bundled demo's alerts/slo.yaml, named on stderr)",
     )
     p.add_argument(
         "--workdir",
@@ -397,9 +398,14 @@ def run(args: argparse.Namespace) -> int:
     from tritonwatch.local.bundled import model_repository
 
     repo = Path(args.model_repository) if args.model_repository else model_repository()
-    args.slo = args.slo or str(default_slo())
     if not repo.is_dir():
         raise UsageError(f"--model-repository: {repo} is not a directory")
+    if args.slo is None:
+        # The bundled SLO file names the bundled models: another repository's models need their own.
+        if args.model_repository:
+            raise UsageError("--slo FILE is required with --model-repository: the SLO file for those models")
+        args.slo = str(default_slo())
+        print(f"tritonwatch demo: no --slo given: the bundled demo's SLO file {args.slo}", file=sys.stderr)
     if not Path(args.slo).is_file():
         raise UsageError(f"--slo: {args.slo} is not a file")
     # Only a temp dir of our own is ever removed; a --workdir the user named is theirs and stays.

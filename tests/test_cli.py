@@ -22,7 +22,15 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     ("argv", "code", "line"),
     [
         # usage errors (argparse's) and errors found at run time read the same way
-        (["rules"], 2, "tritonwatch rules: error: the following arguments are required: --out"),
+        (["rules"], 2, "tritonwatch rules: error: the following arguments are required: --slo, --out"),
+        # --slo: rules and k8s require it; the demo requires it for models of your own
+        (["rules", "--out", "x"], 2, "tritonwatch rules: error: the following arguments are required: --slo"),
+        (["k8s"], 2, "tritonwatch k8s: error: the following arguments are required: --slo"),
+        (
+            ["demo", "--model-repository", "."],
+            2,
+            "tritonwatch demo: error: --slo FILE is required with --model-repository: the SLO file for those models",
+        ),
         (
             ["rules", "--slo", "/nonexistent.yaml", "--out", "x"],
             2,

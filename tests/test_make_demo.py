@@ -98,10 +98,14 @@ def test_the_suite_installs_its_programs_once_each(tmp_path: Path) -> None:
 
 def test_make_demo_runs_the_demo_programs_prerequisites_only() -> None:
     """What ``make demo`` would run: the venv of the demo's extras, the demo's programs, the demo."""
-    done = run_once([MAKE, "-n", "-C", str(ROOT), "--no-print-directory", "demo"], capture_output=True, text=True)
+    done = run_once(
+        [MAKE, "-n", "-C", str(ROOT), "--no-print-directory", "demo"], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     needs = [line for line in done.stdout.splitlines() if "need-debs.sh" in line]
-    assert needs == ["tools/need-debs.sh prometheus:prometheus prometheus-alertmanager:prometheus-alertmanager"]
+    assert needs == [
+        "tools/need-debs.sh prometheus:prometheus prometheus-alertmanager:prometheus-alertmanager"
+    ]
     assert "apt-get" not in re.sub(r"^\s*echo .*$", "", done.stdout, flags=re.M)
     assert not [p for p in SUITE_ONLY if re.search(rf"\b{re.escape(p)}\b", done.stdout)]
     assert "--group dev" not in done.stdout

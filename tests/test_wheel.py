@@ -60,6 +60,7 @@ class Installed:
     venv: Path
     cwd: Path  # outside the checkout
     env: dict[str, str]
+    installer_output: str  # what building and installing the wheel printed
 
     def run(self, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -121,7 +122,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     assert install.returncode == 0, install.stderr[-3000:]
     cwd = base / "elsewhere"
     cwd.mkdir()
-    yield Installed(wheel, venv_dir, cwd, _clean_env(venv_dir))
+    output = build.stdout + build.stderr + install.stdout + install.stderr
+    yield Installed(wheel, venv_dir, cwd, _clean_env(venv_dir), output)
+
+
+def test_building_and_installing_print_no_package_folder_warning(installed: Installed) -> None:
+    """The data folders named like modules (model_repository/fraud_scaler, replay) ship as package data
+    without setuptools' "Package ... is absent from the `packages` configuration" (a screenful each)."""
+    assert "absent from the `packages` configuration" not in installed.installer_output
+    assert [line for line in installed.installer_output.splitlines() if "Warning" in line] == []
 
 
 def test_the_wheel_holds_one_package_and_its_data(installed: Installed) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from tritonwatch.errors import UsageError
@@ -24,6 +26,7 @@ def env_defaults(parser: argparse.ArgumentParser, prefix: str = "TRITONWATCH_") 
         env = prefix + action.dest.upper()
         if env in os.environ:
             raw = os.environ[env]
+            action.required = False  # the variable gives it: argparse checks only the command line
             if action.nargs == 0:  # store_true flags
                 word = raw.strip().lower()
                 if word not in _ON + _OFF:
@@ -41,6 +44,22 @@ def env_defaults(parser: argparse.ArgumentParser, prefix: str = "TRITONWATCH_") 
                 action.default = raw
         if action.help and action.help is not argparse.SUPPRESS:
             action.help += f" [env {env}]"
+
+
+def command_line(
+    argv: Sequence[str], parser: argparse.ArgumentParser | None = None, prefix: str = "TRITONWATCH_"
+) -> str:
+    """The command as it was run, for a generated file's "Regenerate:" line: ``tritonwatch`` and its
+    arguments as given (paths as typed, not made absolute, so that ``make generate``'s fixed commands
+    write the same bytes anywhere), shell-quoted. A flag of ``parser`` that came from its environment
+    variable (``env_defaults``) leads as an assignment: the line alone reproduces the run."""
+    given = {arg.split("=", 1)[0] for arg in argv if arg.startswith("--")}
+    assignments = []
+    for action in parser._actions if parser else ():
+        env = prefix + action.dest.upper()
+        if action.option_strings and env in os.environ and not given.intersection(action.option_strings):
+            assignments.append(f"{env}={shlex.quote(os.environ[env])}")
+    return " ".join([*assignments, shlex.join(["tritonwatch", *argv])])
 
 
 def utc_time(text: str, flag: str) -> datetime:
