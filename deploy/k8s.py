@@ -145,7 +145,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--namespace", default=scaling.NAMESPACE, metavar="NS",
-        help=f"the namespace the Triton Deployment runs in: the autoscalers' query reads it (default {scaling.NAMESPACE})",
+        help=f"the namespace the Triton Deployment runs in: the autoscalers' query reads it (default: {scaling.NAMESPACE})",
     )  # fmt: skip
     parser.add_argument(
         "--autoscaling", type=Path, default=None, metavar="DIR",

@@ -4,6 +4,7 @@ environment variables that mean one thing each."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from importlib.metadata import version
 from pathlib import Path
@@ -94,3 +95,58 @@ def test_silence_for_ignores_the_load_duration(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("TRITONWATCH_SILENCE_FOR", "30m")
     args = build_parser().parse_args(["alerts", "silence", "--model", "m", "--comment", "c"])
     assert args.silence_for == "30m"
+
+
+def _parsers(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, argparse.ArgumentParser]:
+    """Every command's parser, nested ones (``alerts status``) included."""
+    out: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                out[f"{prefix}{name}"] = sub
+                out.update(_parsers(sub, f"{prefix}{name} "))
+    return out
+
+
+def test_every_help_shows_its_defaults_in_one_style(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One style, argparse's ``(default: X)``: a flag with a default of its own shows it, a default
+    stated in words reads the same way; descriptions start in lower case and end without a period."""
+    for name in [n for n in os.environ if n.startswith("TRITONWATCH_")]:
+        monkeypatch.delenv(name)  # a variable would be shown as the default
+    parsers = _parsers(build_parser())
+    assert len(parsers) == 13
+    for command, parser in parsers.items():
+        if parser.description:
+            assert parser.description[0].islower() and not parser.description.endswith("."), command
+        text = " ".join(parser.format_help().split())
+        assert not re.search(r"\(default(?!: )|default is|defaults to", text), command
+        for action in parser._actions:
+            flag = max(action.option_strings, key=len, default="")
+            literal = action.default not in (None, "", False, argparse.SUPPRESS) and action.nargs != 0
+            if flag and literal and not action.required and action.help is not argparse.SUPPRESS:
+                assert "(default: " in str(action.help), f"{command} {flag}"
+    shown = {
+        ("load", "--triton"): "(default: http://127.0.0.1:8000)",
+        ("report", "--timeout"): "(default: 120)",
+        ("k8s", "--out"): "(default: deploy/kubernetes/generated)",
+        ("k8s", "--rules"): "(default: alerts/generated)",
+        ("demo", "--duration"): "(default: 0)",
+        ("sidecar", "--max-models"): "(default: 5000)",
+    }
+    for (command, flag), default in shown.items():
+        (action,) = [a for a in parsers[command]._actions if flag in a.option_strings]
+        assert default in str(action.help), (command, flag)
+
+
+def test_required_flags_show_as_required() -> None:
+    """``--slo``: required by rules and k8s, shown without brackets in their usage."""
+    parsers = _parsers(build_parser())
+    for command in ("rules", "k8s"):
+        usage = " ".join(parsers[command].format_usage().split())
+        assert " --slo FILE " in usage and "[--slo FILE]" not in usage, usage
+
+
+def test_a_variable_makes_a_required_flag_optional(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRITONWATCH_SLO", "given.yaml")
+    args = build_parser().parse_args(["rules", "--out", "x"])
+    assert args.slo == "given.yaml"

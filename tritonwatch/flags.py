@@ -18,11 +18,27 @@ _ON = ("1", "true", "yes", "on")
 _OFF = ("", "0", "false", "no", "off")  # "" (set but empty) is off, as unset is
 
 
+def show_default(action: argparse.Action) -> None:
+    """Help texts in one style, each with its default: a help that does not state its default in words
+    ("(default: <triton host>:8002/metrics)", "off unless given") ends with the flag's own default,
+    ``(default: X)``, as argparse's ArgumentDefaultsHelpFormatter writes it (which would repeat the
+    ones stated in words). Switches, required flags and flags without a default state none."""
+    default = action.default
+    if not action.help or action.help is argparse.SUPPRESS or "default" in action.help or action.required:
+        return
+    if action.nargs == 0 or default is None or default == "" or default is argparse.SUPPRESS:
+        return
+    shown = f"{default:g}" if isinstance(default, float) else str(default)
+    action.help += f" (default: {shown.replace('%', '%%')})"
+
+
 def env_defaults(parser: argparse.ArgumentParser, prefix: str = "TRITONWATCH_") -> None:
-    """Mirror every long flag by an environment variable: ``--otlp-listen`` <- ``TRITONWATCH_OTLP_LISTEN``."""
+    """Mirror every long flag by an environment variable: ``--otlp-listen`` <- ``TRITONWATCH_OTLP_LISTEN``;
+    each flag's help shows its default (``show_default``) and its variable."""
     for action in parser._actions:
         if not action.option_strings or action.dest in ("help",):
             continue
+        show_default(action)
         env = prefix + action.dest.upper()
         if env in os.environ:
             raw = os.environ[env]
