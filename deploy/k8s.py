@@ -32,6 +32,7 @@ import logging
 import re
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from tritonwatch import slo as slo_model
 from tritonwatch import validators
@@ -189,14 +190,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line, like the CLI's (argparse prints the usage too, then exits)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``tritonwatch k8s`` without the rest of the CLI (deploy/kubernetes/generate.py calls it)."""
-    parser = argparse.ArgumentParser(prog="tritonwatch k8s", description=HELP)
+    parser = _Parser(prog="tritonwatch k8s", description=HELP)
     add_arguments(parser)
     argv = sys.argv[1:] if argv is None else argv
-    args = parser.parse_args(argv)
-    args.command_line = command_line(["k8s", *argv])  # this parser mirrors no environment variable
     try:
+        args = parser.parse_args(argv)
+        args.command_line = command_line(["k8s", *argv])  # this parser mirrors no environment variable
         return run(args)
     except UsageError as exc:
         print(f"tritonwatch k8s: error: {exc}", file=sys.stderr)

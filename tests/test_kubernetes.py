@@ -296,7 +296,7 @@ def test_generator_names_the_missing_input(tmp_path: Path, capsys: pytest.Captur
     for argv, needle in (
         (["--rules", str(tmp_path / "missing"), "--slo", str(SLO_FILE)], "missing"),
         # never the demo's SLO file in the sidecars' ConfigMap: the operator names theirs
-        (["--rules", str(RULES_DIR)], "--slo FILE is required"),
+        (["--rules", str(RULES_DIR)], "the following arguments are required: --slo"),
         (["--slo", str(tmp_path / "nope.yaml")], "nope.yaml"),
     ):
         code = k8s.main([*argv, "--out", str(tmp_path / "out")])
