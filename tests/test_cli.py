@@ -38,6 +38,13 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
             "tritonwatch rules: error: /nonexistent.yaml: cannot read SLO file (No such file or directory)",
         ),
         (["report", "--days", "x"], 2, "tritonwatch report: error: argument --days: invalid int value: 'x'"),
+        # every missing flag in one run
+        (
+            ["report"],
+            2,
+            "tritonwatch report: error: the following arguments are required: --prometheus URL, "
+            "--out DIR or --archive DIR (or their TRITONWATCH_* variables)",
+        ),
         (
             ["load", "--triton", "http://127.0.0.1:1", "--duration", "nan"],
             2,
