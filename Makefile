@@ -4,30 +4,45 @@ VENV := .venv
 BIN := $(VENV)/bin
 DURATION ?= 0
 BENCH_SECONDS ?= 600
-DEBS := prometheus prometheus-alertmanager chromium kubectl haproxy victoria-metrics caddy
+# Debian packages, as PROGRAM:PACKAGE (the program that shows the package is installed). The demo runs
+# Prometheus and Alertmanager only; the suite runs them all (tools/need-debs.sh installs what is missing).
+DEMO_DEBS := prometheus:prometheus prometheus-alertmanager:prometheus-alertmanager
+SUITE_DEBS := $(DEMO_DEBS) promtool:prometheus amtool:prometheus-alertmanager chromium:chromium kubectl:kubectl \
+  haproxy:haproxy victoria-metrics:victoria-metrics vmalert:victoria-metrics caddy:caddy
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv debs stack demo test check lint typecheck pytest generate bench clean
+.PHONY: venv debs demo-debs stack demo test check lint typecheck pytest generate bench clean
 
-venv: $(BIN)/tritonwatch
+# The suite's virtualenv: the package with every extra and the dev group. Each stamp is a file of its own
+# (not bin/tritonwatch, which either install writes), so a demo's venv is completed by the first `make check`.
+venv: $(VENV)/.installed-all
 
-$(BIN)/tritonwatch: pyproject.toml
+$(VENV)/.installed-all: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[all]' --group dev
 	touch $@
 
+# The demo's: the extras it runs (local: the bundled Triton and the load; demo: the live view), or the
+# suite's where that is there and current.
+$(VENV)/.installed-demo: pyproject.toml
+	@if [ ! $(VENV)/.installed-all -nt pyproject.toml ]; then \
+	  echo "installing tritonwatch[local,demo] into $(VENV) (about a minute, once)"; \
+	  { test -x $(BIN)/python || $(PY) -m venv $(VENV); } && \
+	  $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e '.[local,demo]'; \
+	fi
+	@touch $@
+
 # Debian packages: Prometheus 2.42, promtool, Alertmanager 0.25, amtool, Chromium (report render test),
 # kubectl (kustomize render test), HAProxy 2.6 (a front for the availability-from test), VictoriaMetrics 1.79
 # and vmalert (the fleet topology test), Caddy 2.6 (a front for the latency-from test). The suite fails,
-# never skips, when one is missing.
+# never skips, when one is missing. Not root: each missing one is named with the command to run instead.
 debs:
-	@missing=""; \
-	for b in prometheus promtool prometheus-alertmanager amtool chromium kubectl haproxy victoria-metrics vmalert caddy; do command -v $$b >/dev/null || missing=1; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing Debian packages: $(DEBS)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEBS) >/dev/null; \
-	fi
+	@tools/need-debs.sh $(SUITE_DEBS)
+
+# The demo's own: Prometheus and Alertmanager.
+demo-debs:
+	@tools/need-debs.sh $(DEMO_DEBS)
 
 # Today's stack beside Debian's: Prometheus + promtool 3.x, Alertmanager + amtool, VictoriaMetrics + vmalert,
 # built from their Go modules once per machine into ~/.cache/tritonwatch/stack (TRITONWATCH_STACK_CACHE);
@@ -35,8 +50,8 @@ debs:
 stack:
 	tools/build-stack.sh
 
-demo: venv debs
-	$(BIN)/tritonwatch demo $(if $(filter-out 0,$(DURATION)),--duration $(DURATION))
+demo: $(VENV)/.installed-demo demo-debs
+	$(BIN)/tritonwatch demo --slo alerts/slo.yaml $(if $(filter-out 0,$(DURATION)),--duration $(DURATION))
 
 lint: venv
 	$(BIN)/ruff check .

@@ -19,8 +19,8 @@ from tritonwatch.errors import UsageError
 from tritonwatch.flags import utc_time
 
 HELP = (
-    "Recommend dynamic batching settings (max_queue_delay_microseconds, preferred_batch_size, instance "
-    "count) per model from the traffic Triton sees, with predicted p99 and SLO-bound capacity."
+    "recommend dynamic batching settings (max_queue_delay_microseconds, preferred_batch_size, instance "
+    "count) per model from the traffic Triton sees, with predicted p99 and SLO-bound capacity"
 )
 
 
@@ -34,20 +34,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--time",
         metavar="ISO-8601",
-        help="with --prometheus: advise as of this time (default now), e.g. 2026-11-09T00:00:00Z",
+        help="with --prometheus: advise as of this time (default: now), e.g. 2026-11-09T00:00:00Z",
     )
     parser.add_argument("--slo", metavar="FILE", help="the SLO file: each model's latency objective")
     parser.add_argument(
         "--model", metavar="M", help="advise on this model only (default: every loaded model)"
     )
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="output (default text)")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="output (default: text)")
     parser.add_argument(
         "--interval",
         type=float,
         default=30.0,
         metavar="S",
         help="seconds the load is read over: between the two statistics reads (--triton), or the rate "
-        "window ending at --time (--prometheus) (default 30)",
+        "window ending at --time (--prometheus) (default: 30)",
     )
     parser.add_argument(
         "--max-instances",
@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "textfile collector: the model dashboard shows them beside the executed ones)",
     )
     parser.add_argument(
-        "--timeout", type=float, default=10.0, metavar="S", help="per HTTP request (default 10)"
+        "--timeout", type=float, default=10.0, metavar="S", help="per HTTP request (default: 10)"
     )
 
 

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from tritonwatch.errors import TritonwatchError, UsageError
-from tritonwatch.flags import env_defaults
+from tritonwatch.flags import command_line, env_defaults
 
 COMMANDS: dict[str, str] = {
     "sidecar": "tritonwatch.exporters.sidecar",
@@ -100,6 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     prog = f"tritonwatch {args.command}" if args.command else "tritonwatch"
+    # What a generated file's "Regenerate:" line shows: this command, as typed.
+    args.command_line = command_line(args_list, getattr(args, "_parser", None))
     try:
         _check_finite(args)
     except UsageError as exc:

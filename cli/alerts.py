@@ -171,7 +171,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "--alertmanager",
             default=DEFAULT_URL,
             metavar="URL",
-            help=f"Alertmanager base URL (default {DEFAULT_URL})",
+            help=f"Alertmanager base URL (default: {DEFAULT_URL})",
         )
     status.add_argument("--model", help="only this model's alerts")
     silence.add_argument("--model", required=True, help="the model to silence (matcher model=<M>)")
@@ -180,7 +180,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="silence_for",
         default="2h",
         metavar="DURATION",
-        help="how long, e.g. 30m, 2h (default 2h)",
+        help="how long, e.g. 30m, 2h (default: 2h)",
     )
     silence.add_argument("--comment", required=True, help="why (shown in Alertmanager)")
     silence.add_argument("--author", default=None, help="who (default: the current user)")

@@ -59,23 +59,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="slo_out",
         default="slo.yaml",
         metavar="FILE",
-        help="SLO file to write (default slo.yaml)",
+        help="SLO file to write (default: slo.yaml)",
     )
     parser.add_argument(
         "--observe",
         type=float,
         default=0.0,
         metavar="S",
-        help="read S seconds of traffic and propose from it (default 0: the counters since each model loaded)",
+        help="read S seconds of traffic and propose from it (default: 0: the counters since each model loaded)",
     )
     parser.add_argument(
         "--name",
         dest="slo_name",
         default="triton",
         metavar="NAME",
-        help="metadata.name of the SLO set (default triton)",
+        help="metadata.name of the SLO set (default: triton)",
     )
-    parser.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per request (default 10)")
+    parser.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per request (default: 10)")
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="json",
         metavar="FORMAT",  # not "json|resource": a "|" would split the flag tables of docs/configuration.md
         help="json: the classic dashboard model (file provisioning, import); resource: Grafana 12+ "
-        "Kubernetes-style resources, dashboard.grafana.app/v1beta1 (Git Sync, the dashboard API) (default json)",
+        "Kubernetes-style resources, dashboard.grafana.app/v1beta1 (Git Sync, the dashboard API) (default: json)",
     )
 
 

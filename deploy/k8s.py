@@ -32,12 +32,14 @@ import logging
 import re
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from tritonwatch import slo as slo_model
 from tritonwatch import validators
 from tritonwatch.deploy import amconfig, manifests, report, scaling
-from tritonwatch.deploy.render import ANNOTATIONS_LIMIT, dump, labels, last_applied_bytes
+from tritonwatch.deploy.render import ANNOTATIONS_LIMIT, COMMAND, dump, labels, last_applied_bytes
 from tritonwatch.errors import TritonwatchError, UsageError
+from tritonwatch.flags import command_line
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +67,10 @@ def load_slo(path: Path) -> tuple[slo_model.SLOFile, str]:
         raise UsageError(f"--slo: {exc}") from None
 
 
-def render_all(rules_dir: Path, dashboards_dir: Path, spec: slo_model.SLOFile) -> dict[str, str]:
-    """File name -> exact text of every manifest in ``--out``."""
+def render_all(
+    rules_dir: Path, dashboards_dir: Path, spec: slo_model.SLOFile, command: str = COMMAND
+) -> dict[str, str]:
+    """File name -> exact text of every manifest in ``--out``; ``command``: the command line run."""
     for flag, d in (("--rules", rules_dir), ("--dashboards", dashboards_dir)):
         if not d.is_dir():
             raise UsageError(f"{flag} {d}: not a directory")
@@ -95,20 +99,24 @@ def render_all(rules_dir: Path, dashboards_dir: Path, spec: slo_model.SLOFile) -
                 f"{doc['kind']} {doc['metadata']['name']}: {size} bytes once applied, over the "
                 f"{ANNOTATIONS_LIMIT} Kubernetes stores in an object's annotations (kubectl apply)"
             )
-    # The header names the inputs by their usual place, not by the path given, so that output
-    # does not depend on the directory it was generated from.
+    # The header's first line names the inputs by their usual place; its "Regenerate:" line is the
+    # command as run, with its own paths.
     return {
-        RULES_FILE: dump(rules, "alerts/generated/*.rules.yml"),
-        DASHBOARDS_FILE: dump(dashboards, "dashboards/generated/*.json"),
-        AMCONFIG_FILE: dump([amconfig.alertmanager_config(am)], "alerts/generated/alertmanager.yml", note),
-        ALERTMANAGER_FILE: dump(
-            [manifests.alertmanager_secret(am_text)], "alerts/generated/alertmanager.yml"
+        RULES_FILE: dump(rules, "alerts/generated/*.rules.yml", command=command),
+        DASHBOARDS_FILE: dump(dashboards, "dashboards/generated/*.json", command=command),
+        AMCONFIG_FILE: dump(
+            [amconfig.alertmanager_config(am)], "alerts/generated/alertmanager.yml", note, command
         ),
-        REPORT_FILE: dump(report.manifests(scaling.PROMETHEUS_URL), "tritonwatch/deploy/report.py"),
+        ALERTMANAGER_FILE: dump(
+            [manifests.alertmanager_secret(am_text)], "alerts/generated/alertmanager.yml", command=command
+        ),
+        REPORT_FILE: dump(
+            report.manifests(scaling.PROMETHEUS_URL), "tritonwatch/deploy/report.py", command=command
+        ),
     }
 
 
-def model_metrics(rules_dir: Path) -> dict[str, str]:
+def model_metrics(rules_dir: Path, command: str = COMMAND) -> dict[str, str]:
     """The Triton 2.65+ overlay's ConfigMap: every ``<model>.model_metrics.pbtxt`` ``rules`` wrote."""
     stanzas = {p.name: p.read_text() for p in sorted((rules_dir / "triton").glob(f"*{STANZA_SUFFIX}"))}
     configmap = {
@@ -117,7 +125,11 @@ def model_metrics(rules_dir: Path) -> dict[str, str]:
         "metadata": {"name": MODEL_METRICS_CONFIGMAP, "labels": labels("triton")},
         "data": stanzas,
     }
-    return {MODEL_METRICS_FILE: dump([configmap], "alerts/generated/triton/*.model_metrics.pbtxt")}
+    return {
+        MODEL_METRICS_FILE: dump(
+            [configmap], "alerts/generated/triton/*.model_metrics.pbtxt", command=command
+        )
+    }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -128,12 +140,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ):
         parser.add_argument(flag, type=Path, default=Path(default), metavar=metavar, help=text)
     parser.add_argument(
-        "--slo", type=Path, default=None, metavar="FILE",
-        help="your SLO file (required): the sidecars' ConfigMap, the rules' split by model",
+        "--slo", type=Path, required=True, metavar="FILE",
+        help="the SLO file (apiVersion tritonwatch/v1) your sidecars and rules use: the sidecars' ConfigMap, "
+        "the rules' split by model",
     )  # fmt: skip
     parser.add_argument(
         "--namespace", default=scaling.NAMESPACE, metavar="NS",
-        help=f"the namespace the Triton Deployment runs in: the autoscalers' query reads it (default {scaling.NAMESPACE})",
+        help=f"the namespace the Triton Deployment runs in: the autoscalers' query reads it (default: {scaling.NAMESPACE})",
     )  # fmt: skip
     parser.add_argument(
         "--autoscaling", type=Path, default=None, metavar="DIR",
@@ -155,17 +168,16 @@ def _write(base: Path, files: dict[str, str], flag: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.slo is None:
-        raise UsageError("--slo FILE is required: the SLO file your sidecars and rules use")
     out: Path = args.out
     for flag, d in (("--out", out), ("--autoscaling", args.autoscaling), ("--triton265", args.triton265)):
         if d is not None and d.exists() and not d.is_dir():
             raise UsageError(f"{flag} {d}: exists and is not a directory")
     validators.fullmatch(_NAMESPACE, args.namespace, "--namespace", "not a Kubernetes namespace name")
     spec, slo_text = load_slo(args.slo)
-    files = render_all(args.rules, args.dashboards, spec)
-    scaling_files = scaling.autoscaling(spec, slo_text, args.namespace) if args.autoscaling else {}
-    native = model_metrics(args.rules) if args.triton265 else {}
+    command = getattr(args, "command_line", COMMAND)
+    files = render_all(args.rules, args.dashboards, spec, command)
+    scaling_files = scaling.autoscaling(spec, slo_text, args.namespace, command) if args.autoscaling else {}
+    native = model_metrics(args.rules, command) if args.triton265 else {}
     _write(out, files, "--out")
     print(f"wrote {len(files)} manifests to {out}: {', '.join(sorted(files))}")
     for flag, base, written in (
@@ -178,12 +190,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line, like the CLI's (argparse prints the usage too, then exits)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``tritonwatch k8s`` without the rest of the CLI (deploy/kubernetes/generate.py calls it)."""
-    parser = argparse.ArgumentParser(prog="tritonwatch k8s", description=HELP)
+    parser = _Parser(prog="tritonwatch k8s", description=HELP)
     add_arguments(parser)
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
     try:
+        args = parser.parse_args(argv)
+        args.command_line = command_line(["k8s", *argv])  # this parser mirrors no environment variable
         return run(args)
     except UsageError as exc:
         print(f"tritonwatch k8s: error: {exc}", file=sys.stderr)

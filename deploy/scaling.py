@@ -28,7 +28,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from tritonwatch import catalog
-from tritonwatch.deploy.render import dump, labels
+from tritonwatch.deploy.render import COMMAND, dump, labels
 from tritonwatch.slo import SLOFile
 from tritonwatch.validators import promql_string
 
@@ -89,7 +89,9 @@ def query(spec: SLOFile, namespace: str) -> str:
     return "max(\n  " + "\n  or\n  ".join(terms) + "\n)"
 
 
-def autoscaling(spec: SLOFile, slo_text: str, namespace: str = NAMESPACE) -> dict[str, str]:
+def autoscaling(
+    spec: SLOFile, slo_text: str, namespace: str = NAMESPACE, command: str = COMMAND
+) -> dict[str, str]:
     """Overlay file -> text: the SLO ConfigMap, the KEDA ScaledObject, the HPA and the adapter's rules."""
     q = query(spec, namespace)
     target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": DEPLOYMENT}
@@ -171,12 +173,13 @@ def autoscaling(spec: SLOFile, slo_text: str, namespace: str = NAMESPACE) -> dic
     }
     src = "the SLO file (--slo)"
     return {
-        SLO_CONFIGMAP_FILE: dump([configmap], src),
-        KEDA_FILE: dump([scaled], src),
-        HPA_FILE: dump([hpa], src),
+        SLO_CONFIGMAP_FILE: dump([configmap], src, command=command),
+        KEDA_FILE: dump([scaled], src, command=command),
+        HPA_FILE: dump([hpa], src, command=command),
         ADAPTER_FILE: dump(
             [values],
             src,
             "# Helm values for prometheus-community/prometheus-adapter (helm install ... -f values.yaml)\n",
+            command,
         ),
     }

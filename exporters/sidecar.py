@@ -26,7 +26,7 @@ from tritonwatch.exporters.window import CounterWindow
 
 log = logging.getLogger("tritonwatch.sidecar")
 
-HELP = "Scrape a Triton server (and DCGM, traces) and serve derived per-model signals on /metrics."
+HELP = "scrape a Triton server (and DCGM, traces) and serve derived per-model signals on /metrics"
 
 # Optional parts, each a module with ``make_part(context) -> list[tuple[Part, Source | None]]``
 # (exporters/context.py; empty when its flags leave it off). Imported by name so that this module
@@ -43,23 +43,23 @@ PART_MODULES: tuple[str, ...] = (
 def add_arguments(p: argparse.ArgumentParser) -> None:
     # Defaults are None so that a config file value is not shadowed by a flag nobody gave.
     p.add_argument("--config", metavar="FILE", help="YAML file of settings (keys as the long flags)")
-    p.add_argument("--triton", metavar="URL", help="Triton HTTP API base (default http://127.0.0.1:8000)")
+    p.add_argument("--triton", metavar="URL", help="Triton HTTP API base (default: http://127.0.0.1:8000)")
     p.add_argument(
         "--triton-metrics",
         metavar="URL",
-        help="Triton metrics URL, used as given (default <triton host>:8002/metrics)",
+        help="Triton metrics URL, used as given (default: <triton host>:8002/metrics)",
     )
     p.add_argument(
         "--dcgm", metavar="URL", help="dcgm-exporter metrics URL, used as given (off unless given)"
     )
-    p.add_argument("--listen", metavar="HOST:PORT", help="where /metrics is served (default :9450)")
+    p.add_argument("--listen", metavar="HOST:PORT", help="where /metrics is served (default: :9450)")
     p.add_argument(
         "--otlp-listen",
         metavar="HOST:PORT",
         help="OTLP/HTTP trace receiver (off unless given; :PORT binds 127.0.0.1)",
     )
     p.add_argument("--otlp-forward", metavar="URL", help="forward received OTLP spans unchanged to this URL")
-    p.add_argument("--interval", type=float, metavar="S", help="scrape interval in seconds (default 5)")
+    p.add_argument("--interval", type=float, metavar="S", help="scrape interval in seconds (default: 5)")
     p.add_argument(
         "--stats-interval",
         type=float,
@@ -76,37 +76,47 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--model-config-interval",
         type=float,
         metavar="S",
-        help="seconds between reads of each model's config (default 300; a failed read backs off from --interval)",
+        help="seconds between reads of each model's config (default: 300; a failed read backs off from --interval)",
     )
     p.add_argument(
-        "--window", type=float, metavar="S", help="window of counter derivations in seconds (default 60)"
+        "--window", type=float, metavar="S", help="window of counter derivations in seconds (default: 60)"
     )
     p.add_argument(
         "--quantile-window",
         type=float,
         metavar="S",
-        help="window of trace quantiles in seconds (default 300)",
+        help="window of trace quantiles in seconds (default: 300)",
     )
     p.add_argument(
         "--quantile-samples",
         type=int,
         metavar="N",
-        help="trace latencies kept per series and tenth of the quantile window (default 1024): quantiles "
+        help="trace latencies kept per series and tenth of the quantile window (default: 1024): quantiles "
         "are exact up to N requests a tenth, sampled beyond; memory is 8 bytes each",
     )
     p.add_argument(
-        "--timeout", type=float, metavar="S", help="scrape timeout (default 80%% of the interval, max 10)"
+        "--timeout", type=float, metavar="S", help="scrape timeout (default: 80%% of the interval, max 10)"
     )
-    p.add_argument("--max-payload-bytes", type=int, metavar="N", help="largest /metrics payload accepted")
+    p.add_argument(
+        "--max-payload-bytes",
+        type=int,
+        metavar="N",
+        help="largest /metrics payload accepted (default: 64 MiB)",
+    )
     p.add_argument(
         "--otlp-max-body-bytes",
         type=int,
         metavar="N",
-        help="largest OTLP body taken, once inflated (default 4 MiB; larger ones: 413)",
+        help="largest OTLP body taken, once inflated (default: 4 MiB; larger ones: 413)",
     )
-    p.add_argument("--max-models", type=int, metavar="N", help="most models tracked (label cardinality cap)")
+    p.add_argument(
+        "--max-models",
+        type=int,
+        metavar="N",
+        help="most models tracked (label cardinality cap) (default: 5000)",
+    )
     p.add_argument("--probe", metavar="MODEL[,MODEL]", help="canary-probe these models (off unless given)")
-    p.add_argument("--probe-interval", type=float, metavar="S", help="seconds between probes (default 10)")
+    p.add_argument("--probe-interval", type=float, metavar="S", help="seconds between probes (default: 10)")
     p.add_argument(
         "--set-trace-rate", type=int, metavar="N", help="set Triton's trace rate at start (off unless given)"
     )
@@ -123,7 +133,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--latency-buckets",
         metavar="S[,S...]",
-        help="trace latency histogram bucket bounds in seconds (default 100us..60s, SLO thresholds included)",
+        help="trace latency histogram bucket bounds in seconds (default: 100us..60s, SLO thresholds included)",
     )
     p.add_argument("--web-config", metavar="FILE", help="TLS and basic auth, exporter-toolkit format")
     p.add_argument(
@@ -135,7 +145,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--headroom-interval",
         type=float,
         metavar="S",
-        help="seconds between capacity estimates (default 30; off the scrape path)",
+        help="seconds between capacity estimates (default: 30; off the scrape path)",
     )
 
 

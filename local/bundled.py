@@ -2,16 +2,18 @@
 
     model_repository()   the demo's models (fraud_detector: config.pbtxt and model.onnx)
     replay_dir()         recorded GPU node payloads (dcgm_*.txt, triton_gpu_*.txt) for ``--gpu-replay``
+    demo_slo(...)        the demo's ``--slo``: the bundled SLO file for the bundled models only
 
 In a checkout ``local/model_repository`` is a link to the top-level ``model_repository/``.
 """
 
 from __future__ import annotations
 
+import sys
 from importlib import resources
 from pathlib import Path
 
-from tritonwatch.errors import TritonwatchError
+from tritonwatch.errors import TritonwatchError, UsageError
 
 
 def package_path(package: str, name: str) -> Path:
@@ -31,3 +33,16 @@ def model_repository() -> Path:
 
 def replay_dir() -> Path:
     return package_path("tritonwatch.local", "replay")
+
+
+def demo_slo(slo: str | None, model_repository: str | None) -> str:
+    """The SLO file the demo's rules come from: ``--slo`` as given; without it the bundled one, named on
+    stderr, which names the bundled models only: with ``--model-repository`` it is required."""
+    if slo is not None:
+        return slo
+    if model_repository:
+        raise UsageError("--slo FILE is required with --model-repository: the SLO file for those models")
+    from tritonwatch.alerts.generate import default_slo
+
+    print(f"tritonwatch demo: no --slo given: the bundled demo's SLO file {default_slo()}", file=sys.stderr)
+    return str(default_slo())

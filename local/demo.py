@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--slo",
         default=None,
         metavar="FILE",
-        help="SLO file for the rules (default: the bundled alerts/slo.yaml)",
+        help="the SLO file; required with --model-repository (default: the bundled demo's, named on stderr)",
     )
     p.add_argument(
         "--workdir",
@@ -393,13 +393,12 @@ class LoadPattern:
 def run(args: argparse.Namespace) -> int:
     if args.duration < 0:
         raise UsageError(f"--duration: must be >= 0 (got {args.duration})")
-    from tritonwatch.alerts.generate import default_slo
-    from tritonwatch.local.bundled import model_repository
+    from tritonwatch.local.bundled import demo_slo, model_repository
 
     repo = Path(args.model_repository) if args.model_repository else model_repository()
-    args.slo = args.slo or str(default_slo())
     if not repo.is_dir():
         raise UsageError(f"--model-repository: {repo} is not a directory")
+    args.slo = demo_slo(args.slo, args.model_repository)
     if not Path(args.slo).is_file():
         raise UsageError(f"--slo: {args.slo} is not a file")
     # Only a temp dir of our own is ever removed; a --workdir the user named is theirs and stays.

@@ -244,8 +244,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--triton", default="http://127.0.0.1:8000", metavar="URL", help="Triton HTTP API base"
     )
-    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model to drive (default {DEFAULT_MODEL})")
-    parser.add_argument("--concurrency", type=int, default=8, metavar="C", help="client threads (default 8)")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model to drive (default: {DEFAULT_MODEL})")
+    parser.add_argument("--concurrency", type=int, default=8, metavar="C", help="client threads (default: 8)")
     parser.add_argument(
         "--rps", type=float, metavar="N", help="cap on the total request rate (default: none)"
     )
@@ -254,7 +254,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=10.0,
         metavar="S",
-        help="seconds to run; 0 runs until Ctrl-C (default 10)",
+        help="seconds to run; 0 runs until Ctrl-C (default: 10)",
     )
     parser.add_argument(
         "--repeat",
@@ -271,7 +271,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="share of fresh inputs with a NaN: real server-side failures (each fails its dynamic batch)",
     )
     parser.add_argument(
-        "--batch", type=int, default=1, help="rows per request for batching models (default 1)"
+        "--batch", type=int, default=1, help="rows per request for batching models (default: 1)"
     )
 
 

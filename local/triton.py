@@ -371,11 +371,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="model repository to serve (repeatable; default: the bundled demo repository, fraud_detector); "
         "served from a copy, the source is not written",
     )
-    parser.add_argument("--http-port", type=int, default=8000, help="HTTP API port (default 8000)")
-    parser.add_argument("--grpc-port", type=int, default=8001, help="gRPC API port (default 8001)")
-    parser.add_argument("--metrics-port", type=int, default=8002, help="/metrics port (default 8002)")
+    parser.add_argument("--http-port", type=int, default=8000, help="HTTP API port (default: 8000)")
+    parser.add_argument("--grpc-port", type=int, default=8001, help="gRPC API port (default: 8001)")
+    parser.add_argument("--metrics-port", type=int, default=8002, help="/metrics port (default: 8002)")
     parser.add_argument(
-        "--address", default="127.0.0.1", help="address all three servers bind (default 127.0.0.1)"
+        "--address", default="127.0.0.1", help="address all three servers bind (default: 127.0.0.1)"
     )
     parser.add_argument(
         "--trace-to",
@@ -386,7 +386,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--trace-rate",
         type=int,
         metavar="N",
-        help=f"trace one request in N (default {DEFAULT_TRACE_RATE}; OTel below {MIN_SAFE_OTEL_RATE} can crash Triton 2.51)",
+        help=f"trace one request in N (default: {DEFAULT_TRACE_RATE}; OTel below {MIN_SAFE_OTEL_RATE} can crash Triton 2.51)",
     )
     parser.add_argument(
         "--trace-file", type=Path, metavar="PATH", help="write Triton JSON trace files (mode=triton)"
@@ -396,14 +396,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=3,
         metavar="S",
-        help="seconds Triton drains in-flight work on stop (default 3)",
+        help="seconds Triton drains in-flight work on stop (default: 3)",
     )
     parser.add_argument(
         "--ready-timeout",
         type=float,
         default=120.0,
         metavar="S",
-        help="seconds to wait for readiness (default 120)",
+        help="seconds to wait for readiness (default: 120)",
     )
 
 

@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from tritonwatch.reports.weekly import History
 
 HELP = (
-    "Weekly capacity report from Prometheus: headroom, SLO-bound capacity, growth forecasts, "
-    "weeks to saturation, GPUs needed, findings."
+    "the weekly capacity report from Prometheus: headroom, SLO-bound capacity, growth forecasts, "
+    "weeks to saturation, GPUs needed, findings"
 )
 
 
@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--end", metavar="ISO-8601", help="end of the period (default: now), e.g. 2026-11-09T00:00:00Z"
     )
     parser.add_argument(
-        "--days", type=int, default=7, metavar="N", help="length of the period in days (default 7)"
+        "--days", type=int, default=7, metavar="N", help="length of the period in days (default: 7)"
     )
     parser.add_argument(
         "--history-days",
@@ -70,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MODELS_PER_QUERY,
         metavar="N",
         help="split each per-model query into batches of N models, so that no query's work or answer "
-        f"grows with the fleet (default {DEFAULT_MODELS_PER_QUERY}; 0: the whole fleet in one query)",
+        f"grows with the fleet (default: {DEFAULT_MODELS_PER_QUERY}; 0: the whole fleet in one query)",
     )
     parser.add_argument(
         "--timeout", type=float, default=120.0, metavar="S", help="per-query timeout in seconds"
@@ -83,11 +83,15 @@ def parse_end(text: str | None) -> datetime:
 
 
 def run(args: argparse.Namespace) -> int:
-    # Checked here, not by argparse's required=: the flags may come from TRITONWATCH_* variables.
-    if not args.prometheus:
-        raise UsageError("--prometheus: required (or TRITONWATCH_PROMETHEUS)")
-    if not (args.out or args.archive):
-        raise UsageError("--out: required unless --archive is given (or TRITONWATCH_OUT)")
+    # Checked here, not by argparse's required=: the flags may come from TRITONWATCH_* variables, and
+    # --out is required only without --archive. Both in one line, so that one run names all that is
+    # missing (the mail's flags: deliver.parse, "--mail-to: needs --mail-from and --smtp").
+    needed = [("--prometheus URL", args.prometheus), ("--out DIR or --archive DIR", args.out or args.archive)]
+    missing = [flag for flag, given in needed if not given]
+    if missing:
+        raise UsageError(
+            f"the following arguments are required: {', '.join(missing)} (or their TRITONWATCH_* variables)"
+        )
     if args.days < 1:
         raise UsageError(f"--days: must be at least 1 (got {args.days})")
     history = args.history_days

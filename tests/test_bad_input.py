@@ -52,6 +52,7 @@ BASE: dict[str, list[str]] = {
     "alerts silence": ["--alertmanager", "http://127.0.0.1:1", "--model", "m", "--comment", "test"],
     "dashboards": ["--out", f"{TMP}/dashboards"],
     "report": ["--prometheus", "http://127.0.0.1:1", "--out", f"{TMP}/report"],
+    "k8s": ["--slo", str(ROOT / "alerts" / "slo.yaml"), "--out", f"{TMP}/k8s"],
 }
 
 # Hand-written: (command, extra argv, needle the one line must contain, env)

@@ -48,13 +48,13 @@ def test_rules_out_keeps_files_it_did_not_write(tmp_path: Path) -> None:
     mine = {"team-a.rules.yml": "groups: []\n", "tests/mine.test.yml": "tests: []\n", "README": "notes\n"}
     for rel, text in mine.items():
         (out / rel).write_text(text)
-    assert main(["rules", "--out", str(out)]) == 0
+    assert main(["rules", "--slo", str(generate.default_slo()), "--out", str(out)]) == 0
     for rel, text in mine.items():
         assert (out / rel).read_text() == text
     written = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()} - set(mine)
     assert written == set(generate.render(str(generate.default_slo())))  # and no temporary files left
     # A second run replaces its own files (they carry its header) and still keeps the user's.
-    assert main(["rules", "--out", str(out)]) == 0
+    assert main(["rules", "--slo", str(generate.default_slo()), "--out", str(out)]) == 0
     assert all((out / rel).read_text() == text for rel, text in mine.items())
 
 
@@ -64,7 +64,7 @@ def test_rules_out_refuses_to_overwrite_a_file_it_did_not_write(
     out = tmp_path / "out"
     out.mkdir()
     (out / "slo.rules.yml").write_text("# my own rules\ngroups: []\n")
-    assert main(["rules", "--out", str(out)]) == 2
+    assert main(["rules", "--slo", str(generate.default_slo()), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "slo.rules.yml exists and was not written by tritonwatch rules" in err
     assert sorted(p.name for p in out.iterdir()) == ["slo.rules.yml"]  # nothing written
@@ -77,7 +77,7 @@ def test_rules_out_never_follows_a_link_it_finds(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (out / "old.rules.yml").symlink_to(target)
-    assert main(["rules", "--out", str(out)]) == 0
+    assert main(["rules", "--slo", str(generate.default_slo()), "--out", str(out)]) == 0
     assert (out / "old.rules.yml").is_symlink() and target.exists()
 
 

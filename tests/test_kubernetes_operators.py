@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import need_binary
-from support import stacks
+from support import make_generate, stacks
 from support.fake_apiserver import fake_apiserver
 from test_kubernetes import load_all
 
@@ -420,9 +420,8 @@ def test_the_triton_265_overlay_runs_triton_s_histogram_without_tracing(tmp_path
 
 
 def test_the_triton_265_files_are_up_to_date(tmp_path: Path) -> None:
-    argv = ["--rules", str(RULES_DIR), "--dashboards", str(DASHBOARDS_DIR), "--slo", str(SLO_FILE)]
-    assert k8s.main([*argv, "--out", str(tmp_path / "k"), "--triton265", str(tmp_path / "t")]) == 0
-    fresh = (tmp_path / "t" / k8s.MODEL_METRICS_FILE).read_text()
+    make_generate.run("k8s", tmp_path)
+    fresh = (tmp_path / "deploy" / "triton265" / k8s.MODEL_METRICS_FILE).read_text()
     assert fresh == (ROOT / "deploy" / "triton265" / k8s.MODEL_METRICS_FILE).read_text(), (
         "run `make generate`"
     )
