@@ -1,9 +1,21 @@
 """``tritonwatch init``: a first SLO file for the models a running Triton serves.
 
-Reads Triton's HTTP API only (``tritonwatch.tritonapi``): the repository index (the ready models), each
-model's config (platform, ``max_batch_size``, response cache, decoupled, ensemble steps) and the
-statistics. With ``--observe S`` it reads the statistics twice, S seconds apart, and
-proposes objectives from the traffic in between; without it, from the counters since each model loaded.
+Reads Triton's HTTP API (``tritonwatch.tritonapi``): the server's version (``GET /v2``), the repository
+index (the ready models), each model's config (platform, backend, ``max_batch_size``, response cache,
+decoupled, ensemble steps, histogram buckets) and the statistics; and, where Triton runs with
+``summary_latencies=true``, the p99 of its request summaries from its metrics endpoint. With
+``--observe S`` it reads the statistics twice, S seconds apart, and proposes objectives from the traffic
+in between; without it, from the counters since each model loaded.
+
+What it proposes is what the server supports and what ``tritonwatch rules --triton`` accepts:
+
+* availability and latency only on the models clients call: an ensemble, or a model with traffic of its
+  own; a step that only its ensembles call is their business (the ensemble counts a failed step);
+* no availability on Triton's counters for a model whose errors Triton may not count (python backend,
+  decoupled: ``tritonwatch.uncounted``), the same test ``rules --triton`` makes;
+* a latency threshold that is a bucket bound of the histogram the SLI will read on this server's
+  version (``alerts.model_metrics.source``), the first one above the measured p99 with a margin.
+
 The file it writes says, beside every value, what was seen and how the value follows from it; it
 passes ``tritonwatch rules`` as written. It never overwrites a file it did not write itself.
 """
@@ -20,12 +32,15 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import yaml
 
-from tritonwatch import catalog, modelconfig, slo
+from tritonwatch import catalog, modelconfig, slo, uncounted
 from tritonwatch.alerts import model_metrics
 from tritonwatch.errors import TritonwatchError, UsageError
+from tritonwatch.expfmt import parse as parse_metrics
+from tritonwatch.fetch import Fetcher
 from tritonwatch.files import may_write, replace_file
 from tritonwatch.tritonapi import ScrapeError, TritonClient, check_base_url
 
@@ -37,10 +52,15 @@ MARKER = "# Written by tritonwatch init"
 # Strictest first. An objective is proposed only if its error budget holds twice the errors seen and at
 # least one request in the number seen: 1,000 clean requests do not show that 99.99 % is met.
 AVAILABILITY_LADDER = (Decimal("99.99"), Decimal("99.9"), Decimal("99.5"), Decimal("99"), Decimal("95"))
-# Triton's statistics API gives the mean request time only. Tails of a few times the mean are common for
-# batching servers; 4x the mean, up to the next histogram bucket, is a starting threshold to check
+# A threshold the measured p99 meets with room for a slower day: the first bucket bound at or above
+# P99_MARGIN times Triton's p99 (its request summary, the last 60 s).
+P99_MARGIN = 1.5
+# Without a summary (summary_latencies off, or the response cache on, which suppresses it) only means
+# are known. Tails of a few times the mean are common for batching servers: 4x the mean of the requests
+# the cache did not answer (hits are microseconds and would drag the mean below any tail), to be checked
 # against the sidecar's p99 once it has run.
 LATENCY_MEAN_FACTOR = 4
+REQUEST_SUMMARY = catalog.triton_summary("request")
 LATENCY_OBJECTIVE = Decimal("99")
 COUNTERS = ("success", "fail", "queue", "cache_hit", "cache_miss")
 COMPUTE = ("compute_input", "compute_infer", "compute_output")
@@ -75,6 +95,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="metadata.name of the SLO set (default triton)",
     )
+    parser.add_argument(
+        "--triton-metrics",
+        metavar="URL",
+        default="",
+        help="Triton's metrics endpoint, read for its request p99 (default: --triton's host, port 8002)",
+    )
     parser.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per request (default 10)")
 
 
@@ -87,6 +113,7 @@ class Model:
     cache: bool
     decoupled: bool
     steps: tuple[str, ...] = ()  # an ensemble's step models, in order
+    config: modelconfig.ModelConfig = field(default_factory=modelconfig.ModelConfig, compare=False)
 
     @property
     def ensemble(self) -> bool:
@@ -100,6 +127,7 @@ class Seen:
     requests: int = 0  # successful
     failures: int = 0
     request_ns: int = 0
+    cache_hit_ns: int = 0  # the successful requests the cache answered: their share of request_ns
     queue_ns: int = 0
     compute_ns: int = 0
     inferences: int = 0
@@ -162,7 +190,12 @@ class Triton:
             cache=config.response_cache,
             decoupled=config.decoupled,
             steps=config.steps or (),
+            config=config,
         )
+
+    def version(self) -> str:
+        """The server's version ("" where its metadata names none)."""
+        return self._read(self.client.server_version)
 
     def stats(self) -> dict[str, Seen]:
         items = self._read(self.client.stats)
@@ -204,6 +237,7 @@ def _add(seen: Seen, item: Mapping[str, Any], where: str) -> None:
     seen.queue_ns += queue[1]
     seen.compute_ns += sum(pair(k)[1] for k in COMPUTE)
     seen.cache_hits += hit[0]
+    seen.cache_hit_ns += hit[1]
     seen.cache_misses += miss[0]
     seen.inferences += _count(item.get("inference_count", 0), f"{where}.inference_count")
     seen.executions += _count(item.get("execution_count", 0), f"{where}.execution_count")
@@ -235,32 +269,97 @@ def _availability(seen: Seen | None) -> tuple[Decimal, str]:
     return floor, f"{seen.failures} of {total} requests failed: too few requests to show more than {floor}"
 
 
-def propose(model: Model, seen: Seen | None, step_of: str | None) -> Entry:
-    entry = Entry(model)
-    objective, why = _availability(seen)
-    entry.fields.append(("availability", {"objective": objective}, why))
-    if step_of:
-        entry.notes.append(f"a step of ensemble {step_of}: its clients' objectives are on the ensemble")
-    traffic = seen is not None and seen.requests > 0
-    if model.decoupled:
-        entry.notes.append("decoupled (streaming): set time_to_first_token by hand, see docs/llm.md")
-    elif traffic and seen:
-        mean = seen.request_ns / seen.requests / 1e9
-        bucket = next((b for b in catalog.DEFAULT_BUCKETS if b >= LATENCY_MEAN_FACTOR * mean), None)
-        if bucket is None:
-            entry.notes.append(f"mean request time {mean:.3g} s is beyond the largest latency bucket")
-        else:
-            entry.fields.append(
-                (
-                    "latency",
-                    {"threshold": slo.format_duration(bucket), "objective": LATENCY_OBJECTIVE},
-                    f"mean request {mean * 1000:.3g} ms; the first bucket >= {LATENCY_MEAN_FACTOR}x it. "
-                    'Check against tritonwatch_model_latency_quantile_seconds{quantile="0.99"}',
-                )
-            )
-            entry.notes += model_metrics.init_notes(model.name, bucket)
+def request_p99(url: str, timeout: float) -> dict[str, float]:
+    """Per model, the p99 (seconds) of Triton's request summary over its last 60 s, from its metrics
+    endpoint; empty where it has none (``summary_latencies`` off, or the response cache on) or the
+    endpoint does not answer: the threshold then follows the mean, and says so."""
+    from tritonwatch.exporters.traces.summaries import merge_summaries
+
+    fetcher = Fetcher(timeout)
+    try:
+        samples = parse_metrics(fetcher.get(url), {REQUEST_SUMMARY, catalog.triton_summary_count("request")})
+    except (ScrapeError, ValueError) as exc:
+        log.info("no request p99 from %s (%s): thresholds follow the mean", url, exc)
+        return {}
+    finally:
+        fetcher.close()
+    out: dict[str, float] = {}
+    for (model, _version, phase), quantiles in merge_summaries(samples).items():
+        if phase == "request" and "0.99" in quantiles:
+            out[model] = max(out.get(model, 0.0), quantiles["0.99"])
+    return out
+
+
+def _latency(entry: Entry, model: Model, seen: Seen, version: str, p99: float | None) -> None:
+    """A latency threshold the measured p99 meets with margin, at a bucket bound of the histogram the
+    SLI reads on this server (or a note saying why there is none)."""
+    src = model_metrics.source(version, model.config)
+    bounds = [b / 1000.0 for b in src.buckets_ms]
+    missed = seen.requests - seen.cache_hits
+    if p99 is not None:
+        target = P99_MARGIN * p99
+        measured = f"p99 {p99 * 1000:.3g} ms (Triton's request summary, last 60 s)"
+        rule = f"the first bucket >= {P99_MARGIN:g}x it"
     else:
-        entry.notes.append("latency: no requests seen, so no threshold proposed")
+        slow_ns = seen.request_ns - seen.cache_hit_ns if missed > 0 else seen.request_ns
+        mean = slow_ns / (missed if missed > 0 else seen.requests) / 1e9
+        target = LATENCY_MEAN_FACTOR * mean
+        answered = "not answered from the cache " if missed > 0 and seen.cache_hits else ""
+        measured = f"no p99 from Triton; mean request {answered}{mean * 1000:.3g} ms"
+        rule = f"the first bucket >= {LATENCY_MEAN_FACTOR}x it"
+    bucket = next((b for b in bounds if b >= target - 1e-12), None)
+    if bucket is None:
+        entry.notes.append(
+            f"latency: {measured}: beyond the largest bucket of {src.name} ({src.origin}); {src.why}"
+        )
+        return
+    entry.fields.append(
+        (
+            "latency",
+            {"threshold": slo.format_duration(bucket), "objective": LATENCY_OBJECTIVE},
+            f"{measured}; {rule}. "
+            'Check against tritonwatch_model_latency_quantile_seconds{quantile="0.99"}',
+        )
+    )
+    entry.notes += model_metrics.init_notes(model.name, bucket, src)
+
+
+def propose(
+    model: Model,
+    seen: Seen | None,
+    step_of: str | None,
+    version: str = "",
+    p99: float | None = None,
+    direct: int = 0,
+) -> Entry:
+    """One model's entry. ``step_of``: the ensemble it is a step of; ``direct``: its requests beyond
+    what its ensembles sent it (clients calling it directly)."""
+    entry = Entry(model)
+    called = step_of is None or direct > 0
+    traffic = seen is not None and seen.requests > 0
+    if not called:
+        entry.notes.append(
+            f"a step of ensemble {step_of}: its clients' objectives (availability, latency) are on the "
+            "ensemble, which counts a failed step as its own failure"
+        )
+    else:
+        if step_of:
+            entry.notes.append(f"a step of ensemble {step_of}, also called directly ({direct} requests)")
+        blind = uncounted.reasons({model.name: uncounted.shape(model.config)}).get(model.name)
+        if blind:
+            entry.notes.append(
+                f"availability: not proposed on Triton's counters, which do not count this model's errors "
+                f"({', '.join(blind)}): give it availability.from (docs/uncounted-errors.md)"
+            )
+        else:
+            objective, why = _availability(seen)
+            entry.fields.append(("availability", {"objective": objective}, why))
+        if model.decoupled:
+            entry.notes.append("decoupled (streaming): set time_to_first_token by hand, see docs/llm.md")
+        elif traffic and seen:
+            _latency(entry, model, seen, version, p99)
+        else:
+            entry.notes.append("latency: no requests seen, so no threshold proposed")
     if traffic and seen and seen.request_ns > 0:
         if model.ensemble:
             # An ensemble's own queue is its scheduling only (microseconds); its requests wait in its
@@ -328,6 +427,9 @@ def render(entries: Sequence[Entry], name: str, source: str) -> str:
         )
         lines.append(f"    # {json.dumps(m.name)}: {kind}, versions {', '.join(m.versions)}")
         lines += [f"    # {note}" for note in e.notes]
+        if not e.fields:  # an SLO entry needs an objective: nothing to propose is a comment
+            lines.append(f"    # - model: {json.dumps(m.name)}  (no objective proposed)")
+            continue
         lines.append(f"    - model: {json.dumps(m.name)}")
         for key, values, why in e.fields:
             flow = ", ".join(f"{k}: {_yaml_value(v)}" for k, v in values.items())
@@ -344,6 +446,33 @@ def write(path: Path, text: str) -> None:
         replace_file(path, text)
     except OSError as exc:
         raise UsageError(f"--out {path}: cannot write ({exc.strerror})") from None
+
+
+def metrics_url(triton: str, given: str) -> str:
+    """``--triton-metrics``, else Triton's default metrics port on the ``--triton`` host (as the sidecar)."""
+    if given:
+        if check_base_url(given):
+            raise UsageError(
+                f"--triton-metrics: {given!r} is not an http(s) URL (e.g. http://127.0.0.1:8002/metrics)"
+            )
+        return given
+    parts = urlsplit(triton)
+    return f"{parts.scheme}://{parts.hostname}:8002/metrics"
+
+
+def _direct(model: Model, models: Sequence[Model], seen: Mapping[str, Seen]) -> int:
+    """A step's requests beyond what its ensembles sent it: clients that call it directly. Each ensemble
+    request reaches a step at most once; an ensemble's failures count twice (Triton 2.51), so the
+    ensembles' totals bound what they sent from above and a step is never taken for called by mistake."""
+    own = seen.get(model.name)
+    if own is None:
+        return 0
+    sent = sum(
+        s.requests + s.failures
+        for m in models
+        if m.ensemble and model.name in m.steps and (s := seen.get(m.name)) is not None
+    )
+    return max(0, own.requests + own.failures - sent)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -370,11 +499,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         seen = before
         source = f"{triton.url}, counters since each model loaded"
+    version = triton.version()
+    p99 = request_p99(metrics_url(triton.url, args.triton_metrics), args.timeout)
     step_of = {step: m.name for m in models if m.ensemble for step in m.steps}
     # Ensembles first: they are what clients call.
     ordered = sorted(models, key=lambda m: (not m.ensemble, m.name in step_of, m.name))
-    entries = [propose(m, seen.get(m.name), step_of.get(m.name)) for m in ordered]
-    text = render(entries, args.slo_name, source)
+    entries = [
+        propose(m, seen.get(m.name), step_of.get(m.name), version, p99.get(m.name), _direct(m, models, seen))
+        for m in ordered
+    ]
+    text = render(entries, args.slo_name, f"{source}, Triton {version or '(version unknown)'}")
     slo.parse(yaml.safe_load(text), str(out))  # what we write must be what `rules` reads
     write(out, text)
     print(
