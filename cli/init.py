@@ -32,15 +32,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import yaml
 
 from tritonwatch import catalog, modelconfig, slo, uncounted
-from tritonwatch.alerts import model_metrics
+from tritonwatch.cli import initlatency
 from tritonwatch.errors import TritonwatchError, UsageError
-from tritonwatch.expfmt import parse as parse_metrics
-from tritonwatch.fetch import Fetcher
 from tritonwatch.files import may_write, replace_file
 from tritonwatch.tritonapi import ScrapeError, TritonClient, check_base_url
 
@@ -52,16 +49,6 @@ MARKER = "# Written by tritonwatch init"
 # Strictest first. An objective is proposed only if its error budget holds twice the errors seen and at
 # least one request in the number seen: 1,000 clean requests do not show that 99.99 % is met.
 AVAILABILITY_LADDER = (Decimal("99.99"), Decimal("99.9"), Decimal("99.5"), Decimal("99"), Decimal("95"))
-# A threshold the measured p99 meets with room for a slower day: the first bucket bound at or above
-# P99_MARGIN times Triton's p99 (its request summary, the last 60 s).
-P99_MARGIN = 1.5
-# Without a summary (summary_latencies off, or the response cache on, which suppresses it) only means
-# are known. Tails of a few times the mean are common for batching servers: 4x the mean of the requests
-# the cache did not answer (hits are microseconds and would drag the mean below any tail), to be checked
-# against the sidecar's p99 once it has run.
-LATENCY_MEAN_FACTOR = 4
-REQUEST_SUMMARY = catalog.triton_summary("request")
-LATENCY_OBJECTIVE = Decimal("99")
 COUNTERS = ("success", "fail", "queue", "cache_hit", "cache_miss")
 COMPUTE = ("compute_input", "compute_infer", "compute_output")
 # The operational objectives the starter proposes, by their SLO file keys and bounds (from the catalog).
@@ -269,59 +256,17 @@ def _availability(seen: Seen | None) -> tuple[Decimal, str]:
     return floor, f"{seen.failures} of {total} requests failed: too few requests to show more than {floor}"
 
 
-def request_p99(url: str, timeout: float) -> dict[str, float]:
-    """Per model, the p99 (seconds) of Triton's request summary over its last 60 s, from its metrics
-    endpoint; empty where it has none (``summary_latencies`` off, or the response cache on) or the
-    endpoint does not answer: the threshold then follows the mean, and says so."""
-    from tritonwatch.exporters.traces.summaries import merge_summaries
-
-    fetcher = Fetcher(timeout)
-    try:
-        samples = parse_metrics(fetcher.get(url), {REQUEST_SUMMARY, catalog.triton_summary_count("request")})
-    except (ScrapeError, ValueError) as exc:
-        log.info("no request p99 from %s (%s): thresholds follow the mean", url, exc)
-        return {}
-    finally:
-        fetcher.close()
-    out: dict[str, float] = {}
-    for (model, _version, phase), quantiles in merge_summaries(samples).items():
-        if phase == "request" and "0.99" in quantiles:
-            out[model] = max(out.get(model, 0.0), quantiles["0.99"])
-    return out
-
-
 def _latency(entry: Entry, model: Model, seen: Seen, version: str, p99: float | None) -> None:
-    """A latency threshold the measured p99 meets with margin, at a bucket bound of the histogram the
-    SLI reads on this server (or a note saying why there is none)."""
-    src = model_metrics.source(version, model.config)
-    bounds = [b / 1000.0 for b in src.buckets_ms]
-    missed = seen.requests - seen.cache_hits
-    if p99 is not None:
-        target = P99_MARGIN * p99
-        measured = f"p99 {p99 * 1000:.3g} ms (Triton's request summary, last 60 s)"
-        rule = f"the first bucket >= {P99_MARGIN:g}x it"
-    else:
-        slow_ns = seen.request_ns - seen.cache_hit_ns if missed > 0 else seen.request_ns
-        mean = slow_ns / (missed if missed > 0 else seen.requests) / 1e9
-        target = LATENCY_MEAN_FACTOR * mean
-        answered = "not answered from the cache " if missed > 0 and seen.cache_hits else ""
-        measured = f"no p99 from Triton; mean request {answered}{mean * 1000:.3g} ms"
-        rule = f"the first bucket >= {LATENCY_MEAN_FACTOR}x it"
-    bucket = next((b for b in bounds if b >= target - 1e-12), None)
-    if bucket is None:
-        entry.notes.append(
-            f"latency: {measured}: beyond the largest bucket of {src.name} ({src.origin}); {src.why}"
-        )
-        return
-    entry.fields.append(
-        (
-            "latency",
-            {"threshold": slo.format_duration(bucket), "objective": LATENCY_OBJECTIVE},
-            f"{measured}; {rule}. "
-            'Check against tritonwatch_model_latency_quantile_seconds{quantile="0.99"}',
-        )
+    field_, notes = initlatency.propose(
+        model.name,
+        model.config,
+        version,
+        p99,
+        initlatency.Means(seen.requests, seen.request_ns, seen.cache_hits, seen.cache_hit_ns),
     )
-    entry.notes += model_metrics.init_notes(model.name, bucket, src)
+    if field_:
+        entry.fields.append(field_)
+    entry.notes += notes
 
 
 def propose(
@@ -448,18 +393,6 @@ def write(path: Path, text: str) -> None:
         raise UsageError(f"--out {path}: cannot write ({exc.strerror})") from None
 
 
-def metrics_url(triton: str, given: str) -> str:
-    """``--triton-metrics``, else Triton's default metrics port on the ``--triton`` host (as the sidecar)."""
-    if given:
-        if check_base_url(given):
-            raise UsageError(
-                f"--triton-metrics: {given!r} is not an http(s) URL (e.g. http://127.0.0.1:8002/metrics)"
-            )
-        return given
-    parts = urlsplit(triton)
-    return f"{parts.scheme}://{parts.hostname}:8002/metrics"
-
-
 def _direct(model: Model, models: Sequence[Model], seen: Mapping[str, Seen]) -> int:
     """A step's requests beyond what its ensembles sent it: clients that call it directly. Each ensemble
     request reaches a step at most once; an ensemble's failures count twice (Triton 2.51), so the
@@ -500,7 +433,7 @@ def run(args: argparse.Namespace) -> int:
         seen = before
         source = f"{triton.url}, counters since each model loaded"
     version = triton.version()
-    p99 = request_p99(metrics_url(triton.url, args.triton_metrics), args.timeout)
+    p99 = initlatency.request_p99(initlatency.metrics_url(triton.url, args.triton_metrics), args.timeout)
     step_of = {step: m.name for m in models if m.ensemble for step in m.steps}
     # Ensembles first: they are what clients call.
     ordered = sorted(models, key=lambda m: (not m.ensemble, m.name in step_of, m.name))

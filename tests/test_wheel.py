@@ -41,7 +41,7 @@ from typing import Any
 import pytest
 import requests
 import yaml
-from support import stacks
+from support import demo_summary, stacks
 from support.harness import processes_mentioning, read_metrics, value
 
 from tritonwatch import catalog
@@ -559,9 +559,10 @@ def test_every_documented_command_runs_from_an_empty_folder(
         # the pipeline the clients call, and its steps in order (from the sidecar's step info)
         steps = "  fraud_pipeline: fraud_scaler -> fraud_detector -> fraud_decision"
         assert steps in summary.splitlines(), summary
-        # the failure episode burns the error budget and pages, on this stack's Prometheus and Alertmanager
-        fired = summary[summary.index("alerts that fired:") :]
-        assert "TritonSLOErrorBudgetBurn" in fired and "model=fraud_detector" in fired, summary
+        # the failure episode pages fraud_pipeline, the model its clients call, in that phase and as
+        # expected, on this stack's Prometheus and Alertmanager; errors only in that phase, at the load's
+        # injected ratio; the shim's marker explained (support/demo_summary.py)
+        demo_summary.check(summary)
         served = re.search(r"starting Triton on (\S+)", demo.stderr)
         assert served and Path(served.group(1)).is_relative_to(installed.venv / "lib"), demo.stderr[-2000:]
         # latencies logged as the table shows them, never as seconds to four places
