@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from tritonwatch import catalog
 from tritonwatch.errors import UsageError
 from tritonwatch.local.bundled import package_path
-from tritonwatch.local.demosummary import PATTERN, Phase, PhaseLoad, Seen, fmt_value, summary_text
+from tritonwatch.local.demosummary import EXPECTED, PATTERN, Phase, PhaseLoad, Seen, fmt_value, summary_text
 
 log = logging.getLogger("tritonwatch.local.demo")
 
@@ -387,7 +387,8 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     stack = Stack(workdir, repo, Path(args.slo), args.gpu_replay)
-    seen = Seen(shimmed=_shimmed(repo))
+    own = not args.model_repository and args.slo == str(package_path("tritonwatch.local", DEMO_SLO))
+    seen = Seen(shimmed=_shimmed(repo), expected=dict(EXPECTED) if own else {})
     rows: dict[str, dict[str, float]] = {}
     load: LoadPattern | None = None
     try:

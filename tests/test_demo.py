@@ -21,8 +21,10 @@ def test_the_log_shows_latencies_in_ms_as_the_table_does() -> None:
     )
 
 
-def summary(alerts: dict[tuple[str, str, str], tuple[float, str]], died: bool = False) -> str:
-    from tritonwatch.local.demosummary import PhaseLoad, Seen, summary_text
+def summary(
+    alerts: dict[tuple[str, str, str], tuple[float, str]], died: bool = False, own_slo: bool = True
+) -> str:
+    from tritonwatch.local.demosummary import EXPECTED, PhaseLoad, Seen, summary_text
 
     seen = Seen(
         alerts=alerts,
@@ -35,6 +37,7 @@ def summary(alerts: dict[tuple[str, str, str], tuple[float, str]], died: bool = 
         shimmed=("fraud_detector",),
         uncounted={"fraud_detector": ("python_backend",)},
         triton_deaths=[(50.0, -11)] if died else [],
+        expected=dict(EXPECTED) if own_slo else {},
     )
     return summary_text({"fraud_pipeline": {"rate": 785.3, "p99": 0.0327}}, seen)
 
@@ -93,6 +96,10 @@ def test_the_summary_ties_each_alert_to_its_phase_and_says_which_were_expected()
         {PAGE: (43.0, "failures"), ("TritonSidecarStale", "", "ticket"): (51.0, "failures")}, died=True
     )
     check(died)  # a Triton restart's own alerts are not held against the demo
+    # with another SLO file (or models) nothing is known of what should fire: no verdict, nothing missed
+    theirs = summary({("TritonQueueTimeHigh", "fraud_detector", "ticket"): (20.0, "burst")}, own_slo=False)
+    assert alert_rows(theirs) == [("TritonQueueTimeHigh", "fraud_detector", "ticket", "burst", "-")]
+    assert "expected but not seen" not in theirs
 
 
 def test_the_demo_slo_file_puts_the_clients_objective_on_the_pipeline() -> None:
