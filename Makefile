@@ -51,7 +51,7 @@ stack:
 	tools/build-stack.sh
 
 demo: $(VENV)/.installed-demo demo-debs
-	$(BIN)/tritonwatch demo --slo alerts/slo.yaml $(if $(filter-out 0,$(DURATION)),--duration $(DURATION))
+	$(BIN)/tritonwatch demo $(if $(filter-out 0,$(DURATION)),--duration $(DURATION))
 
 lint: venv
 	$(BIN)/ruff check .

@@ -13,17 +13,23 @@ only where the threshold is one of Triton's bounds.
   the model's ``config.pbtxt`` and reload the model (``init`` says how).
 * ``check``: ``rules --triton URL`` reads each such model's config and warns where its buckets do not
   hold a threshold: the SLI then reads no bucket at that bound, and the nearest bounds say how far off an
-  estimate between them could be.
+  estimate between them could be. Which histogram the SLI reads depends on the server's version
+  (``GET /v2``, ``source``): Triton keeps the family for every model from 2.65 and for decoupled ones
+  from 2.52; elsewhere the sidecar serves its trace histogram, whose bounds are the sidecar's
+  (``catalog.DEFAULT_BUCKETS`` unless ``--latency-buckets``), so the threshold is checked against those.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from tritonwatch import catalog
 from tritonwatch.fetch import ScrapeError
+from tritonwatch.modelconfig import ModelConfig
 from tritonwatch.slo import SLO, SLOFile
 from tritonwatch.tritonapi import TritonClient
 
@@ -38,6 +44,58 @@ STANZA_DIR = "triton"
 SUFFIX = ".model_metrics.pbtxt"
 TIMEOUT = 10.0
 VLLM_BACKEND = "vllm"
+# Triton versions that keep FAMILY (docs/latency-sources.md; server#8580, core#464)
+EVERY_MODEL_SINCE = (2, 65)
+DECOUPLED_SINCE = (2, 52)
+SIDECAR_BUCKETS_MS = tuple(round(b * 1000.0, 6) for b in catalog.DEFAULT_BUCKETS)
+
+
+def parse_version(text: str) -> tuple[int, int] | None:
+    """``(major, minor)`` of a Triton server version such as ``2.51.0``; None if it is not one."""
+    found = re.match(r"(\d+)\.(\d+)", text.strip())
+    return (int(found[1]), int(found[2])) if found else None
+
+
+@dataclass(frozen=True)
+class Source:
+    """The histogram a model's latency SLI reads, and its bucket bounds in ms."""
+
+    native: bool  # Triton's own FAMILY; else the sidecar's trace histogram
+    buckets_ms: tuple[float, ...]
+    origin: str  # where the bounds come from, for messages
+    why: str  # one line: which histogram and why
+
+    @property
+    def name(self) -> str:
+        return f"Triton's own {FAMILY}" if self.native else "the sidecar's trace histogram"
+
+    def holds(self, threshold_ms: float) -> bool:
+        return any(abs(b - threshold_ms) <= 1e-9 * max(1.0, threshold_ms) for b in self.buckets_ms)
+
+
+def source(version: str, cfg: ModelConfig) -> Source:
+    """Which histogram a model's request latency (time to first token if decoupled) comes from on a
+    Triton of ``version`` ("" when unknown: read as one that keeps none)."""
+    parsed = parse_version(version)
+    served = f"Triton {version}" if parsed else "a Triton of unknown version"
+    every = parsed is not None and parsed >= EVERY_MODEL_SINCE
+    decoupled = cfg.decoupled and parsed is not None and parsed >= DECOUPLED_SINCE
+    if every or decoupled:
+        set_here = cfg.buckets(FAMILY)
+        buckets = tuple(set_here) if set_here else TRITON_DEFAULT_BUCKETS_MS
+        since = ">= 2.65: every model" if every else ">= 2.52: decoupled models"
+        return Source(
+            True,
+            buckets,
+            "its model_metrics" if set_here else "Triton's defaults",
+            f"{served} keeps {FAMILY} for this model ({since})",
+        )
+    return Source(
+        False,
+        SIDECAR_BUCKETS_MS,
+        "the sidecar's default buckets",
+        f"{served} keeps no {FAMILY} for this model (every model from 2.65, decoupled ones from 2.52)",
+    )
 
 
 def thresholds_ms(slo: SLO, ttft: bool = True) -> tuple[float, ...]:
@@ -104,10 +162,19 @@ def bounds_around(buckets: Sequence[float], threshold: float) -> tuple[float, fl
 
 
 def check(spec: SLOFile, base: str, timeout: float = TIMEOUT) -> list[str]:
-    """One warning line per model whose served buckets do not hold a threshold (logged and returned)."""
+    """One warning line per model whose latency histogram, on this server's version, has no bucket at
+    a threshold (logged and returned)."""
     client = TritonClient(base, timeout)
     lines = []
     try:
+        version = ""
+        if any(thresholds_ms(s) for s in spec.slos):
+            try:
+                version = client.server_version()
+            except ScrapeError as exc:
+                lines.append(
+                    f"{base}/v2: server version not read ({exc}): checked as a Triton that keeps no {FAMILY}"
+                )
         for i, slo in enumerate(spec.slos):
             found = thresholds_ms(slo)
             if not found:
@@ -120,21 +187,23 @@ def check(spec: SLOFile, base: str, timeout: float = TIMEOUT) -> list[str]:
                 continue
             # vLLM's own time-to-first-token histogram wins over Triton's (exporters/llm.py)
             found = thresholds_ms(slo, ttft=cfg.backend != VLLM_BACKEND)
-            set_here = cfg.buckets(FAMILY)
-            buckets = tuple(set_here) if set_here else TRITON_DEFAULT_BUCKETS_MS
-            origin = "its model_metrics" if set_here else "Triton's defaults"
+            src = source(version, cfg)
             for t in found:
-                if any(abs(b - t) <= 1e-9 * max(1.0, t) for b in buckets):
+                if src.holds(t):
                     continue
-                below, above = bounds_around(buckets, t)
+                below, above = bounds_around(src.buckets_ms, t)
                 span = "+Inf" if math.isinf(above) else f"{_num(above)} ms"
                 off = "the whole tail" if math.isinf(above) else f"{_num(above - below)} ms"
-                lines.append(
-                    f"{where}: threshold {_num(t)} ms is not a bucket of {FAMILY} ({origin}: "
-                    f"{', '.join(_num(b) for b in buckets)} ms): the SLI would be inexact (no bucket to "
-                    f"read there: its requests are left out of the SLI); any latency between {_num(below)} ms "
-                    f"and {span} is indistinguishable (off by up to {off}); "
+                fix = (
                     f"apply {STANZA_DIR}/{slo.model}{SUFFIX} from rules --out"
+                    if src.native
+                    else "run the sidecar with --latency-buckets holding it, or choose a threshold among them"
+                )
+                lines.append(
+                    f"{where}: threshold {_num(t)} ms is not a bucket of {src.name} ({src.origin}: "
+                    f"{', '.join(_num(b) for b in src.buckets_ms)} ms; {src.why}): the SLI would be inexact "
+                    f"(no bucket to read there: its requests are left out of the SLI); any latency between "
+                    f"{_num(below)} ms and {span} is indistinguishable (off by up to {off}); {fix}"
                 )
     finally:
         client.close()
@@ -143,15 +212,26 @@ def check(spec: SLOFile, base: str, timeout: float = TIMEOUT) -> list[str]:
     return lines
 
 
-def init_notes(model: str, threshold: float) -> list[str]:
-    """What ``tritonwatch init`` says beside a proposed latency threshold (seconds): where the latency
-    comes from without tracing, the stanza that makes the SLI exact, and how to apply it."""
+def init_notes(model: str, threshold: float, src: Source) -> list[str]:
+    """What ``tritonwatch init`` says beside a proposed latency threshold (seconds): which histogram the
+    SLI reads on this server and why, and what that histogram needs."""
     ms = round(threshold * 1000.0, 6)
-    return [
-        f"latency source: Triton's own {FAMILY} (Triton >= 2.65), no tracing needed.",
-        f"To make the SLI exact, add to models/{model}/config.pbtxt (also written by rules --out as",
+    head = f"latency source: {src.name}: {src.why}" + (", no tracing needed." if src.native else ".")
+    if not src.native:
+        return [
+            head,
+            "It needs sampled traces: Triton with trace files (or OpenTelemetry at rate 10 or more, never 1",
+            "on 2.51) and the sidecar reading them (--trace-file or --otlp-listen; docs/tracing.md).",
+            "The threshold is one of the sidecar's default bucket bounds, so the SLI is exact.",
+        ]
+    lines = [head]
+    if src.holds(ms):
+        lines.append(f"The threshold is one of its bucket bounds ({src.origin}), so the SLI is exact.")
+    lines += [
+        f"Finer buckets around the threshold: add to models/{model}/config.pbtxt (also written by rules --out as",
         f"{STANZA_DIR}/{model}{SUFFIX}):",
         *(f"  {line}" for line in stanza([ms]).splitlines()),
         "then run Triton with --metrics-config histogram_latencies=true and reload the model",
         f"(POST /v2/repository/models/{model}/load, or restart Triton).",
     ]
+    return lines

@@ -1,9 +1,21 @@
 """``tritonwatch init``: a first SLO file for the models a running Triton serves.
 
-Reads Triton's HTTP API only (``tritonwatch.tritonapi``): the repository index (the ready models), each
-model's config (platform, ``max_batch_size``, response cache, decoupled, ensemble steps) and the
-statistics. With ``--observe S`` it reads the statistics twice, S seconds apart, and
-proposes objectives from the traffic in between; without it, from the counters since each model loaded.
+Reads Triton's HTTP API (``tritonwatch.tritonapi``): the server's version (``GET /v2``), the repository
+index (the ready models), each model's config (platform, backend, ``max_batch_size``, response cache,
+decoupled, ensemble steps, histogram buckets) and the statistics; and, where Triton runs with
+``summary_latencies=true``, the p99 of its request summaries from its metrics endpoint. With
+``--observe S`` it reads the statistics twice, S seconds apart, and proposes objectives from the traffic
+in between; without it, from the counters since each model loaded.
+
+What it proposes is what the server supports and what ``tritonwatch rules --triton`` accepts:
+
+* availability and latency only on the models clients call: an ensemble, or a model with traffic of its
+  own; a step that only its ensembles call is their business (the ensemble counts a failed step);
+* no availability on Triton's counters for a model whose errors Triton may not count (python backend,
+  decoupled: ``tritonwatch.uncounted``), the same test ``rules --triton`` makes;
+* a latency threshold that is a bucket bound of the histogram the SLI will read on this server's
+  version (``alerts.model_metrics.source``), the first one above the measured p99 with a margin.
+
 The file it writes says, beside every value, what was seen and how the value follows from it; it
 passes ``tritonwatch rules`` as written. It never overwrites a file it did not write itself.
 """
@@ -23,8 +35,8 @@ from typing import Any, TypeVar
 
 import yaml
 
-from tritonwatch import catalog, modelconfig, slo
-from tritonwatch.alerts import model_metrics
+from tritonwatch import catalog, modelconfig, slo, uncounted
+from tritonwatch.cli import initlatency
 from tritonwatch.errors import TritonwatchError, UsageError
 from tritonwatch.files import may_write, replace_file
 from tritonwatch.tritonapi import ScrapeError, TritonClient, check_base_url
@@ -37,11 +49,6 @@ MARKER = "# Written by tritonwatch init"
 # Strictest first. An objective is proposed only if its error budget holds twice the errors seen and at
 # least one request in the number seen: 1,000 clean requests do not show that 99.99 % is met.
 AVAILABILITY_LADDER = (Decimal("99.99"), Decimal("99.9"), Decimal("99.5"), Decimal("99"), Decimal("95"))
-# Triton's statistics API gives the mean request time only. Tails of a few times the mean are common for
-# batching servers; 4x the mean, up to the next histogram bucket, is a starting threshold to check
-# against the sidecar's p99 once it has run.
-LATENCY_MEAN_FACTOR = 4
-LATENCY_OBJECTIVE = Decimal("99")
 COUNTERS = ("success", "fail", "queue", "cache_hit", "cache_miss")
 COMPUTE = ("compute_input", "compute_infer", "compute_output")
 # The operational objectives the starter proposes, by their SLO file keys and bounds (from the catalog).
@@ -75,6 +82,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="metadata.name of the SLO set (default: triton)",
     )
+    parser.add_argument(
+        "--triton-metrics",
+        metavar="URL",
+        default="",
+        help="Triton's metrics endpoint, read for its request p99 (default: --triton's host, port 8002)",
+    )
     parser.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per request (default: 10)")
 
 
@@ -87,6 +100,7 @@ class Model:
     cache: bool
     decoupled: bool
     steps: tuple[str, ...] = ()  # an ensemble's step models, in order
+    config: modelconfig.ModelConfig = field(default_factory=modelconfig.ModelConfig, compare=False)
 
     @property
     def ensemble(self) -> bool:
@@ -100,6 +114,7 @@ class Seen:
     requests: int = 0  # successful
     failures: int = 0
     request_ns: int = 0
+    cache_hit_ns: int = 0  # the successful requests the cache answered: their share of request_ns
     queue_ns: int = 0
     compute_ns: int = 0
     inferences: int = 0
@@ -162,7 +177,12 @@ class Triton:
             cache=config.response_cache,
             decoupled=config.decoupled,
             steps=config.steps or (),
+            config=config,
         )
+
+    def version(self) -> str:
+        """The server's version ("" where its metadata names none)."""
+        return self._read(self.client.server_version)
 
     def stats(self) -> dict[str, Seen]:
         items = self._read(self.client.stats)
@@ -204,6 +224,7 @@ def _add(seen: Seen, item: Mapping[str, Any], where: str) -> None:
     seen.queue_ns += queue[1]
     seen.compute_ns += sum(pair(k)[1] for k in COMPUTE)
     seen.cache_hits += hit[0]
+    seen.cache_hit_ns += hit[1]
     seen.cache_misses += miss[0]
     seen.inferences += _count(item.get("inference_count", 0), f"{where}.inference_count")
     seen.executions += _count(item.get("execution_count", 0), f"{where}.execution_count")
@@ -235,32 +256,55 @@ def _availability(seen: Seen | None) -> tuple[Decimal, str]:
     return floor, f"{seen.failures} of {total} requests failed: too few requests to show more than {floor}"
 
 
-def propose(model: Model, seen: Seen | None, step_of: str | None) -> Entry:
+def _latency(entry: Entry, model: Model, seen: Seen, version: str, p99: float | None) -> None:
+    field_, notes = initlatency.propose(
+        model.name,
+        model.config,
+        version,
+        p99,
+        initlatency.Means(seen.requests, seen.request_ns, seen.cache_hits, seen.cache_hit_ns),
+    )
+    if field_:
+        entry.fields.append(field_)
+    entry.notes += notes
+
+
+def propose(
+    model: Model,
+    seen: Seen | None,
+    step_of: str | None,
+    version: str = "",
+    p99: float | None = None,
+    direct: int = 0,
+) -> Entry:
+    """One model's entry. ``step_of``: the ensemble it is a step of; ``direct``: its requests beyond
+    what its ensembles sent it (clients calling it directly)."""
     entry = Entry(model)
-    objective, why = _availability(seen)
-    entry.fields.append(("availability", {"objective": objective}, why))
-    if step_of:
-        entry.notes.append(f"a step of ensemble {step_of}: its clients' objectives are on the ensemble")
+    called = step_of is None or direct > 0
     traffic = seen is not None and seen.requests > 0
-    if model.decoupled:
-        entry.notes.append("decoupled (streaming): set time_to_first_token by hand, see docs/llm.md")
-    elif traffic and seen:
-        mean = seen.request_ns / seen.requests / 1e9
-        bucket = next((b for b in catalog.DEFAULT_BUCKETS if b >= LATENCY_MEAN_FACTOR * mean), None)
-        if bucket is None:
-            entry.notes.append(f"mean request time {mean:.3g} s is beyond the largest latency bucket")
-        else:
-            entry.fields.append(
-                (
-                    "latency",
-                    {"threshold": slo.format_duration(bucket), "objective": LATENCY_OBJECTIVE},
-                    f"mean request {mean * 1000:.3g} ms; the first bucket >= {LATENCY_MEAN_FACTOR}x it. "
-                    'Check against tritonwatch_model_latency_quantile_seconds{quantile="0.99"}',
-                )
-            )
-            entry.notes += model_metrics.init_notes(model.name, bucket)
+    if not called:
+        entry.notes.append(
+            f"a step of ensemble {step_of}: its clients' objectives (availability, latency) are on the "
+            "ensemble, which counts a failed step as its own failure"
+        )
     else:
-        entry.notes.append("latency: no requests seen, so no threshold proposed")
+        if step_of:
+            entry.notes.append(f"a step of ensemble {step_of}, also called directly ({direct} requests)")
+        blind = uncounted.reasons({model.name: uncounted.shape(model.config)}).get(model.name)
+        if blind:
+            entry.notes.append(
+                f"availability: not proposed on Triton's counters, which do not count this model's errors "
+                f"({', '.join(blind)}): give it availability.from (docs/uncounted-errors.md)"
+            )
+        else:
+            objective, why = _availability(seen)
+            entry.fields.append(("availability", {"objective": objective}, why))
+        if model.decoupled:
+            entry.notes.append("decoupled (streaming): set time_to_first_token by hand, see docs/llm.md")
+        elif traffic and seen:
+            _latency(entry, model, seen, version, p99)
+        else:
+            entry.notes.append("latency: no requests seen, so no threshold proposed")
     if traffic and seen and seen.request_ns > 0:
         if model.ensemble:
             # An ensemble's own queue is its scheduling only (microseconds); its requests wait in its
@@ -328,6 +372,9 @@ def render(entries: Sequence[Entry], name: str, source: str) -> str:
         )
         lines.append(f"    # {json.dumps(m.name)}: {kind}, versions {', '.join(m.versions)}")
         lines += [f"    # {note}" for note in e.notes]
+        if not e.fields:  # an SLO entry needs an objective: nothing to propose is a comment
+            lines.append(f"    # - model: {json.dumps(m.name)}  (no objective proposed)")
+            continue
         lines.append(f"    - model: {json.dumps(m.name)}")
         for key, values, why in e.fields:
             flow = ", ".join(f"{k}: {_yaml_value(v)}" for k, v in values.items())
@@ -344,6 +391,21 @@ def write(path: Path, text: str) -> None:
         replace_file(path, text)
     except OSError as exc:
         raise UsageError(f"--out {path}: cannot write ({exc.strerror})") from None
+
+
+def _direct(model: Model, models: Sequence[Model], seen: Mapping[str, Seen]) -> int:
+    """A step's requests beyond what its ensembles sent it: clients that call it directly. Each ensemble
+    request reaches a step at most once; an ensemble's failures count twice (Triton 2.51), so the
+    ensembles' totals bound what they sent from above and a step is never taken for called by mistake."""
+    own = seen.get(model.name)
+    if own is None:
+        return 0
+    sent = sum(
+        s.requests + s.failures
+        for m in models
+        if m.ensemble and model.name in m.steps and (s := seen.get(m.name)) is not None
+    )
+    return max(0, own.requests + own.failures - sent)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -370,11 +432,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         seen = before
         source = f"{triton.url}, counters since each model loaded"
+    version = triton.version()
+    p99 = initlatency.request_p99(initlatency.metrics_url(triton.url, args.triton_metrics), args.timeout)
     step_of = {step: m.name for m in models if m.ensemble for step in m.steps}
     # Ensembles first: they are what clients call.
     ordered = sorted(models, key=lambda m: (not m.ensemble, m.name in step_of, m.name))
-    entries = [propose(m, seen.get(m.name), step_of.get(m.name)) for m in ordered]
-    text = render(entries, args.slo_name, source)
+    entries = [
+        propose(m, seen.get(m.name), step_of.get(m.name), version, p99.get(m.name), _direct(m, models, seen))
+        for m in ordered
+    ]
+    text = render(entries, args.slo_name, f"{source}, Triton {version or '(version unknown)'}")
     slo.parse(yaml.safe_load(text), str(out))  # what we write must be what `rules` reads
     write(out, text)
     print(

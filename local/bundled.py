@@ -42,7 +42,6 @@ def demo_slo(slo: str | None, model_repository: str | None) -> str:
         return slo
     if model_repository:
         raise UsageError("--slo FILE is required with --model-repository: the SLO file for those models")
-    from tritonwatch.alerts.generate import default_slo
-
-    print(f"tritonwatch demo: no --slo given: the bundled demo's SLO file {default_slo()}", file=sys.stderr)
-    return str(default_slo())
+    own = str(package_path("tritonwatch.local", "demo_slo.yaml"))
+    print(f"tritonwatch demo: no --slo given: the demo's own SLO file {own}", file=sys.stderr)
+    return own

@@ -2,16 +2,18 @@
 
 Starts, on free loopback ports: the real bundled Triton on ``model_repository/`` (sampled traces to
 trace files the sidecar reads), the sidecar, Alertmanager and Prometheus with the rules generated from
-``alerts/slo.yaml``, then drives a load pattern (steady, a burst, a failure episode of invalid inputs).
-Shows a live view per model and, at the end, prints a plain-text ``demo summary``. Everything it started
-is stopped on exit, Ctrl-C or SIGTERM.
+the demo's own SLO file (``local/demo_slo.yaml``: an objective on ``fraud_pipeline``, the model its
+clients call), then drives a load pattern (steady, a burst, a failure episode of invalid inputs).
+Shows a live view per model and, at the end, prints a plain-text ``demo summary``: each alert with the
+load phase it first fired in and whether the demo expected it there, the requests and errors of each
+phase, and what the uncounted-errors marker on a shimmed ONNX model means. Everything it started is
+stopped on exit, Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import math
 import shutil
 import signal
 import sys
@@ -19,7 +21,6 @@ import tempfile
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -27,6 +28,8 @@ from urllib.parse import urlsplit
 
 from tritonwatch import catalog
 from tritonwatch.errors import UsageError
+from tritonwatch.local.bundled import package_path
+from tritonwatch.local.demosummary import EXPECTED, PATTERN, Phase, PhaseLoad, Seen, fmt_value, summary_text
 
 log = logging.getLogger("tritonwatch.local.demo")
 
@@ -53,7 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--slo",
         default=None,
         metavar="FILE",
-        help="the SLO file; required with --model-repository (default: the bundled demo's, named on stderr)",
+        help="the SLO file; required with --model-repository (default: the demo's own, an objective on "
+        "fraud_pipeline, named on stderr)",
     )
     p.add_argument(
         "--workdir",
@@ -72,33 +76,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-@dataclass
-class Phase:
-    name: str
-    start: float  # fraction of the run
-    concurrency: int
-    error_ratio: float
-
-
-# Steady traffic, a burst, a failure episode (invalid inputs fail in the model), then recovery.
-PATTERN = (
-    Phase("steady", 0.0, 4, 0.0),
-    Phase("burst", 0.25, 12, 0.0),
-    Phase("failures", 0.45, 4, 0.3),
-    Phase("recovery", 0.75, 4, 0.0),
-)
+DEMO_SLO = "demo_slo.yaml"  # package data of tritonwatch.local
 MAX_TRITON_RESTARTS = 3  # a Triton that dies more often than this in one demo is left dead, and said so
 OPEN_ENDED_PERIOD = 240.0  # with no --duration the pattern repeats every 4 minutes
-
-
-@dataclass
-class Seen:
-    # (alert name, model, severity) -> seconds into the demo when it was first seen firing
-    alerts: dict[tuple[str, str, str], float] = field(default_factory=dict)
-    # ensemble -> its steps in order, as the sidecar serves them (tritonwatch_ensemble_step_info)
-    pipelines: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # seconds into the demo and exit code of each time the bundled Triton died on its own
-    triton_deaths: list[tuple[float, int | None]] = field(default_factory=list)
 
 
 def _get(url: str, timeout: float = 3.0) -> bytes:
@@ -162,14 +142,20 @@ def pipeline_steps(sidecar_port: int) -> dict[str, tuple[str, ...]]:
     return {m: tuple(steps[k] for k in sorted(steps)) for m, steps in found.items()}
 
 
-def _fmt(value: float | None, kind: str) -> str:
-    if value is None or math.isnan(value):
-        return "-"
-    if kind == "ratio":
-        return f"{value * 100:.1f}%"
-    if kind == "ms":
-        return f"{value * 1e6:.0f} us" if value < 0.001 else f"{value * 1000:.1f} ms"
-    return f"{value:.1f}"
+def uncounted_markers(sidecar_port: int) -> dict[str, tuple[str, ...]]:
+    """Per model, the reasons the sidecar gives for Triton maybe not counting its errors."""
+    from tritonwatch.expfmt import parse
+
+    try:
+        samples = parse(_get(f"http://127.0.0.1:{sidecar_port}/metrics"), {catalog.MODEL_UNCOUNTED_ERRORS})
+    except OSError:
+        return {}
+    found: dict[str, set[str]] = {}
+    for labels, value in samples.get(catalog.MODEL_UNCOUNTED_ERRORS, {}).items():
+        d = dict(labels)
+        if value == 1.0 and catalog.MODEL in d:
+            found.setdefault(d[catalog.MODEL], set()).add(d.get("reason", ""))
+    return {m: tuple(sorted(r)) for m, r in found.items()}
 
 
 COLUMNS = (
@@ -183,42 +169,10 @@ COLUMNS = (
 )
 
 
-def summary_text(rows: dict[str, dict[str, float]], seen: Seen) -> str:
-    lines = ["demo summary", ""]
-    header = ["model", "req/s", "p99", "batch eff", "cache hit"]
-    table = [header]
-    for model, row in sorted(rows.items()):
-        table.append(
-            [
-                model,
-                _fmt(row.get("rate"), "num"),
-                _fmt(row.get("p99"), "ms"),
-                _fmt(row.get("batch_eff"), "ratio"),
-                _fmt(row.get("cache"), "ratio"),
-            ]
-        )
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in table]
-    if seen.pipelines:
-        lines += ["", "pipelines (each client request counted once, at the ensemble; its steps follow):"]
-        lines += [f"  {m}: {' -> '.join(steps)}" for m, steps in sorted(seen.pipelines.items())]
-    if seen.triton_deaths:
-        lines += ["", "Triton 2.51 died on its own and was started again (its tracing crashes now and then):"]
-        lines += [f"  at {at:.0f}s, exit code {code}" for at, code in seen.triton_deaths]
-    lines += ["", "alerts that fired:"]
-    if not seen.alerts:
-        lines.append("  (none)")
-    for (name, model, severity), at in sorted(seen.alerts.items(), key=lambda kv: kv[1]):
-        lines.append(
-            f"  {name}  model={model or '-'}  severity={severity or '-'}  (first firing at {at:.0f}s)"
-        )
-    return "\n".join(lines)
-
-
 def _log_row(model: str, row: dict[str, float]) -> str:
     """One model's values as the live table shows them (latencies in ms, ratios in %), for the log."""
     return f"{model} " + " ".join(
-        f"{title}={_fmt(row.get(k), kind)}" for title, k, kind in COLUMNS if k in row
+        f"{title}={fmt_value(row.get(k), kind)}" for title, k, kind in COLUMNS if k in row
     )
 
 
@@ -234,7 +188,9 @@ def _live_table(
     table.add_column("alerts firing")
     for model, row in sorted(rows.items()):
         names = sorted({a.get("alertname", "") for a in firing if a.get("model") == model})
-        table.add_row(model, *(_fmt(row.get(k), kind) for _, k, kind in COLUMNS), ", ".join(names) or "-")
+        table.add_row(
+            model, *(fmt_value(row.get(k), kind) for _, k, kind in COLUMNS), ", ".join(names) or "-"
+        )
     return table
 
 
@@ -333,6 +289,13 @@ class Stack:
                 log.warning("stopping: %s", exc)
 
 
+def _shimmed(repo: Path) -> tuple[str, ...]:
+    """The ONNX models local-triton serves through the python-backend shim."""
+    from tritonwatch.local.modelrepo import read_repository
+
+    return tuple(m.name for m in read_repository(repo) if m.is_onnx)
+
+
 def _models(repo: Path) -> list[str]:
     """The models clients call: an ensemble's steps get their traffic through it."""
     from tritonwatch.local.modelrepo import entry_models, read_repository
@@ -348,15 +311,28 @@ class LoadPattern:
         self.models = models
         self.period = duration if duration > 0 else OPEN_ENDED_PERIOD
         self.phase = PATTERN[0].name
+        self.phases: dict[str, PhaseLoad] = {}  # what each phase sent; read after stop()
         self._drivers: list[Any] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="demo-load", daemon=True)
 
+    def _stop_drivers(self) -> None:
+        """Stop the running phase's drivers (each waits for its requests in flight) and add up what
+        they sent to that phase."""
+        if not self._drivers:
+            return
+        load = self.phases.setdefault(self.phase, PhaseLoad())
+        for d in self._drivers:
+            stats = d.stop()
+            load.requests += stats.requests
+            load.errors += stats.errors
+            load.invalid += stats.invalid
+        self._drivers = []
+
     def _switch(self, phase: Phase) -> None:
         from tritonwatch.local.load import LoadDriver
 
-        for d in self._drivers:
-            d.stop()
+        self._stop_drivers()
         self._drivers = [
             LoadDriver(
                 self.url, model=m, concurrency=phase.concurrency, repeat=3, error_ratio=phase.error_ratio
@@ -379,8 +355,7 @@ class LoadPattern:
             if current.name != self.phase or not self._drivers:
                 self._switch(current)
             self._stop.wait(0.5)
-        for d in self._drivers:
-            d.stop()
+        self._stop_drivers()
 
     def start(self) -> None:
         self._thread.start()
@@ -413,22 +388,28 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     stack = Stack(workdir, repo, Path(args.slo), args.gpu_replay)
-    seen = Seen()
+    own = not args.model_repository and args.slo == str(package_path("tritonwatch.local", DEMO_SLO))
+    seen = Seen(shimmed=_shimmed(repo), expected=dict(EXPECTED) if own else {})
     rows: dict[str, dict[str, float]] = {}
     load: LoadPattern | None = None
     try:
         stack.start()
+        gpu = (
+            f"  GPU node      REPLAY of recorded payloads, sidecar http://127.0.0.1:{stack.gpu_sidecar_port}/metrics\n"
+            if args.gpu_replay
+            else ""
+        )
+        shims = "".join(
+            f"  {m:<13} ONNX served through a python-backend shim here (the summary's note says what that means)\n"
+            for m in seen.shimmed
+        )
         print(
             f"tritonwatch demo (logs in {workdir}{', removed at the end' if own_temp else ''})\n"
             f"  Triton        {stack.triton.http_url}  metrics {stack.triton.metrics_url}\n"
             f"  sidecar       http://127.0.0.1:{stack.sidecar.port}/metrics\n"
             f"  Prometheus    {stack.prometheus.url}\n"
             f"  Alertmanager  {stack.am.url}\n"
-            + (
-                f"  GPU node      REPLAY of recorded payloads, sidecar http://127.0.0.1:{stack.gpu_sidecar_port}/metrics\n"
-                if args.gpu_replay
-                else ""
-            ),
+            f"{gpu}  SLO file      {args.slo}\n{shims}",
             flush=True,
         )
         load = LoadPattern(stack.triton.http_url, _models(repo), args.duration)
@@ -437,6 +418,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if load:
             load.stop()
+            seen.phases = load.phases
         stack.stop()
         if own_temp:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -482,11 +464,12 @@ def _watch(
                 # Keep each value's last reading: one slow scrape under the burst must not blank the view.
                 rows.setdefault(model, {}).update(values)
             seen.pipelines.update(pipeline_steps(stack.sidecar.port))
+            seen.uncounted.update(uncounted_markers(stack.sidecar.port))
             firing = firing_alerts(stack.prometheus.url)
             for a in firing:
                 key = (a.get("alertname", ""), a.get("model", ""), a.get("severity", ""))
                 if key[0] != "Watchdog":
-                    seen.alerts.setdefault(key, elapsed)
+                    seen.alerts.setdefault(key, (elapsed, load.phase))
             if live is not None:
                 live.update(_live_table(rows, firing, load.phase, elapsed))
             elif int(elapsed) % 10 == 0:

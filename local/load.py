@@ -61,6 +61,7 @@ class LoadStats:
     p90_ms: float
     p99_ms: float
     last_error: str | None = None
+    invalid: int = 0  # requests sent with an invalid (NaN) input on purpose (error_ratio)
 
     @property
     def requests(self) -> int:
@@ -146,6 +147,7 @@ class LoadDriver:
         self._latencies: list[float] = []
         self._ok = 0
         self._errors = 0
+        self._invalid = 0
         self._last_error: str | None = None
         self._started = 0.0
         self._stopped: float | None = None
@@ -161,7 +163,8 @@ class LoadDriver:
         )
         try:
             while not self._stop.is_set():
-                inputs = make_inputs(self.specs, rng, invalid=rng.random() < self.error_ratio)
+                invalid = rng.random() < self.error_ratio
+                inputs = make_inputs(self.specs, rng, invalid=invalid)
                 for _ in range(1 + self.repeat):
                     if self._limiter:
                         self._limiter.wait(self._stop)
@@ -177,6 +180,7 @@ class LoadDriver:
                         error = f"{type(exc).__name__}: {exc}"
                     elapsed = time.perf_counter() - t0
                     with self._lock:
+                        self._invalid += invalid
                         if error is None:
                             self._ok += 1
                             self._latencies.append(elapsed)
@@ -208,7 +212,7 @@ class LoadDriver:
     def stats(self) -> LoadStats:
         with self._lock:
             latencies = sorted(self._latencies)
-            ok, errors, last = self._ok, self._errors, self._last_error
+            ok, errors, last, invalid = self._ok, self._errors, self._last_error, self._invalid
         end = self._stopped if self._stopped is not None else time.monotonic()
         return LoadStats(
             model=self.model,
@@ -219,6 +223,7 @@ class LoadDriver:
             p90_ms=percentile(latencies, 90) * 1000,
             p99_ms=percentile(latencies, 99) * 1000,
             last_error=last,
+            invalid=invalid,
         )
 
     def wait(self, timeout: float | None) -> bool:

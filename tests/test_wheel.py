@@ -42,7 +42,7 @@ from typing import Any
 import pytest
 import requests
 import yaml
-from support import make_generate, stacks
+from support import demo_summary, make_generate, stacks
 from support.harness import processes_mentioning, read_metrics, value
 
 from tritonwatch import catalog
@@ -473,21 +473,26 @@ def test_every_documented_command_runs_from_an_empty_folder(
             run.run(line)
         stats = _stats(f"http://127.0.0.1:{p[8000]}", "fraud_detector")
         ok, failed = int(stats["success"]["count"]), int(stats["fail"]["count"])
-        mean = int(stats["success"]["ns"]) / ok / 1e9
+        hits, hit_ns = int(stats["cache_hit"]["count"]), int(stats["cache_hit"]["ns"])
         # the bundled repository also serves fraud_pipeline and its other steps: the loaded model's entry
         slos = yaml.safe_load((run.cwd / "slo.yaml").read_text())["spec"]["slos"]
         (entry,) = [e for e in slos if e["model"] == "fraud_detector"]
         assert entry["model"] == "fraud_detector" and ok >= 100 and failed == 0, (entry, stats)
-        # the strictest objective with room for twice the errors seen and one request in those seen
-        fits = [
-            o for o in (99.99, 99.9, 99.5, 99, 95) if (100 - o) / 100 >= max(1 / ok, 2 * failed / ok) - 1e-12
-        ]
-        assert entry["availability"] == {"objective": fits[0]}
+        # served through the python shim here: Triton may not count its errors, so no availability on
+        # its counters (rules --triton would warn); called directly by `load`, so a latency objective
+        assert "availability" not in entry, entry
+        # no p99 from Triton (the cache suppresses its summary): 4x the mean of the requests the cache
+        # missed, at a bound of the sidecar's trace buckets (Triton 2.51 keeps no latency histogram)
+        mean = (int(stats["success"]["ns"]) - hit_ns) / (ok - hits) / 1e9
         threshold = min(b for b in catalog.DEFAULT_BUCKETS if b >= 4 * mean)
         assert entry["latency"]["objective"] == 99
         assert abs(parse_duration(entry["latency"]["threshold"], "threshold") - threshold) < 1e-9, (
             entry,
             mean,
+        )
+        assert (
+            "latency source: the sidecar's trace histogram: Triton 2.51.0"
+            in (run.cwd / "slo.yaml").read_text()
         )
         for line in each(r"tritonwatch rules --slo slo\.yaml --out rules"):
             run.run(line)
@@ -592,9 +597,10 @@ def test_every_documented_command_runs_from_an_empty_folder(
         # the pipeline the clients call, and its steps in order (from the sidecar's step info)
         steps = "  fraud_pipeline: fraud_scaler -> fraud_detector -> fraud_decision"
         assert steps in summary.splitlines(), summary
-        # the failure episode burns the error budget and pages, on this stack's Prometheus and Alertmanager
-        fired = summary[summary.index("alerts that fired:") :]
-        assert "TritonSLOErrorBudgetBurn" in fired and "model=fraud_detector" in fired, summary
+        # the failure episode pages fraud_pipeline, the model its clients call, in that phase and as
+        # expected, on this stack's Prometheus and Alertmanager; errors only in that phase, at the load's
+        # injected ratio; the shim's marker explained (support/demo_summary.py)
+        demo_summary.check(summary)
         served = re.search(r"starting Triton on (\S+)", demo.stderr)
         assert served and Path(served.group(1)).is_relative_to(installed.venv / "lib"), demo.stderr[-2000:]
         # latencies logged as the table shows them, never as seconds to four places

@@ -72,6 +72,9 @@ class TritonClient:
     def ready_url(self) -> str:
         return f"{self.base}/v2/health/ready"
 
+    def server_url(self) -> str:
+        return f"{self.base}/v2"
+
     def _model_url(self, model: str, version: str = "") -> str:
         url = f"{self.base}/v2/models/{quote(model, safe='')}"
         return f"{url}/versions/{quote(version, safe='')}" if version else url
@@ -143,6 +146,12 @@ class TritonClient:
                 return False
             raise
         return True
+
+    def server_version(self) -> str:
+        """The server's version from its metadata (``GET /v2``: name, version, extensions); "" where
+        the answer names none."""
+        version = self._object("GET", self.server_url()).get("version")
+        return version if isinstance(version, str) else ""
 
     def metadata(self, model: str, version: str = "") -> Mapping[str, Any]:
         """The model's metadata (name, versions, platform, inputs, outputs) as Triton gave it."""

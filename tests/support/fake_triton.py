@@ -121,6 +121,7 @@ class FakeTriton:
         self.requests: collections.Counter[str] = collections.Counter()  # API requests by path
         self.lock = threading.Lock()
         self.index = json.loads((DATA / "triton_repository_index.json").read_text())
+        self.version = "2.51.0"  # the server metadata's (GET /v2): the recorded Triton's
         self.configs = {
             "fraud_detector": json.loads((DATA / "triton_config_fraud_detector.json").read_text())
         }
@@ -283,6 +284,8 @@ def _handler(fake: FakeTriton) -> type[BaseHTTPRequestHandler]:
                 return
             if path == "/v2/repository/index":
                 body: Any = fake.index
+            elif path == "/v2":
+                body = {"name": "triton", "version": fake.version, "extensions": ["statistics", "trace"]}
             elif path == "/v2/models/stats":
                 body = fake.stats
                 if fake.api_mode == "wrong_shape":
