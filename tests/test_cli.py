@@ -160,13 +160,11 @@ def test_a_variable_makes_a_required_flag_optional(monkeypatch: pytest.MonkeyPat
 
 
 def test_the_demo_names_the_bundled_slo_file_it_falls_back_on(capsys: pytest.CaptureFixture[str]) -> None:
-    from tritonwatch.alerts.generate import default_slo
-    from tritonwatch.local.bundled import demo_slo
+    from tritonwatch.local.bundled import demo_slo, package_path
 
+    own = package_path("tritonwatch.local", "demo_slo.yaml")
     assert demo_slo("mine.yaml", "my-models") == "mine.yaml"
     assert capsys.readouterr().err == ""
-    assert demo_slo(None, None) == str(default_slo())
-    assert (
-        capsys.readouterr().err
-        == f"tritonwatch demo: no --slo given: the bundled demo's SLO file {default_slo()}\n"
-    )
+    assert demo_slo(None, None) == str(own)
+    assert capsys.readouterr().err == f"tritonwatch demo: no --slo given: the demo's own SLO file {own}\n"
+    assert "fraud_pipeline" in own.read_text()
