@@ -10,7 +10,6 @@ Triton's ``sleeper`` behind a real Caddy 2.6, a real Prometheus with the generat
 
 from __future__ import annotations
 
-import copy
 import re
 import shutil
 import subprocess
@@ -24,7 +23,7 @@ import pytest
 import requests
 import yaml
 from conftest import need_binary
-from support import stacks
+from support import sli_swap, stacks
 
 from tritonwatch import slo
 from tritonwatch.alerts import rules
@@ -205,18 +204,7 @@ def test_promtool_tests_for_the_front_latency_pass_and_catch_a_rule_that_reads_t
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
     # The same tests against rules whose sleeper SLI reads the sidecar's histogram: they must fail.
-    spec = slo.load(EXAMPLE)
-    sidecar = copy.deepcopy(yaml.safe_load((out / "slo.rules.yml").read_text()))
-    for group in sidecar["groups"]:
-        for rule in group["rules"]:
-            if (
-                rule.get("record", "").startswith("slo:sli_error:")
-                and rule["labels"]["slo"] == "sleeper-latency"
-            ):
-                window = rule["record"].removeprefix("slo:sli_error:ratio_rate")
-                rule["expr"] = rules.latency_error_ratio(spec, "sleeper", window, 0.05, 20)
-                del rule["labels"]["model"]
-    (out / "slo.rules.yml").write_text(yaml.safe_dump(sidecar))
+    sli_swap.read_by_triton(out / "slo.rules.yml", EXAMPLE, "sleeper", "latency")
     wanted = ("sleeper-latency: total outage", "sleeper-latency: the sidecar's histogram")
     tests["tests"] = [t for t in tests["tests"] if t["name"].startswith(wanted)]
     assert len(tests["tests"]) == 2
