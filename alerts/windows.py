@@ -60,7 +60,7 @@ def burn_factor(w: BurnWindow, slo_window: float) -> Decimal:
     if w.severity != "page":
         return Decimal(str(w.factor))
     share = Decimal(str(w.factor)) * Decimal(str(slo_window)) / Decimal(str(parse_duration(w.long, "window")))
-    return max(share, fastest_ticket_factor())
+    return max(share, fastest_ticket_factor()).normalize()
 
 
 def slowest_page_factor(slo_window: float) -> Decimal:
@@ -94,7 +94,7 @@ def check_budgets(spec: SLOFile) -> None:
                 lowest = (Decimal(100) * (1 - 1 / slowest_page)).quantize(Decimal("0.0001"))
                 raise UsageError(
                     f"{where}: must be above {lowest} for a {spec.window_text} window: a budget of "
-                    f"{obj.budget * 100:g}% cannot burn at {slowest_page}x (the slowest page), so no page "
+                    f"{obj.budget * 100:g}% cannot burn at {format(slowest_page, 'f')}x (the slowest page), so no page "
                     f"could ever fire (got {obj.objective})"
                 )
             if obj.budget < MIN_BUDGET:
