@@ -24,6 +24,12 @@ and less, and a total outage would page at 3 minutes instead of 1. The SLO windo
 5 minutes in the window; it is read by the budget record only, never by an alert, so its tail does not
 matter there.
 
+A tile is read at one instant (with Prometheus's 5-minute lookback): where Prometheus stopped for longer,
+a window whose tile boundary falls in that gap counts that tile as 0 for as long as the gap lasted, bad and
+total alike (the ratio then covers the rest of the window, the guard's count is lower, which pages later,
+never sooner). The SLO window stays an ``avg_over_time`` for that reason: day tiles would read 28 instants
+instead of every 5m sample, but a gap would make the budget jump every day for four weeks.
+
 The cost of windows from 30m on does not grow with replicas: they read one recorded series per SLO (and
 grouping value), at 6 to 12 instants for a tiled window, and over the SLO window once for bad and once for
 total.
