@@ -159,7 +159,7 @@ def test_sli_reads_raw_series_once_over_5m_and_longer_windows_from_records() -> 
     # The raw counters: each read once, over 5m; Triton's failures once, then the ensemble rule (each
     # failed ensemble request counted twice by Triton, docs/pipelines.md) on the recorded instant vector.
     assert got["slo:sli_failures:rate5m"]["expr"] == (
-        'sum by (model, cluster) (rate(nv_inference_request_failure{reason!~"CANCELED",model="fraud_detector"}[5m]))'
+        'sum by (model, cluster) (rate(nv_inference_request_failure{reason!~"CANCELED",model="fraud_detector"}[5m1ms]))'
     )
     ensembles = 'on (model) tritonwatch_model_role_info{role="ensemble"}'
     failures = f"slo:sli_failures:rate5m{mine}"
@@ -167,7 +167,7 @@ def test_sli_reads_raw_series_once_over_5m_and_longer_windows_from_records() -> 
         f"({failures} unless {ensembles}) or ({failures} * 0.5 and {ensembles})"
     )
     assert got["slo:sli_total:rate5m"]["expr"] == (
-        'sum by (model, cluster) (rate(nv_inference_request_success{model="fraud_detector"}[5m]))'
+        'sum by (model, cluster) (rate(nv_inference_request_success{model="fraud_detector"}[5m1ms]))'
         f"\n+ ignoring (slo)\nslo:sli_bad:rate5m{mine}"
     )
     raw = [r for r in got.values() if "nv_inference" in r["expr"]]
@@ -197,10 +197,10 @@ def test_latency_sli_reads_count_and_bucket_once_with_the_min_samples_gate() -> 
     sel = 'phase="request",model="fraud_detector"'
     under = f'tritonwatch_request_duration_seconds_bucket{{{sel},le=~"0\\\\.05"}}'
     assert got["slo:sli_total:rate5m"] == (
-        f"sum by (model) (rate(tritonwatch_request_duration_seconds_count{{{sel}}}[5m]) and ignoring (le) {under})"
+        f"sum by (model) (rate(tritonwatch_request_duration_seconds_count{{{sel}}}[5m1ms]) and ignoring (le) {under})"
     )
     assert got["slo:sli_bad:rate5m"] == (
-        f"slo:sli_total:rate5m{mine}\n- ignoring (slo)\nsum by (model) (rate({under}[5m]))"
+        f"slo:sli_total:rate5m{mine}\n- ignoring (slo)\nsum by (model) (rate({under}[5m1ms]))"
     )
     assert got["slo:sli_error:ratio_rate1h"] == (
         f"slo:sli_bad:rate1h{mine}\n/\nslo:sli_total:rate1h{mine}\nand\nslo:sli_total:rate1h{mine} * 3600 >= 20"

@@ -171,15 +171,25 @@ def test_a_front_threshold_need_not_be_a_sidecar_bucket() -> None:
 def test_front_sli_reads_only_the_fronts_buckets() -> None:
     spec = slo.load(EXAMPLE)
     [sleeper] = [o for o in spec.objectives() if o.model == "sleeper"]
-    [five] = [r for r in rules.sli_rules(spec, sleeper) if r["record"] == "slo:sli_error:ratio_rate5m"]
+    got = {r["record"]: r for r in rules.sli_rules(spec, sleeper)}
     under = f'{CADDY[:-1]},le=~"0\\\\.050*"}}'
     total = f'{CADDY[:-1]},le="+Inf"}}'
-    assert five == {
-        "record": "slo:sli_error:ratio_rate5m",
-        "expr": f"1 - (\n  sum(rate({under}[5m]))\n  /\n  sum(rate({total}[5m]))\n)\n"
-        f"and on ()\nsum(increase({total}[5m])) >= 20",
-        "labels": {"model": "sleeper", "slo": "sleeper-latency"},
+    labels = {"model": "sleeper", "slo": "sleeper-latency"}
+    mine = '{slo="sleeper-latency"}'
+    assert got["slo:sli_total:rate5m"] == {
+        "record": "slo:sli_total:rate5m",
+        "expr": f"sum(rate({total}[5m1ms]))",
+        "labels": labels,
     }
+    assert got["slo:sli_bad:rate5m"] == {
+        "record": "slo:sli_bad:rate5m",
+        "expr": f"slo:sli_total:rate5m{mine}\n- ignoring (model, slo)\nsum(rate({under}[5m1ms]))",
+        "labels": labels,
+    }
+    assert got["slo:sli_error:ratio_rate5m"]["expr"] == (
+        f"slo:sli_bad:rate5m{mine}\n/\nslo:sli_total:rate5m{mine}\nand\nslo:sli_total:rate5m{mine} * 300 >= 20"
+    )
+    assert [r for r in got if "caddy" in got[r]["expr"]] == ["slo:sli_total:rate5m", "slo:sli_bad:rate5m"]
 
 
 @stacks.needs("promtool")

@@ -199,19 +199,19 @@ def test_front_sli_reads_only_the_fronts_counters() -> None:
     mine = '{slo="flaky-availability"}'
     assert got["slo:sli_total:rate5m"] == {
         "record": "slo:sli_total:rate5m",
-        "expr": f"sum(rate({TOTAL}[5m]))",
+        "expr": f"sum(rate({TOTAL}[5m1ms]))",
         "labels": labels,
     }
     # A front that creates its error series with the first error reads 0 until then.
     assert got["slo:sli_bad:rate5m"] == {
         "record": "slo:sli_bad:rate5m",
-        "expr": f"sum(rate({ERRORS}[5m]))\nor on ()\n0 * slo:sli_total:rate5m{mine}",
+        "expr": f"sum(rate({ERRORS}[5m1ms]))\nor on ()\n0 * slo:sli_total:rate5m{mine}",
         "labels": labels,
     }
     assert [r for r in got if "haproxy" in got[r]["expr"]] == ["slo:sli_total:rate5m", "slo:sli_bad:rate5m"]
     grouped = slo.parse(doc(grouping=["cluster"]))
     exprs = " ".join(r["expr"] for r in rules.sli_rules(grouped, grouped.objectives()[0]))
-    assert f"sum by (cluster) (rate({ERRORS}[5m]))\nor on (cluster)\n0 * " in exprs
+    assert f"sum by (cluster) (rate({ERRORS}[5m1ms]))\nor on (cluster)\n0 * " in exprs
     assert "nv_inference" not in exprs
     # steady keeps Triton's counters
     [steady] = [o for o in spec.objectives() if o.model == "steady"]
