@@ -153,11 +153,11 @@ def model_ticket_labels(spec: SLOFile, model: str) -> dict[str, str]:
 
 # --- SLO burn-rate and no-data cases ------------------------------------------------------------
 def _burn_factors(spec: SLOFile) -> tuple[Decimal, Decimal]:
-    """A burn rate that opens a ticket but never pages: between the largest ticket factor and the
-    smallest page factor."""
-    ticket = max(w.factor for w in windows.for_severity("ticket"))
-    page = windows.slowest_page_factor()
-    return Decimal(str(round((ticket + page) / 2, 1))), Decimal("0.5")
+    """A burn rate that opens a ticket but never pages: halfway between the slowest page and the fastest
+    ticket factor under it (at a short SLO window the slowest page is held at the fastest ticket)."""
+    page = windows.slowest_page_factor(spec.window)
+    ticket = max(Decimal(str(w.factor)) for w in windows.for_severity("ticket") if w.factor < page)
+    return ((ticket + page) / 2).quantize(Decimal("0.1")), Decimal("0.5")
 
 
 FRONT_INSTANCE = "front:8404"

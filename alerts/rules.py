@@ -6,8 +6,10 @@
   efficiency), ``sum by (model, version, <grouping>)`` of rates, then divided, e.g.
   ``model:tritonwatch_queue_time_ratio:rate5m``; and the catalog's GPU rules (busy share per model
   and GPU, watts per GPU, joules per inference).
-* ``slo.rules.yml`` -- one group per SLO: ``sli_rules`` (``slo:sli_error:ratio_rate<window>`` for
-  5m, 30m, 1h, 2h, 6h, 1d, 3d and the SLO window, labels ``slo``, ``model``, grouping),
+* ``slo.rules.yml`` -- one group per SLO: ``sli_rules`` (``alerts/sli.py``: the 5m rates of the SLI's
+  bad and total events from the raw series, then ``slo:sli_total:rate<window>`` and
+  ``slo:sli_error:ratio_rate<window>`` for 5m, 30m, 1h, 2h, 6h, 1d, 3d and the SLO window from those
+  records, labels ``slo``, ``model``, grouping; ``slo:sli_requests:increase<window>``),
   ``budget_rules`` (``slo:objective:ratio``, ``slo:error_budget_remaining:ratio``), ``burn_alerts``
   (``TritonSLOErrorBudgetBurn``, one rule per severity) and ``nodata_alerts`` (``TritonSLONoData``).
 * ``operational.rules.yml`` -- ``operational_alerts``: server down, model not ready, queue time,
@@ -27,7 +29,7 @@ from decimal import Decimal
 from typing import Any
 
 from tritonwatch import catalog
-from tritonwatch.alerts import blind, build, headroom, records, split, stall, traffic, windows
+from tritonwatch.alerts import blind, build, headroom, records, sli, split, stall, traffic, windows
 from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is how the rest reads them)
     ALERTS,
     BUDGET_REMAINING_RECORD,
@@ -63,9 +65,7 @@ from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is ho
     _go_vars,
     render,
 )
-from tritonwatch.catalog import le_matcher
-from tritonwatch.fronthistogram import FrontHistogram
-from tritonwatch.slo import SLO, FrontCounters, Objective, SLOFile, format_duration
+from tritonwatch.slo import SLO, Objective, SLOFile, format_duration
 from tritonwatch.validators import promql_string
 
 Rule = dict[str, Any]
@@ -81,89 +81,18 @@ _request_phase = build.request_phase
 _alert = build.alert
 
 
-# --- step 2: SLI error ratios per window --------------------------------------------------------
-def availability_error_ratio(spec: SLOFile, model: str, window: str) -> str:
-    """Failed requests (reason not CANCELED) over all requests, from Triton's raw counters; for an
-    ensemble (the sidecar's role series says so) each failed request once (docs/pipelines.md)."""
-    by = _by(spec, catalog.MODEL)
-
-    def ratio(sig: catalog.Signal) -> str:
-        num = catalog.sum_rate(sig.numerator, window, by, _model(model))
-        den = catalog.sum_rate(sig.denominator, window, by, _model(model))
-        return f"{num}\n/\n{den}"
-
-    plain = catalog.signal(catalog.ERROR_RATIO)
-    ensemble = catalog.ensemble_variant(plain)
-    assert ensemble is not None
-    return catalog.ensemble_aware(ratio(plain), ratio(ensemble), on=(catalog.MODEL,))
-
-
-def latency_histogram(kind: str) -> tuple[str, tuple[str, ...]]:
-    """The histogram (and its fixed matchers) a latency-shaped objective reads."""
-    if kind == "time_to_first_token":
-        return catalog.LLM_TTFT, ()
-    if kind == "inter_token_latency":
-        return catalog.LLM_ITL, ()
-    return catalog.REQUEST_DURATION, (_request_phase(),)
-
-
-def latency_error_ratio(
-    spec: SLOFile, model: str, window: str, threshold: float, min_samples: int, kind: str = "latency"
-) -> str:
-    """Share of sampled requests slower than ``threshold``; absent when the window holds fewer than
-    ``min_samples`` samples, so thin traces never fire an alert."""
-    by = _by(spec, catalog.MODEL)
-    histogram, fixed = latency_histogram(kind)
-    sel = [*fixed, _model(model)]
-    under = _select(f"{histogram}_bucket", *sel, le_matcher(threshold))
-    count = _select(f"{histogram}_count", *sel)
-    # Only the series (replicas) that have a bucket at the threshold count in the total: one serving
-    # Triton's own histogram with other bounds (model_metrics not applied there) would otherwise count
-    # all its requests as slow. ``rules --triton`` warns about such a model (alerts/model_metrics.py).
-    total = f"rate({count}[{window}]) and ignoring (le) rate({under}[{window}])"
-    return (
-        f"1 - (\n  sum by ({by}) (rate({under}[{window}]))\n  /\n  sum by ({by}) ({total})\n)\n"
-        f"and on ({by})\nsum by ({by}) (increase({count}[{window}])) >= {min_samples}"
-    )
-
-
-def sli_expr(spec: SLOFile, obj: Objective, window: str) -> str:
-    if obj.kind == "availability":
-        front = front_counters(spec, obj)
-        if front is not None:
-            return front.error_ratio_promql(window, spec.grouping)
-        return availability_error_ratio(spec, obj.model, window)
-    lat = spec.slo_for(obj.model).latency_for(obj.kind)
-    assert lat is not None
-    if lat.source is not None:
-        return lat.source.error_ratio_promql(window, lat.threshold, lat.min_samples, spec.grouping)
-    return latency_error_ratio(spec, obj.model, window, lat.threshold, lat.min_samples, obj.kind)
+# --- step 2: SLI records per window (alerts/sli.py) ----------------------------------------------
+latency_histogram = sli.latency_histogram
+front_counters = sli.front_counters
+front_histogram = sli.front_histogram
 
 
 def sli_record(window: str) -> str:
     return catalog.slo_sli_error_record(window)
 
 
-def front_counters(spec: SLOFile, obj: Objective) -> FrontCounters | None:
-    """The front's counters an availability objective reads, None when it reads Triton's."""
-    a = spec.slo_for(obj.model).availability
-    return a.source if obj.kind == "availability" and a is not None else None
-
-
-def front_histogram(spec: SLOFile, obj: Objective) -> FrontHistogram | None:
-    """The front's histogram a latency objective reads (``latency.from``), None when it reads the sidecar's."""
-    lat = spec.slo_for(obj.model).latency_for(obj.kind)
-    return lat.source if lat is not None else None
-
-
 def sli_rules(spec: SLOFile, obj: Objective) -> list[Rule]:
-    labels = {SLO_LABEL: obj.name}
-    if front_counters(spec, obj) is not None or front_histogram(spec, obj) is not None:
-        labels[catalog.MODEL] = obj.model  # the front's series do not name the model
-    labels = dict(sorted(labels.items()))
-    return [
-        build.record(sli_record(w), sli_expr(spec, obj, w), labels) for w in windows.sli_windows(spec.window)
-    ] + traffic.requests_rules(spec, obj, labels)
+    return sli.sli_rules(spec, obj) + traffic.requests_rules(spec, obj, sli.sli_labels(spec, obj))
 
 
 def _slo_selector(obj: Objective) -> str:
@@ -190,7 +119,7 @@ def burn_expr(spec: SLOFile, obj: Objective, severity: str) -> str:
     through the minimum-traffic guard (``alerts/traffic.py``)."""
     pairs = []
     for w in windows.for_severity(severity):
-        factor = _num(w.factor)
+        factor = _num(windows.burn_factor(w, spec.window))
         long_ = traffic.guarded_ratio(spec, obj, w.long, _slo_selector(obj))
         short = traffic.guarded_ratio(spec, obj, w.short, _slo_selector(obj))
         budget = _num(obj.budget)

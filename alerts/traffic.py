@@ -11,7 +11,7 @@ failing and still pages, at 10 requests an hour within about 25 minutes. The SLI
 and the dashboards stay exact: only the burn alerts are guarded.
 
 Emits per availability SLO, beside its SLI records: ``slo:sli_requests:increase<w>`` (labels as the
-SLI's) for every burn-rate window.
+SLI's) for every burn-rate window, from the SLI's recorded ``slo:sli_total:rate<w>``: no raw series read.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from tritonwatch import catalog
 from tritonwatch.alerts import build, windows
-from tritonwatch.slo import Objective, SLOFile
+from tritonwatch.slo import Objective, SLOFile, parse_duration
 
 Rule = dict[str, Any]
 
@@ -42,23 +42,11 @@ def burn_windows() -> tuple[str, ...]:
     return tuple(dict.fromkeys(w for b in windows.SRE_WORKBOOK for w in (b.long, b.short)))
 
 
-def requests_expr(spec: SLOFile, obj: Objective, window: str) -> str:
-    """The requests the SLI's denominator counted over ``window``: Triton's (each ensemble request
-    once) or the front's."""
-    a = spec.slo_for(obj.model).availability
-    assert a is not None
-    if a.source is not None:
-        return a.source.requests_promql(window, spec.grouping)
-    by = ", ".join(dict.fromkeys([catalog.MODEL, *spec.grouping]))
-    model = f'{catalog.MODEL}="{obj.model}"'
-    plain = catalog.signal(catalog.ERROR_RATIO)
-    ensemble = catalog.ensemble_variant(plain)
-    assert ensemble is not None
-    return catalog.ensemble_aware(
-        catalog.sum_rate(plain.denominator, window, by, model, fn="increase"),
-        catalog.sum_rate(ensemble.denominator, window, by, model, fn="increase"),
-        on=(catalog.MODEL,),
-    )
+def requests_expr(obj: Objective, window: str) -> str:
+    """The requests the SLI's denominator counted over ``window``: its recorded total rate times the
+    window (each ensemble request once, as the SLI counts it; a young series its real count, alerts/sli.py)."""
+    total = f'{catalog.slo_sli_total_record(window)}{{{catalog.SLO}="{obj.name}"}}'
+    return f"{total} * {build.num(parse_duration(window, 'window'))}"
 
 
 def requests_rules(spec: SLOFile, obj: Objective, labels: dict[str, str]) -> list[Rule]:
@@ -66,7 +54,7 @@ def requests_rules(spec: SLOFile, obj: Objective, labels: dict[str, str]) -> lis
     if not guarded(spec, obj):
         return []
     return [
-        build.record(catalog.slo_sli_requests_record(w), requests_expr(spec, obj, w), labels)
+        build.record(catalog.slo_sli_requests_record(w), requests_expr(obj, w), labels)
         for w in burn_windows()
     ]
 

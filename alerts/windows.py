@@ -1,11 +1,16 @@
 """Multiwindow multi-burn-rate windows as data (Google SRE Workbook, chapter "Alerting on SLOs").
 
 A burn rate is the error ratio over the error budget: at 1x the budget runs out exactly when the SLO
-window ends, at 14.4x in a 14.4th of it. The factors are burn rates, so they mean the same for every
-SLO window the file accepts and are not scaled with it: a ticket (1x and more) means the budget runs
-out within the window if this goes on, a page (6x, 14.4x) that it runs out within days. Scaling them
-by ``window / 30d`` (as this module once did) made a 7d SLO ticket at 0.2333x, a burn that ends the
-window with three quarters of the budget left.
+window ends. The pages are defined as a share of the budget spent within their long window: 2% of it in
+an hour, 5% in six hours, which is the workbook's 14.4x and 6x at a 30d SLO window and 13.44x and 5.6x at
+28d (``page_factor``; the fixed 14.4 paged a 28d SLO a minute later than "2% in an hour" does, 18 minutes
+instead of 17 for one slow replica of two). The tickets stay fixed burn rates, 3x and 1x: "the budget runs
+out before the window ends at this pace" means the same whatever the window (scaling them, as this module
+once did, made a 7d SLO ticket at 0.2333x, a burn that ends the window with three quarters left).
+
+A page never needs a slower burn than the fastest ticket: under about 15 days (6h page) and 6.25 days (1h
+page) the share would fall below 3x, and the page's factor is held at 3x there (a 7d SLO pages at 3.36x
+and 3x). A page then still means "faster than any ticket", over its shorter windows.
 
 The windows stay the workbook's for every SLO window (Pyrra scales them with the SLO window instead):
 a 7d SLO would get a 1m10s short window, a rate over two or three scrapes, and record names would
@@ -26,13 +31,13 @@ class BurnWindow:
     severity: str  # "page" | "ticket"
     long: str  # Prometheus duration
     short: str
-    factor: float  # burn rate: error ratio over the error budget
+    factor: float  # burn rate (ticket); share of the budget spent within ``long`` (page)
 
 
 # (severity, long window, short window, burn factor)
 SRE_WORKBOOK: tuple[BurnWindow, ...] = (
-    BurnWindow("page", "1h", "5m", 14.4),
-    BurnWindow("page", "6h", "30m", 6.0),
+    BurnWindow("page", "1h", "5m", 0.02),
+    BurnWindow("page", "6h", "30m", 0.05),
     BurnWindow("ticket", "1d", "2h", 3.0),
     BurnWindow("ticket", "3d", "6h", 1.0),
 )
@@ -44,8 +49,22 @@ def for_severity(severity: str) -> tuple[BurnWindow, ...]:
     return tuple(w for w in SRE_WORKBOOK if w.severity == severity)
 
 
-def slowest_page_factor() -> float:
-    return min(w.factor for w in for_severity("page"))
+def fastest_ticket_factor() -> Decimal:
+    return max(Decimal(str(w.factor)) for w in for_severity("ticket"))
+
+
+def burn_factor(w: BurnWindow, slo_window: float) -> Decimal:
+    """The burn rate above which ``w`` fires for an SLO window of ``slo_window`` seconds: a ticket's own
+    factor; a page's share of the budget over its long window's share of the SLO window, never below the
+    fastest ticket (13.44 and 5.6 at 28d, 14.4 and 6 at 30d, 3.36 and 3 at 7d)."""
+    if w.severity != "page":
+        return Decimal(str(w.factor))
+    share = Decimal(str(w.factor)) * Decimal(str(slo_window)) / Decimal(str(parse_duration(w.long, "window")))
+    return max(share, fastest_ticket_factor()).normalize()
+
+
+def slowest_page_factor(slo_window: float) -> Decimal:
+    return min(burn_factor(w, slo_window) for w in for_severity("page"))
 
 
 def sli_windows(slo_window: float) -> tuple[str, ...]:
@@ -65,7 +84,7 @@ def check_budgets(spec: SLOFile) -> None:
 
     A total outage burns a budget b at 1/b: when that is not above the slowest page factor, no page
     can ever fire (and the generated "total outage pages" test could not hold)."""
-    slowest_page = Decimal(str(slowest_page_factor()))
+    slowest_page = slowest_page_factor(spec.window)
     for i, s in enumerate(spec.slos):
         for obj in spec.objectives():
             if obj.model != s.model:
@@ -75,7 +94,7 @@ def check_budgets(spec: SLOFile) -> None:
                 lowest = (Decimal(100) * (1 - 1 / slowest_page)).quantize(Decimal("0.0001"))
                 raise UsageError(
                     f"{where}: must be above {lowest} for a {spec.window_text} window: a budget of "
-                    f"{obj.budget * 100:g}% cannot burn at {slowest_page}x (the slowest page), so no page "
+                    f"{obj.budget * 100:g}% cannot burn at {format(slowest_page, 'f')}x (the slowest page), so no page "
                     f"could ever fire (got {obj.objective})"
                 )
             if obj.budget < MIN_BUDGET:

@@ -119,53 +119,118 @@ def test_catalog_rules_come_from_every_catalog_signal() -> None:
     assert gpu[1]["expr"] == catalog.gpu_busy_ratio_promql("5m", ["cluster"])
 
 
-def test_factors_are_burn_rates_for_every_slo_window() -> None:
-    # A burn rate is relative to the budget whatever the SLO window: 1x runs it out as the window ends.
-    assert [w.factor for w in windows.SRE_WORKBOOK] == [14.4, 6.0, 3.0, 1.0]
-    for window in ("7d", "28d"):
-        page = next(
-            r for r in all_rules(rules.rule_files(spec_with(window=window))) if r.get("alert") == rules.BURN
-        )
-        assert "> 14.4" in page["expr"] and "> 6\n" in page["expr"]
+def test_pages_are_a_share_of_the_budget_and_tickets_fixed_burn_rates() -> None:
+    # A page: 2% of the budget in an hour, 5% in six hours, never under the fastest ticket (3x);
+    # a ticket: the budget runs out before the window ends at this pace, whatever the window.
+    factors = {
+        window: [
+            line.rsplit("> ", 1)[1]
+            for r in all_rules(rules.rule_files(spec_with(window=window)))
+            if r.get("alert") == rules.BURN
+            for line in r["expr"].splitlines()
+            if "> " in line
+        ]
+        for window in ("3d", "7d", "28d", "30d", "90d")
+    }
+    assert factors == {
+        "3d": ["3", "3", "3", "3", "3", "3", "1", "1"] * 2,
+        "7d": ["3.36", "3.36", "3", "3", "3", "3", "1", "1"] * 2,
+        "28d": ["13.44", "13.44", "5.6", "5.6", "3", "3", "1", "1"] * 2,
+        "30d": ["14.4", "14.4", "6", "6", "3", "3", "1", "1"] * 2,
+        "90d": ["43.2", "43.2", "18", "18", "3", "3", "1", "1"] * 2,
+    }
+    assert windows.slowest_page_factor(7 * 86400) == 3
     assert windows.sli_windows(28 * 86400) == ("5m", "30m", "1h", "2h", "6h", "1d", "3d", "28d")
     assert windows.sli_windows(3 * 86400) == ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
     # The dashboards draw the burn rate over the same windows.
     assert windows.sli_windows(28 * 86400)[:-1] == catalog.SLO_BURN_WINDOWS
 
 
-def test_sli_rules_per_window_with_slo_and_grouping() -> None:
+def test_sli_reads_raw_series_once_over_5m_and_longer_windows_from_records() -> None:
     spec = spec_with(grouping=["cluster"])
     avail = spec.objectives()[0]
-    got = rules.sli_rules(spec, avail)
-    assert [r["record"] for r in got] == [
-        *(f"slo:sli_error:ratio_rate{w}" for w in windows.sli_windows(spec.window)),
+    got = {r["record"]: r for r in rules.sli_rules(spec, avail)}
+    assert list(got) == [
+        "slo:sli_failures:rate5m",
+        "slo:sli_bad:rate5m",
+        "slo:sli_total:rate5m",
+        "slo:sli_error:ratio_rate5m",
+        "slo:sli_total:rate30m",
+        "slo:sli_error:ratio_rate30m",
+        "slo:sli_total:rate1h",
+        "slo:sli_bad:rate1h",
+        "slo:sli_error:ratio_rate1h",
+        "slo:sli_total:rate2h",
+        "slo:sli_error:ratio_rate2h",
+        "slo:sli_total:rate6h",
+        "slo:sli_bad:rate6h",
+        "slo:sli_error:ratio_rate6h",
+        "slo:sli_total:rate1d",
+        "slo:sli_error:ratio_rate1d",
+        "slo:sli_total:rate3d",
+        "slo:sli_error:ratio_rate3d",
+        "slo:sli_total:rate28d",
+        "slo:sli_error:ratio_rate28d",
         *(f"slo:sli_requests:increase{w}" for w in ("1h", "5m", "6h", "30m", "1d", "2h", "3d")),
     ]
-    one_hour = got[2]
-    requests = got[len(windows.sli_windows(spec.window))]
-    assert requests["labels"] == one_hour["labels"]
-    inc = 'sum by (model, cluster) (increase(nv_inference_request_{}{{{}model="fraud_detector"}}[1h]))'
-    ok, bad = inc.format("success", ""), inc.format("failure", 'reason!~"CANCELED",')
-    assert requests["expr"] == (
-        f'(({ok} + {bad}) unless on (model) tritonwatch_model_role_info{{role="ensemble"}})'
-        f' or (({ok} + {bad} * 0.5) and on (model) tritonwatch_model_role_info{{role="ensemble"}})'
+    assert {tuple(r["labels"].items()) for r in got.values()} == {(("slo", "fraud_detector-availability"),)}
+    mine = '{slo="fraud_detector-availability"}'
+    # The raw counters: each read once, over 5m; Triton's failures once, then the ensemble rule (each
+    # failed ensemble request counted twice by Triton, docs/pipelines.md) on the recorded instant vector.
+    assert got["slo:sli_failures:rate5m"]["expr"] == (
+        'sum by (model, cluster) (rate(nv_inference_request_failure{reason!~"CANCELED",model="fraud_detector"}[5m1ms]))'
     )
-    assert one_hour["labels"] == {"slo": "fraud_detector-availability"}
-    failures = 'sum by (model, cluster) (rate(nv_inference_request_failure{reason!~"CANCELED",model="fraud_detector"}[1h]))'
-    successes = 'sum by (model, cluster) (rate(nv_inference_request_success{model="fraud_detector"}[1h]))'
     ensembles = 'on (model) tritonwatch_model_role_info{role="ensemble"}'
-    # Each failed request of an ensemble once: Triton 2.51 counts it twice (docs/pipelines.md).
-    assert one_hour["expr"] == (
-        f"({failures}\n/\n({successes} + {failures}) unless {ensembles})"
-        f" or ({failures} * 0.5\n/\n({successes} + {failures} * 0.5) and {ensembles})"
+    failures = f"slo:sli_failures:rate5m{mine}"
+    assert got["slo:sli_bad:rate5m"]["expr"] == (
+        f"({failures} unless {ensembles}) or ({failures} * 0.5 and {ensembles})"
     )
-    latency = rules.sli_rules(spec, spec.objectives()[1])[0]["expr"]
-    assert 'le=~"0\\\\.05"' in latency and ">= 20" in latency
+    assert got["slo:sli_total:rate5m"]["expr"] == (
+        'sum by (model, cluster) (rate(nv_inference_request_success{model="fraud_detector"}[5m1ms]))'
+        f"\n+ ignoring (slo)\nslo:sli_bad:rate5m{mine}"
+    )
+    raw = [r for r in got.values() if "nv_inference" in r["expr"]]
+    assert [r["record"] for r in raw] == ["slo:sli_failures:rate5m", "slo:sli_total:rate5m"]
+    # The page windows: the 5m rates tiled at 5m offsets, a tile the series does not reach counted as 0.
+    hour = got["slo:sli_total:rate1h"]["expr"]
+    tile = f"slo:sli_total:rate5m{mine}"
+    assert hour.startswith(f"(\n  {tile}\n+ ({tile} offset 5m or {tile} * 0)\n")
+    assert hour.endswith(f"+ ({tile} offset 55m or {tile} * 0)\n) / 12")
+    assert (
+        f"(slo:sli_total:rate6h{mine} offset 18h or slo:sli_total:rate6h{mine} * 0)"
+        in got["slo:sli_total:rate3d"]["expr"]
+    )
+    # The SLO window: a ratio of sums of the 5m records, never a mean of ratios.
+    assert got["slo:sli_error:ratio_rate28d"]["expr"] == (
+        f"avg_over_time(slo:sli_bad:rate5m{mine}[28d])\n/\nslo:sli_total:rate28d{mine}"
+    )
+    assert got["slo:sli_total:rate28d"]["expr"] == f"avg_over_time(slo:sli_total:rate5m{mine}[28d])"
+    # The guard's requests: the recorded total rate times the window.
+    assert got["slo:sli_requests:increase1h"]["expr"] == f"slo:sli_total:rate1h{mine} * 3600"
+
+
+def test_latency_sli_reads_count_and_bucket_once_with_the_min_samples_gate() -> None:
+    spec = slo.load(SLO_FILE)
+    got = {r["record"]: r["expr"] for r in rules.sli_rules(spec, spec.objectives()[1])}
+    mine = '{slo="fraud_detector-latency"}'
+    sel = 'phase="request",model="fraud_detector"'
+    under = f'tritonwatch_request_duration_seconds_bucket{{{sel},le=~"0\\\\.05"}}'
+    assert got["slo:sli_total:rate5m"] == (
+        f"sum by (model) (rate(tritonwatch_request_duration_seconds_count{{{sel}}}[5m1ms]) and ignoring (le) {under})"
+    )
+    assert got["slo:sli_bad:rate5m"] == (
+        f"slo:sli_total:rate5m{mine}\n- ignoring (slo)\nsum by (model) (rate({under}[5m1ms]))"
+    )
+    assert got["slo:sli_error:ratio_rate1h"] == (
+        f"slo:sli_bad:rate1h{mine}\n/\nslo:sli_total:rate1h{mine}\nand\nslo:sli_total:rate1h{mine} * 3600 >= 20"
+    )
+    assert sum(e.count("_bucket") for e in got.values()) == 2  # the rate, and the instant gate of replicas
+    assert sum(e.count("_count") for e in got.values()) == 1
 
 
 def test_le_matcher_accepts_python_and_go_spellings() -> None:
-    assert rules.le_matcher(1.0) == 'le=~"1\\\\.0|1"'
-    assert rules.le_matcher(0.05) == 'le=~"0\\\\.05"'
+    assert catalog.le_matcher(1.0) == 'le=~"1\\\\.0|1"'
+    assert catalog.le_matcher(0.05) == 'le=~"0\\\\.05"'
 
 
 def test_one_burn_alert_per_severity_per_slo() -> None:
@@ -184,8 +249,9 @@ def test_one_burn_alert_per_severity_per_slo() -> None:
         "severity": "page",
         "slo": "fraud_detector-availability",
     }
-    assert "slo:sli_error:ratio_rate1h" in page["expr"] and "> 14.4" in page["expr"]
-    assert "slo:sli_error:ratio_rate30m" in page["expr"] and "> 6\n" in page["expr"]
+    # 28d: 2% of the budget in an hour, 5% in six hours
+    assert "slo:sli_error:ratio_rate1h" in page["expr"] and "> 13.44\n" in page["expr"]
+    assert "slo:sli_error:ratio_rate30m" in page["expr"] and "> 5.6\n" in page["expr"]
     # availability: each window's failures count against at least min_requests (500 for 99.9%)
     assert (
         'clamp_max(slo:sli_requests:increase1h{slo="fraud_detector-availability"} / 500, 1)' in page["expr"]

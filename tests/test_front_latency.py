@@ -10,7 +10,6 @@ Triton's ``sleeper`` behind a real Caddy 2.6, a real Prometheus with the generat
 
 from __future__ import annotations
 
-import copy
 import re
 import shutil
 import subprocess
@@ -24,7 +23,7 @@ import pytest
 import requests
 import yaml
 from conftest import need_binary
-from support import stacks
+from support import sli_swap, stacks
 
 from tritonwatch import slo
 from tritonwatch.alerts import rules
@@ -172,15 +171,25 @@ def test_a_front_threshold_need_not_be_a_sidecar_bucket() -> None:
 def test_front_sli_reads_only_the_fronts_buckets() -> None:
     spec = slo.load(EXAMPLE)
     [sleeper] = [o for o in spec.objectives() if o.model == "sleeper"]
-    [five] = [r for r in rules.sli_rules(spec, sleeper) if r["record"] == "slo:sli_error:ratio_rate5m"]
+    got = {r["record"]: r for r in rules.sli_rules(spec, sleeper)}
     under = f'{CADDY[:-1]},le=~"0\\\\.050*"}}'
     total = f'{CADDY[:-1]},le="+Inf"}}'
-    assert five == {
-        "record": "slo:sli_error:ratio_rate5m",
-        "expr": f"1 - (\n  sum(rate({under}[5m]))\n  /\n  sum(rate({total}[5m]))\n)\n"
-        f"and on ()\nsum(increase({total}[5m])) >= 20",
-        "labels": {"model": "sleeper", "slo": "sleeper-latency"},
+    labels = {"model": "sleeper", "slo": "sleeper-latency"}
+    mine = '{slo="sleeper-latency"}'
+    assert got["slo:sli_total:rate5m"] == {
+        "record": "slo:sli_total:rate5m",
+        "expr": f"sum(rate({total}[5m1ms]))",
+        "labels": labels,
     }
+    assert got["slo:sli_bad:rate5m"] == {
+        "record": "slo:sli_bad:rate5m",
+        "expr": f"slo:sli_total:rate5m{mine}\n- ignoring (model, slo)\nsum(rate({under}[5m1ms]))",
+        "labels": labels,
+    }
+    assert got["slo:sli_error:ratio_rate5m"]["expr"] == (
+        f"slo:sli_bad:rate5m{mine}\n/\nslo:sli_total:rate5m{mine}\nand\nslo:sli_total:rate5m{mine} * 300 >= 20"
+    )
+    assert [r for r in got if "caddy" in got[r]["expr"]] == ["slo:sli_total:rate5m", "slo:sli_bad:rate5m"]
 
 
 @stacks.needs("promtool")
@@ -205,18 +214,7 @@ def test_promtool_tests_for_the_front_latency_pass_and_catch_a_rule_that_reads_t
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
     # The same tests against rules whose sleeper SLI reads the sidecar's histogram: they must fail.
-    spec = slo.load(EXAMPLE)
-    sidecar = copy.deepcopy(yaml.safe_load((out / "slo.rules.yml").read_text()))
-    for group in sidecar["groups"]:
-        for rule in group["rules"]:
-            if (
-                rule.get("record", "").startswith("slo:sli_error:")
-                and rule["labels"]["slo"] == "sleeper-latency"
-            ):
-                window = rule["record"].removeprefix("slo:sli_error:ratio_rate")
-                rule["expr"] = rules.latency_error_ratio(spec, "sleeper", window, 0.05, 20)
-                del rule["labels"]["model"]
-    (out / "slo.rules.yml").write_text(yaml.safe_dump(sidecar))
+    sli_swap.read_by_triton(out / "slo.rules.yml", EXAMPLE, "sleeper", "latency")
     wanted = ("sleeper-latency: total outage", "sleeper-latency: the sidecar's histogram")
     tests["tests"] = [t for t in tests["tests"] if t["name"].startswith(wanted)]
     assert len(tests["tests"]) == 2

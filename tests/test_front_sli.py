@@ -8,7 +8,6 @@ generated for them pass, and fail against a rule that reads Triton's counters in
 
 from __future__ import annotations
 
-import copy
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import stacks
+from support import sli_swap, stacks
 from support.fake_triton import FakeTriton, fake_triton
 
 from tritonwatch import catalog, slo, uncounted
@@ -195,18 +194,28 @@ def test_any_text_is_a_selector_that_renders_back_to_itself_or_one_line_naming_t
 def test_front_sli_reads_only_the_fronts_counters() -> None:
     spec = slo.load(EXAMPLE)
     [flaky] = [o for o in spec.objectives() if o.model == "flaky"]
-    [five] = [r for r in rules.sli_rules(spec, flaky) if r["record"] == "slo:sli_error:ratio_rate5m"]
-    assert five == {
-        "record": "slo:sli_error:ratio_rate5m",
-        "expr": f"(\n  sum(rate({ERRORS}[5m]))\nor\n  0 * sum(rate({TOTAL}[5m]))\n)\n/\nsum(rate({TOTAL}[5m]))",
-        "labels": {"model": "flaky", "slo": "flaky-availability"},
+    got = {r["record"]: r for r in rules.sli_rules(spec, flaky)}
+    labels = {"model": "flaky", "slo": "flaky-availability"}
+    mine = '{slo="flaky-availability"}'
+    assert got["slo:sli_total:rate5m"] == {
+        "record": "slo:sli_total:rate5m",
+        "expr": f"sum(rate({TOTAL}[5m1ms]))",
+        "labels": labels,
     }
+    # A front that creates its error series with the first error reads 0 until then.
+    assert got["slo:sli_bad:rate5m"] == {
+        "record": "slo:sli_bad:rate5m",
+        "expr": f"sum(rate({ERRORS}[5m1ms]))\nor on ()\n0 * slo:sli_total:rate5m{mine}",
+        "labels": labels,
+    }
+    assert [r for r in got if "haproxy" in got[r]["expr"]] == ["slo:sli_total:rate5m", "slo:sli_bad:rate5m"]
     grouped = slo.parse(doc(grouping=["cluster"]))
-    expr = rules.sli_expr(grouped, grouped.objectives()[0], "1h")
-    assert expr.startswith(f"(\n  sum by (cluster) (rate({ERRORS}[1h]))") and "nv_inference" not in expr
+    exprs = " ".join(r["expr"] for r in rules.sli_rules(grouped, grouped.objectives()[0]))
+    assert f"sum by (cluster) (rate({ERRORS}[5m1ms]))\nor on (cluster)\n0 * " in exprs
+    assert "nv_inference" not in exprs
     # steady keeps Triton's counters
     [steady] = [o for o in spec.objectives() if o.model == "steady"]
-    assert catalog.TRITON_FAILURE in rules.sli_expr(spec, steady, "5m")
+    assert catalog.TRITON_FAILURE in " ".join(r["expr"] for r in rules.sli_rules(spec, steady))
 
 
 def test_test_series_are_built_for_the_usual_fronts() -> None:
@@ -247,18 +256,7 @@ def test_promtool_tests_for_the_front_sli_pass_and_catch_a_rule_that_reads_trito
     assert ok.stdout.count("SUCCESS") == 1
 
     # The same tests against rules whose flaky SLI reads Triton's counters: they must fail.
-    spec = slo.load(EXAMPLE)
-    triton_spec = copy.deepcopy(yaml.safe_load((out / "slo.rules.yml").read_text()))
-    for group in triton_spec["groups"]:
-        for rule in group["rules"]:
-            if (
-                rule.get("record", "").startswith("slo:sli_error:")
-                and rule["labels"]["slo"] == "flaky-availability"
-            ):
-                window = rule["record"].removeprefix("slo:sli_error:ratio_rate")
-                rule["expr"] = rules.availability_error_ratio(spec, "flaky", window)
-                del rule["labels"]["model"]
-    (out / "slo.rules.yml").write_text(yaml.safe_dump(triton_spec))
+    sli_swap.read_by_triton(out / "slo.rules.yml", EXAMPLE, "flaky", "availability")
     # flaky's two short cases only: the long ones would fail too, at more cost.
     wanted = ("flaky-availability: total outage", "flaky-availability: Triton's own counters")
     tests["tests"] = [t for t in tests["tests"] if t["name"].startswith(wanted)]

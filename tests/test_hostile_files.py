@@ -101,12 +101,12 @@ def test_rules_out_never_follows_a_link_it_finds(tmp_path: Path) -> None:
         (
             {"availability": {"objective": 1e-30}},
             {},
-            "spec.slos[0].availability.objective: must be above 83.3333",
+            "spec.slos[0].availability.objective: must be above 82.1429",
         ),
         (
             {"availability": {"objective": 80}},
             {},
-            "spec.slos[0].availability.objective: must be above 83.3333",
+            "spec.slos[0].availability.objective: must be above 82.1429",
         ),
         (
             {"availability": {"objective": 99.9999999999}},
@@ -116,7 +116,7 @@ def test_rules_out_never_follows_a_link_it_finds(tmp_path: Path) -> None:
         (
             {"latency": {"threshold": "50ms", "objective": 50}},
             {},
-            "spec.slos[0].latency.objective: must be above 83.3333",
+            "spec.slos[0].latency.objective: must be above 82.1429",
         ),
     ],
 )

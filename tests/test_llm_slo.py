@@ -34,10 +34,18 @@ def test_ttft_and_itl_objectives_parse_and_read_the_llm_histograms() -> None:
         "vllm_model-inter-token-latency": "inter_token_latency",
     }
     ttft = next(o for o in spec.objectives() if o.kind == "time_to_first_token")
-    expr = rules.sli_expr(spec, ttft, "5m")
-    assert f'{catalog.LLM_TTFT}_bucket{{model="vllm_model",le=~"0\\\\.5"}}' in expr
+    ttft_rules = {r["record"]: r["expr"] for r in rules.sli_rules(spec, ttft)}
+    assert (
+        f'{catalog.LLM_TTFT}_bucket{{model="vllm_model",le=~"0\\\\.5"}}' in ttft_rules["slo:sli_bad:rate5m"]
+    )
+    assert f"{catalog.LLM_TTFT}_count" in ttft_rules["slo:sli_total:rate5m"]
     itl = next(o for o in spec.objectives() if o.kind == "inter_token_latency")
-    assert f'{catalog.LLM_ITL}_bucket{{model="vllm_model",le=~"0\\\\.1"}}' in rules.sli_expr(spec, itl, "1h")
+    itl_rules = {r["record"]: r["expr"] for r in rules.sli_rules(spec, itl)}
+    assert (
+        f'{catalog.LLM_ITL}_bucket{{model="vllm_model",le=~"0\\\\.1"}}' in itl_rules["slo:sli_total:rate5m"]
+    )
+    # Longer windows read the records only.
+    assert catalog.LLM_ITL not in itl_rules["slo:sli_total:rate1h"] + itl_rules["slo:sli_error:ratio_rate1h"]
 
 
 def test_threshold_off_the_buckets_is_one_line_naming_the_field(tmp_path: Path) -> None:

@@ -296,6 +296,22 @@ def slo_sli_error_record(window: str) -> str:
     return f"slo:sli_error:ratio_rate{window}"
 
 
+def slo_sli_bad_record(window: str) -> str:
+    """Recording rule of the rate of an SLI's bad events (failed, or slower than the threshold) over
+    ``window``, summed across replicas: what the longer windows of the SLI read instead of raw series."""
+    return f"slo:sli_bad:rate{window}"
+
+
+def slo_sli_total_record(window: str) -> str:
+    """Recording rule of the rate of all the events an SLI counts over ``window``, summed across replicas."""
+    return f"slo:sli_total:rate{window}"
+
+
+# Triton's failed requests (reason not CANCELED) as Triton counts them, each failed ensemble request twice:
+# read once, then the ensemble rule is applied to this record (slo_sli_bad_record).
+SLO_SLI_FAILURES_RECORD = "slo:sli_failures:rate5m"
+
+
 def slo_sli_requests_record(window: str) -> str:
     """Recording rule of the requests an availability SLI counted over ``window`` (its denominator's
     increase; labels ``slo``, ``model``): what the burn alerts' minimum-traffic guard reads."""
