@@ -1,10 +1,11 @@
 """Generation at fleet size: an SLO file of N models (each an availability and a latency objective).
 
-* ``tritonwatch rules`` and ``tritonwatch k8s`` at ``--models`` (default 1,000): wall time and peak RSS of
-  the command in a child process (``ru_maxrss`` of a parent that has only that child), then its peak
-  Python heap in a second run under ``tracemalloc`` (which slows it: its time is not reported); every
-  Kubernetes object the k8s command wrote, its size as YAML against the Prometheus Operator's 524,288-byte
-  limit on a PrometheusRule (the largest object of each kind is printed);
+* ``tritonwatch rules`` and ``tritonwatch k8s`` at each of ``--models`` (default 1,000): wall time and peak
+  RSS of the command in a child process (``ru_maxrss`` of a parent that has only that child), up to
+  ``--gen-timeout`` seconds each; with ``--heap``, its peak Python heap too, in a second run under
+  ``tracemalloc`` (which slows it: its time is not reported); every Kubernetes object the k8s command
+  wrote, its size as YAML against the Prometheus Operator's 524,288-byte limit on a PrometheusRule (the
+  largest object of each kind is printed);
 * the promtool tests ``tritonwatch rules`` writes (``DIR/tests/*.yml``) at ``--test-models`` (default
   10, 50, 200): their number and total size, and ``promtool test rules`` (3.16, ``make stack``) per file.
   A file is timed up to ``--timeout`` seconds (its time then reads ``>``); above ``--sample`` files, an
@@ -20,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,6 +38,10 @@ from bench.slo_rules import LATENCY_OBJECTIVE, LATENCY_THRESHOLD, WINDOW
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
+_LOADER = getattr(
+    yaml, "CSafeLoader", yaml.SafeLoader
+)  # libyaml: 30 MiB of manifests in seconds, not minutes
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 OPERATOR_RULE_LIMIT = 524_288  # bytes: the Prometheus Operator refuses a PrometheusRule above it
 
 # Runs the command as its only child and prints that child's peak RSS (KiB) last on stderr.
@@ -77,25 +83,39 @@ def _last_int(stderr: str, what: str, rc: int) -> int:
     return int(lines[-1])
 
 
-def measured(args: Sequence[str]) -> dict[str, float]:
-    """``tritonwatch ARGS``: wall time and peak RSS, then the peak Python heap in a second run."""
+def measured(args: Sequence[str], timeout: float, heap: bool) -> dict[str, float] | None:
+    """``tritonwatch ARGS``: wall time and peak RSS (and the peak Python heap in a second run); None when
+    it did not end within ``timeout`` seconds (the child's whole group is killed then)."""
     started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-c", _RSS, sys.executable, "-m", "tritonwatch", *args], capture_output=True, text=True
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _RSS, sys.executable, "-m", "tritonwatch", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
+    try:
+        _, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return None
     wall = time.monotonic() - started
-    rss_kib = _last_int(proc.stderr, f"tritonwatch {args[0]}", proc.returncode)
-    proc = subprocess.run([sys.executable, "-c", _HEAP, *args], capture_output=True, text=True)
-    heap = _last_int(proc.stderr, f"tritonwatch {args[0]} (tracemalloc)", proc.returncode)
-    return {"wall_s": round(wall, 2), "peak_rss_mib": round(rss_kib / 1024, 1), "peak_heap_mib": round(heap / 2**20, 1)}
+    rss_kib = _last_int(stderr, f"tritonwatch {args[0]}", proc.returncode)
+    out = {"wall_s": round(wall, 2), "peak_rss_mib": round(rss_kib / 1024, 1)}
+    if heap:
+        done = subprocess.run([sys.executable, "-c", _HEAP, *args], capture_output=True, text=True)
+        out["peak_heap_mib"] = round(
+            _last_int(done.stderr, f"tritonwatch {args[0]} (tracemalloc)", done.returncode) / 2**20, 1
+        )
+    return out
 
 
 def object_sizes(manifests: Path) -> list[dict[str, Any]]:
-    """Every object in the written manifests with its size as YAML (and its spec's, the part the
-    operator turns into a rule file)."""
+    """Every object in the written manifests with its size as YAML."""
     sizes = []
     for f in sorted(manifests.rglob("*.y*ml")):
-        for doc in yaml.safe_load_all(f.read_text()):
+        for doc in yaml.load_all(f.read_text(), Loader=_LOADER):
             if not isinstance(doc, dict) or "kind" not in doc:
                 continue
             sizes.append(
@@ -103,20 +123,25 @@ def object_sizes(manifests: Path) -> list[dict[str, Any]]:
                     "file": str(f.relative_to(manifests)),
                     "kind": doc["kind"],
                     "name": (doc.get("metadata") or {}).get("name", ""),
-                    "bytes": len(yaml.safe_dump(doc, sort_keys=False).encode()),
-                    "spec_bytes": len(yaml.safe_dump(doc.get("spec"), sort_keys=False).encode()) if "spec" in doc else 0,
+                    "bytes": len(yaml.dump(doc, Dumper=_DUMPER, sort_keys=False).encode()),
                 }
             )
     return sizes
 
 
-def generation(n: int, work: Path) -> dict[str, Any]:
+def generation(n: int, work: Path, timeout: float, heap: bool) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     slo = work / "slo.yaml"
     slo.write_text(yaml.safe_dump(slo_file(n), sort_keys=False))
     rules_dir, k8s_dir = work / "rules", work / "k8s"
-    rules = measured(["rules", "--slo", str(slo), "--out", str(rules_dir)])
-    k8s = measured(["k8s", "--rules", str(rules_dir), "--slo", str(slo), "--out", str(k8s_dir)])
+    rules = measured(["rules", "--slo", str(slo), "--out", str(rules_dir)], timeout, heap)
+    if rules is None:
+        return {"models": n, "timeout_s": timeout, "rules": None}
+    k8s = measured(
+        ["k8s", "--rules", str(rules_dir), "--slo", str(slo), "--out", str(k8s_dir)], timeout, heap
+    )
+    if k8s is None:
+        return {"models": n, "timeout_s": timeout, "rules": rules, "k8s": None}
     sizes = object_sizes(k8s_dir)
     largest: dict[str, dict[str, Any]] = {}
     for s in sizes:
@@ -132,6 +157,7 @@ def generation(n: int, work: Path) -> dict[str, Any]:
         "over_operator_limit": [s["name"] for s in rule_objects if s["bytes"] > OPERATOR_RULE_LIMIT],
         "largest_by_kind": largest,
         "rule_files_bytes": sum(f.stat().st_size for f in rules_dir.glob("*.rules.yml")),
+        "test_files_bytes": sum(f.stat().st_size for f in (rules_dir / "tests").glob("*.yml")),
     }
 
 
@@ -140,7 +166,11 @@ def promtool_run(promtool: str, test: Path, timeout: float) -> float | None:
     started = time.monotonic()
     try:
         proc = subprocess.run(
-            [promtool, "test", "rules", test.name], cwd=test.parent, capture_output=True, text=True, timeout=timeout
+            [promtool, "test", "rules", test.name],
+            cwd=test.parent,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
     except subprocess.TimeoutExpired:
         return None
@@ -153,9 +183,15 @@ def tests_at(n: int, work: Path, promtool: str, timeout: float, sample: int) -> 
     slo = work / "slo.yaml"
     slo.write_text(yaml.safe_dump(slo_file(n), sort_keys=False))
     out = work / "rules"
-    subprocess.run([sys.executable, "-m", "tritonwatch", "rules", "--slo", str(slo), "--out", str(out)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "tritonwatch", "rules", "--slo", str(slo), "--out", str(out)], check=True
+    )
     files = sorted((out / "tests").glob("*.yml"))
-    picked = files if len(files) <= sample else [files[round(k * (len(files) - 1) / (sample - 1))] for k in range(sample)]
+    picked = (
+        files
+        if len(files) <= sample
+        else [files[round(k * (len(files) - 1) / (sample - 1))] for k in range(sample)]
+    )
     timed = {f.name: promtool_run(promtool, f, timeout) for f in picked}
     done = [t for t in timed.values() if t is not None]
     result: dict[str, Any] = {
@@ -170,14 +206,20 @@ def tests_at(n: int, work: Path, promtool: str, timeout: float, sample: int) -> 
     if done and not result["timed_out"]:
         result["mean_s"] = round(sum(done) / len(done), 2)
         result["max_s"] = max(done)
-        result["total_s"] = round(sum(done) if len(picked) == len(files) else result["mean_s"] * len(files), 1)
+        result["total_s"] = round(
+            sum(done) if len(picked) == len(files) else result["mean_s"] * len(files), 1
+        )
         result["total_estimated"] = len(picked) != len(files)
     return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.fleet_gen", description=__doc__.splitlines()[0])
-    ap.add_argument("--models", type=int, default=1000, help="fleet size for rules and k8s (default 1000)")
+    ap.add_argument("--models", default="1000", help="fleet sizes for rules and k8s (default 1000)")
+    ap.add_argument(
+        "--gen-timeout", type=float, default=1800.0, help="seconds one generation command may take"
+    )
+    ap.add_argument("--heap", action="store_true", help="also run each command under tracemalloc")
     ap.add_argument("--test-models", default="10,50,200", help="fleet sizes for the promtool tests")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds one promtool file may take")
     ap.add_argument("--sample", type=int, default=12, help="promtool files timed per size at most")
@@ -193,9 +235,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, shared",
     }
     with tempfile.TemporaryDirectory(prefix="fleet-gen-") as tmp:
-        if args.models:
-            doc["generation"] = generation(args.models, Path(tmp) / "gen")
-            print(f"fleet_gen: {json.dumps(doc['generation'])}", file=sys.stderr)
+        doc["generation"] = []
+        for n in (int(x) for x in args.models.split(",") if x):
+            doc["generation"].append(generation(n, Path(tmp) / f"gen-{n}", args.gen_timeout, args.heap))
+            print(f"fleet_gen: {json.dumps(doc['generation'][-1])}", file=sys.stderr)
         doc["tests"] = []
         for n in sizes:
             work = Path(tmp) / f"tests-{n}"
@@ -210,22 +253,43 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def report(doc: dict[str, Any]) -> str:
     lines = []
-    g = doc.get("generation")
-    if g:
-        lines += [f"generation at {g['models']:,} models", "", "| command | wall | peak RSS | peak Python heap |"]
+    for g in doc.get("generation") or []:
+        lines += [
+            f"generation at {g['models']:,} models",
+            "",
+            "| command | wall | peak RSS | peak Python heap |",
+        ]
         lines.append("|---|---:|---:|---:|")
         for cmd in ("rules", "k8s"):
-            m = g[cmd]
-            lines.append(f"| tritonwatch {cmd} | {m['wall_s']} s | {m['peak_rss_mib']} MiB | {m['peak_heap_mib']} MiB |")
-        lines += ["", f"{g['objects']} Kubernetes objects, {g['prometheus_rules']} PrometheusRules; largest of each kind:", ""]
+            m = g.get(cmd)
+            if m is None:
+                lines.append(f"| tritonwatch {cmd} | did not end within {g['timeout_s']:g} s | | |")
+                continue
+            heap = f"{m['peak_heap_mib']} MiB" if "peak_heap_mib" in m else "-"
+            lines.append(f"| tritonwatch {cmd} | {m['wall_s']} s | {m['peak_rss_mib']} MiB | {heap} |")
+        if "objects" not in g:
+            continue
+        lines.append(
+            f"\nrule files {g['rule_files_bytes'] / 2**20:,.1f} MiB, promtool test files {g['test_files_bytes'] / 2**20:,.1f} MiB"
+        )
+        lines += [
+            "",
+            f"{g['objects']} Kubernetes objects, {g['prometheus_rules']} PrometheusRules; largest of each kind:",
+            "",
+        ]
         lines += ["| kind | name | bytes | of 524,288 |", "|---|---|---:|---:|"]
         for kind, s in sorted(g["largest_by_kind"].items()):
-            lines.append(f"| {kind} | {s['name']} | {s['bytes']:,} | {100 * s['bytes'] / OPERATOR_RULE_LIMIT:.1f} % |")
+            lines.append(
+                f"| {kind} | {s['name']} | {s['bytes']:,} | {100 * s['bytes'] / OPERATOR_RULE_LIMIT:.1f} % |"
+            )
         over = g["over_operator_limit"]
-        lines.append(f"\nPrometheusRules over the limit: {', '.join(over) if over else 'none'}")
+        lines.append(f"\nPrometheusRules over the limit: {', '.join(over) if over else 'none'}\n")
     if doc.get("tests"):
         lines += ["", "generated promtool tests (promtool 3.16)", ""]
-        lines += ["| models | files | total size | timed | mean per file | max per file | total |", "|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "| models | files | total size | timed | mean per file | max per file | total |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for t in doc["tests"]:
             if t["timed_out"]:
                 mean = maxs = "-"

@@ -131,7 +131,9 @@ def _is_page(rule: Rule) -> bool:
     return not rule.is_record and rule.labels.get("severity") == "page"
 
 
-def measure_side(side: str, rules: list[Rule], setup: Setup, bins: dict[str, str], workdir: Path, raw: Path) -> SideResult:
+def measure_side(
+    side: str, rules: list[Rule], setup: Setup, bins: dict[str, str], workdir: Path, raw: Path
+) -> SideResult:
     shutil.rmtree(workdir / "prom", ignore_errors=True)
     (workdir / "prom").mkdir(parents=True)
     shutil.copytree(raw, workdir / "prom" / "data", ignore=shutil.ignore_patterns("setup.json"))
@@ -140,7 +142,15 @@ def measure_side(side: str, rules: list[Rule], setup: Setup, bins: dict[str, str
     outage_at = END - OUTAGE_S
     with slo_prom.Server(bins["prometheus"], workdir / "prom") as server:
         rules = [
-            Rule(r.side, r.group, r.name, r.is_record, r.expr, r.labels, tuple(slo_plan.selectors(server.parse(r.expr))))
+            Rule(
+                r.side,
+                r.group,
+                r.name,
+                r.is_record,
+                r.expr,
+                r.labels,
+                tuple(slo_plan.selectors(server.parse(r.expr))),
+            )
             for r in rules
         ]
         owners = slo_plan.attribution(rules)
@@ -172,8 +182,13 @@ def measure_side(side: str, rules: list[Rule], setup: Setup, bins: dict[str, str
         ratio: dict[str, float] = {}
         for slo in sorted(cost_slos):
             longest = max(
-                (i for i in queried if rules[i].is_record and rules[i].slo == slo
-                 and rules[i].name.startswith("slo:sli_error:ratio_rate")),
+                (
+                    i
+                    for i in queried
+                    if rules[i].is_record
+                    and rules[i].slo == slo
+                    and rules[i].name.startswith("slo:sli_error:ratio_rate")
+                ),
                 key=lambda i: rules[i].window_s,
             )
             result, _ = server.instant(rules[longest].expr, END)
@@ -185,7 +200,9 @@ def measure_side(side: str, rules: list[Rule], setup: Setup, bins: dict[str, str
                 if slo in owners[i]:
                     for s in server.range(rules[i].expr, outage_at, END, STEP_S):
                         if rules[i].slo == slo or s["metric"].get("slo", s["metric"].get("sloth_slo")) == slo:
-                            first = slo_plan.first_true(((float(t), float(v)) for t, v in s["values"]), outage_at)
+                            first = slo_plan.first_true(
+                                ((float(t), float(v)) for t, v in s["values"]), outage_at
+                            )
                             if first is not None:
                                 firsts.append(first)
             page_min[slo] = min(firsts) if firsts else None
@@ -264,7 +281,9 @@ def tables(setup: Setup, results: dict[str, SideResult], truth: dict[str, float]
 
 
 def _commit() -> str:
-    proc = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"], capture_output=True, text=True
+    )
     return proc.stdout.strip()[:120]
 
 
@@ -290,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "promtool": str(stack / "prometheus-v0.316.0" / "bin" / "promtool"),
         "sloth": str(stack / "sloth-v0.16.0" / "bin" / "sloth"),
     }
-    for name, path in bins.items():
+    for path in bins.values():
         if not Path(path).is_file():
             print(f"slo_cost: {path} missing: run make stack (Prometheus) and make sloth", file=sys.stderr)
             return 2
@@ -323,8 +342,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "exact": truth,
         "sides": {
             s: {
-                "cost": {k: {"total": c.total, "by_window": {slo_plan.window_label(w): n for w, n in sorted(c.by_window.items())}}
-                         for k, c in sorted(r.cost.items())},
+                "cost": {
+                    k: {
+                        "total": c.total,
+                        "by_window": {slo_plan.window_label(w): n for w, n in sorted(c.by_window.items())},
+                    }
+                    for k, c in sorted(r.cost.items())
+                },
                 "ratio": r.ratio,
                 "page_minutes": r.page_min,
                 "rules_queried": r.rules_queried,

@@ -179,7 +179,12 @@ def _labels(pairs: Sequence[tuple[str, str]]) -> str:
 def series(model: ModelData, replica: int) -> Iterator[tuple[str, str, Ints]]:
     """(metric name, label text, cumulative values) of one replica, every series it exposes."""
     c = counters(model, replica)
-    triton = [("job", "triton"), ("instance", model.instance(replica)), ("model", model.name), ("version", "1")]
+    triton = [
+        ("job", "triton"),
+        ("instance", model.instance(replica)),
+        ("model", model.name),
+        ("version", "1"),
+    ]
     sidecar = [("job", "tritonwatch"), ("instance", f"{model.name}-{replica}:9450"), ("model", model.name)]
     sidecar += [("version", "1"), ("phase", "request")]
     yield "nv_inference_request_success", _labels(triton), c.requests - c.errors
@@ -213,7 +218,9 @@ def write_openmetrics(models: Sequence[ModelData], out: IO[str]) -> int:
                     if name != family:
                         continue
                     prefix = f"{name}{labels} "
-                    out.write("".join(f"{prefix}{v} {s}\n" for v, s in zip(values.tolist(), stamps, strict=True)))
+                    out.write(
+                        "".join(f"{prefix}{v} {s}\n" for v, s in zip(values.tolist(), stamps, strict=True))
+                    )
                     samples += values.size
     out.write("# EOF\n")
     return samples

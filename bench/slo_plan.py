@@ -59,7 +59,11 @@ def selectors(ast: Any, outer_range_s: float = 0.0, outer_offset_s: float = 0.0)
     kind = ast.get("type")
     if kind in ("vectorSelector", "matrixSelector"):
         name = ast.get("name") or next(
-            (m["value"] for m in ast.get("matchers") or [] if m.get("name") == "__name__" and m.get("type") == "="),
+            (
+                m["value"]
+                for m in ast.get("matchers") or []
+                if m.get("name") == "__name__" and m.get("type") == "="
+            ),
             "",
         )
         own = ast.get("range", 0) / 1000 if kind == "matrixSelector" else 0.0
@@ -68,7 +72,9 @@ def selectors(ast: Any, outer_range_s: float = 0.0, outer_offset_s: float = 0.0)
         return found
     if kind == "subquery":
         return selectors(
-            ast.get("expr"), outer_range_s + ast.get("range", 0) / 1000, outer_offset_s + ast.get("offset", 0) / 1000
+            ast.get("expr"),
+            outer_range_s + ast.get("range", 0) / 1000,
+            outer_offset_s + ast.get("offset", 0) / 1000,
         )
     for key, value in ast.items():
         if key != "type":
@@ -97,7 +103,9 @@ def _stages(records: Sequence[Rule]) -> dict[int, int]:
         if i in stage:
             return stage[i]
         if i in visiting:
-            raise ValueError(f"{records[i].side}: record {records[i].name} reads itself through other records")
+            raise ValueError(
+                f"{records[i].side}: record {records[i].name} reads itself through other records"
+            )
         visiting.add(i)
         deps = [j for s in records[i].reads for j in by_name.get(s.name, []) if j != i]
         if any(s.name == records[i].name for s in records[i].reads):

@@ -38,14 +38,23 @@ def rfc3339(t: float) -> str:
 def _run(argv: Sequence[str], what: str) -> str:
     proc = subprocess.run(list(argv), capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RuntimeError(f"{what} failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()[-800:]}")
+        raise RuntimeError(
+            f"{what} failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()[-800:]}"
+        )
     return proc.stdout
 
 
 def backfill_openmetrics(promtool: str, source: Path, out: Path) -> None:
     _run(
-        [promtool, "tsdb", "create-blocks-from", "openmetrics", f"--max-block-duration={OPENMETRICS_BLOCK}",
-         str(source), str(out)],
+        [
+            promtool,
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            f"--max-block-duration={OPENMETRICS_BLOCK}",
+            str(source),
+            str(out),
+        ],
         "promtool create-blocks-from openmetrics",
     )
 
@@ -66,9 +75,19 @@ def write_rule_file(rules: Sequence[Rule], path: Path) -> None:
 
 def backfill_rules(promtool: str, url: str, rule_file: Path, start: float, end: float, out: Path) -> None:
     _run(
-        [promtool, "tsdb", "create-blocks-from", "rules", f"--url={url}", f"--start={rfc3339(start)}",
-         f"--end={rfc3339(end)}", "--eval-interval=30s", f"--max-block-duration={RULE_BLOCK}",
-         f"--output-dir={out}", str(rule_file)],
+        [
+            promtool,
+            "tsdb",
+            "create-blocks-from",
+            "rules",
+            f"--url={url}",
+            f"--start={rfc3339(start)}",
+            f"--end={rfc3339(end)}",
+            "--eval-interval=30s",
+            f"--max-block-duration={RULE_BLOCK}",
+            f"--output-dir={out}",
+            str(rule_file),
+        ],
         f"promtool create-blocks-from rules {rule_file.name}",
     )
 

@@ -88,7 +88,9 @@ def sloth_spec(models: Sequence[str]) -> dict[str, object]:
 def _run(argv: Sequence[str], what: str) -> None:
     proc = subprocess.run(list(argv), capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RuntimeError(f"{what} failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()[-800:]}")
+        raise RuntimeError(
+            f"{what} failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()[-800:]}"
+        )
 
 
 def generate_tritonwatch(models: Sequence[str], workdir: Path) -> list[Path]:
@@ -96,7 +98,10 @@ def generate_tritonwatch(models: Sequence[str], workdir: Path) -> list[Path]:
     slo = workdir / "slo.yaml"
     slo.write_text(yaml.safe_dump(tritonwatch_slo_file(models), sort_keys=False))
     out = workdir / "generated"
-    _run([sys.executable, "-m", "tritonwatch", "rules", "--slo", str(slo), "--out", str(out)], "tritonwatch rules")
+    _run(
+        [sys.executable, "-m", "tritonwatch", "rules", "--slo", str(slo), "--out", str(out)],
+        "tritonwatch rules",
+    )
     return sorted(out.glob("*.rules.yml"))
 
 

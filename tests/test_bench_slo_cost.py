@@ -15,13 +15,19 @@ import pytest
 # The bench runs from a checkout (it is not in the wheel): its package is the repository's bench/.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import slo_data, slo_plan  # noqa: E402
-from bench.slo_data import DAY_S, ModelData, Outage, Traffic, Truth  # noqa: E402
-from bench.slo_plan import Rule, Selector  # noqa: E402
+from bench import slo_data, slo_plan
+from bench.slo_data import DAY_S, ModelData, Outage, Traffic, Truth
+from bench.slo_plan import Rule, Selector
 
 END = 1_764_460_800.0  # 2026-11-30T00:00:00Z
-FLAT = Traffic(requests_per_s=10, swing=0.0, error_ratio_day=0.0001, error_night_factor=1.0, slow_ratio_night=0.001,
-               slow_peak_factor=1.0)
+FLAT = Traffic(
+    requests_per_s=10,
+    swing=0.0,
+    error_ratio_day=0.0001,
+    error_night_factor=1.0,
+    slow_ratio_night=0.001,
+    slow_peak_factor=1.0,
+)
 
 
 def test_flat_traffic_counts_exactly_what_was_asked_for() -> None:
@@ -40,7 +46,9 @@ def test_one_replica_of_two_down_fails_half_the_requests() -> None:
     assert slo_data.exact(model, END - 600, END) == Truth(requests=6000, errors=3000, slow=3000)
     assert slo_data.exact(model, END - 1200, END - 600) == Truth(requests=6000, errors=0, slow=0)
     down = slo_data.counters(model, 0)
-    assert int(down.errors[-1] - down.errors[-21]) == 3000  # every request of replica 0 in the last 10 minutes
+    assert (
+        int(down.errors[-1] - down.errors[-21]) == 3000
+    )  # every request of replica 0 in the last 10 minutes
 
 
 def test_diurnal_truth_weights_errors_by_traffic() -> None:
@@ -105,20 +113,37 @@ def test_selectors_from_prometheus_ast() -> None:
         "type": "binaryExpr",
         "lhs": {
             "type": "binaryExpr",
-            "lhs": {"type": "call", "func": {"name": "sum_over_time"}, "args": [_sel("r5m", 28 * 86_400_000)]},
-            "rhs": {"type": "call", "func": {"name": "count_over_time"}, "args": [_sel("r5m", 28 * 86_400_000)]},
+            "lhs": {
+                "type": "call",
+                "func": {"name": "sum_over_time"},
+                "args": [_sel("r5m", 28 * 86_400_000)],
+            },
+            "rhs": {
+                "type": "call",
+                "func": {"name": "count_over_time"},
+                "args": [_sel("r5m", 28 * 86_400_000)],
+            },
         },
         "rhs": {
             "type": "call",
             "args": [
-                {"type": "subquery", "range": 3_600_000, "offset": 0, "step": 60_000,
-                 "expr": {"type": "call", "args": [_sel("x", 300_000)]}},
+                {
+                    "type": "subquery",
+                    "range": 3_600_000,
+                    "offset": 0,
+                    "step": 60_000,
+                    "expr": {"type": "call", "args": [_sel("x", 300_000)]},
+                },
             ],
         },
     }
     ast["rhs"]["args"].append(  # type: ignore[index]
-        {"type": "vectorSelector", "name": "", "offset": 60_000,
-         "matchers": [{"type": "=", "name": "__name__", "value": "up"}]}
+        {
+            "type": "vectorSelector",
+            "name": "",
+            "offset": 60_000,
+            "matchers": [{"type": "=", "name": "__name__", "value": "up"}],
+        }
     )
     assert slo_plan.selectors(ast) == [
         Selector("r5m", 28 * 86_400),
@@ -143,7 +168,9 @@ SLOTHLIKE = [
 
 
 def test_backfill_plan_orders_stages_and_needs_only_what_is_read() -> None:
-    demands = dict.fromkeys(range(5), END) | {4: END - 2400}  # every rule at the end, the page from the outage
+    demands = dict.fromkeys(range(5), END) | {
+        4: END - 2400
+    }  # every rule at the end, the page from the outage
     plan = slo_plan.backfill_plan(SLOTHLIKE, demands, END, 30)
     assert [(j.stage, j.start, [r.name for r in j.rules]) for j in plan] == [
         # ratio28d, evaluated from 5 minutes before the end (budget reads it as an instant), reads 28d of ratio5m
@@ -159,7 +186,9 @@ def test_backfill_plan_puts_starts_on_the_step_grid_and_refuses_loops() -> None:
     (job,) = slo_plan.backfill_plan(rules, {1: END}, END, 30)
     assert job.start == END - 60  # 45 s back, on the 30 s grid at or before it
     with pytest.raises(ValueError, match="reads itself"):
-        slo_plan.backfill_plan([_rule("a", (Selector("b", 0),)), _rule("b", (Selector("a", 0),))], {0: END}, END, 30)
+        slo_plan.backfill_plan(
+            [_rule("a", (Selector("b", 0),)), _rule("b", (Selector("a", 0),))], {0: END}, END, 30
+        )
 
 
 def test_cost_table_per_slo_and_window() -> None:
@@ -173,7 +202,12 @@ def test_cost_table_per_slo_and_window() -> None:
     assert table["a"].total == 80_720 and table["a"].by_window == {300: 80, 28 * DAY_S: 80_640}
     assert table["b"].total == 80_721 and table["b"].by_window == {300: 80, 28 * DAY_S: 80_640, 0: 1}
     assert [slo_plan.window_label(w) for w in (0, 300, 1800, 3600, 28 * DAY_S, 90)] == [
-        "instant", "5m", "30m", "1h", "28d", "90s"
+        "instant",
+        "5m",
+        "30m",
+        "1h",
+        "28d",
+        "90s",
     ]
 
 
