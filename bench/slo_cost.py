@@ -50,6 +50,11 @@ END = datetime(2026, 11, 30, tzinfo=timezone.utc).timestamp()
 STEP_S = 30
 SLO_WINDOW_S = 28 * DAY_S
 OUTAGE_S = 40 * 60
+# A rule group is evaluated at an offset within its interval that Prometheus (and promtool's backfill)
+# derives from a hash of its name and file: each side's records land somewhere in the 30 s after the scrape
+# they read. The page alerts are queried just before the next scrape, when every record has been
+# evaluated on the scrapes so far, and timed from the scrape they read: the minutes are whole scrapes.
+SETTLED_S = STEP_S - 0.001
 SIDES = ("tritonwatch", "sloth")
 
 
@@ -198,10 +203,10 @@ def measure_side(
             firsts = []
             for i in pages:
                 if slo in owners[i]:
-                    for s in server.range(rules[i].expr, outage_at, END, STEP_S):
+                    for s in server.range(rules[i].expr, outage_at + SETTLED_S, END, STEP_S):
                         if rules[i].slo == slo or s["metric"].get("slo", s["metric"].get("sloth_slo")) == slo:
                             first = slo_plan.first_true(
-                                ((float(t), float(v)) for t, v in s["values"]), outage_at
+                                ((float(t), float(v)) for t, v in s["values"]), outage_at + SETTLED_S
                             )
                             if first is not None:
                                 firsts.append(first)
@@ -309,7 +314,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "promtool": str(stack / "prometheus-v0.316.0" / "bin" / "promtool"),
         "sloth": str(stack / "sloth-v0.16.0" / "bin" / "sloth"),
     }
-    for path in bins.values():
+    sides = args.sides.split(",")
+    needed = ["prometheus", "promtool", *(["sloth"] if "sloth" in sides else [])]
+    for path in (bins[b] for b in needed):
         if not Path(path).is_file():
             print(f"slo_cost: {path} missing: run make stack (Prometheus) and make sloth", file=sys.stderr)
             return 2
@@ -318,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw = raw_blocks(setup, bins["promtool"], args.workdir)
     models = [m.name for m in setup.models()]
     results: dict[str, SideResult] = {}
-    for side in args.sides.split(","):
+    for side in sides:
         sidedir = args.workdir / side
         shutil.rmtree(sidedir, ignore_errors=True)
         if side == "tritonwatch":
