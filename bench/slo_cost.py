@@ -167,8 +167,8 @@ def measure_side(
         for stage in sorted({job.stage for job in plan}):
             out = workdir / f"blocks-{stage}"
             shutil.rmtree(out, ignore_errors=True)
-            for k, job in enumerate(j for j in plan if j.stage == stage):
-                rule_file = workdir / f"backfill-{stage}-{k}.rules.yml"
+            for job in (j for j in plan if j.stage == stage):
+                rule_file = workdir / "backfill.rules.yml"  # the same path each time: see slo_prom
                 slo_prom.write_rule_file(job.rules, rule_file)
                 started = time.monotonic()
                 slo_prom.backfill_rules(bins["promtool"], server.url, rule_file, job.start, END, out)
@@ -299,6 +299,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--requests-per-s", type=float, default=80.0, help="each model's mean request rate")
     ap.add_argument("--history-hours", type=float, default=8.0, help="outage models' data before the outage")
     ap.add_argument("--sides", default=",".join(SIDES))
+    ap.add_argument(
+        "--tritonwatch",
+        default="",
+        help="the tritonwatch command that writes the rules (default: this checkout's); another checkout's "
+        "venv/bin/tritonwatch measures its rules",
+    )
     ap.add_argument("--workdir", type=Path, default=ROOT / "bench" / ".cache" / "slo_cost")
     ap.add_argument("--results", type=Path, default=RESULTS / "slo_cost.json")
     args = ap.parse_args(argv)
@@ -329,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sidedir = args.workdir / side
         shutil.rmtree(sidedir, ignore_errors=True)
         if side == "tritonwatch":
-            files = slo_rules.generate_tritonwatch(models, sidedir / "rules")
+            files = slo_rules.generate_tritonwatch(models, sidedir / "rules", args.tritonwatch.split())
         elif side == "sloth":
             files = slo_rules.generate_sloth(bins["sloth"], models, sidedir / "rules")
         else:

@@ -25,6 +25,12 @@ class Selector:
     name: str
     range_s: float  # 0 for an instant selector
     offset_s: float = 0.0
+    equal: tuple[tuple[str, str], ...] = ()  # its label=value matchers
+
+    def may_read(self, record: Rule) -> bool:
+        """Whether this selector can select the record's series: same name, and no equality matcher on a
+        label the rule sets to another value (a label the expression makes is not known here)."""
+        return record.name == self.name and all(record.labels.get(k, v) == v for k, v in self.equal)
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,35 @@ class Rule:
 
     @property
     def window_s(self) -> float:
+        """The window a record's name states (``...rate5m``, ``...increase1h``, ``...ratio_rate4w``), else its
+        longest range and offset: the span of time the rule reads."""
+        if self.is_record:
+            named = duration_s(
+                self.name.rsplit(":", 1)[-1]
+                .removeprefix("ratio_")
+                .removeprefix("rate")
+                .removeprefix("increase")
+            )
+            if named is not None:
+                return named
         return max((s.range_s + s.offset_s for s in self.reads), default=0.0)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
+
+
+def duration_s(text: str) -> float | None:
+    """A Prometheus duration (``5m``, ``1h30m``, ``4w``) in seconds; None if ``text`` is not one."""
+    total, number = 0.0, ""
+    for ch in text:
+        if ch.isdigit():
+            number += ch
+        elif ch in _UNITS and number:
+            total += int(number) * _UNITS[ch]
+            number = ""
+        else:
+            return None
+    return total if text and not number else None
 
 
 def selectors(ast: Any, outer_range_s: float = 0.0, outer_offset_s: float = 0.0) -> list[Selector]:
@@ -68,7 +102,12 @@ def selectors(ast: Any, outer_range_s: float = 0.0, outer_offset_s: float = 0.0)
         )
         own = ast.get("range", 0) / 1000 if kind == "matrixSelector" else 0.0
         offset = ast.get("offset", 0) / 1000 + outer_offset_s
-        found.append(Selector(name=name, range_s=own + outer_range_s, offset_s=offset))
+        equal = tuple(
+            (m["name"], m["value"])
+            for m in ast.get("matchers") or []
+            if m.get("type") == "=" and m.get("name") != "__name__"
+        )
+        found.append(Selector(name=name, range_s=own + outer_range_s, offset_s=offset, equal=equal))
         return found
     if kind == "subquery":
         return selectors(
@@ -107,9 +146,9 @@ def _stages(records: Sequence[Rule]) -> dict[int, int]:
                 f"{records[i].side}: record {records[i].name} reads itself through other records"
             )
         visiting.add(i)
-        deps = [j for s in records[i].reads for j in by_name.get(s.name, []) if j != i]
-        if any(s.name == records[i].name for s in records[i].reads):
-            raise ValueError(f"{records[i].side}: record {records[i].name} reads its own name")
+        deps = [j for s in records[i].reads for j in by_name.get(s.name, []) if s.may_read(records[j])]
+        if i in deps:
+            raise ValueError(f"{records[i].side}: record {records[i].name} reads its own series")
         stage[i] = 1 + max((visit(j) for j in deps), default=-1)
         visiting.discard(i)
         return stage[i]
@@ -147,7 +186,8 @@ def backfill_plan(
         for s in rules[i].reads:
             first = evaluated[i] - s.offset_s - (s.range_s if s.range_s else LOOKBACK_S)
             for j in by_name.get(s.name, []):
-                need[j] = min(need.get(j, end), first)
+                if s.may_read(rules[j]):
+                    need[j] = min(need.get(j, end), first)
     jobs: dict[tuple[int, float], list[int]] = {}
     for j, first in need.items():
         start = end - step_s * -(-(end - first) // step_s)  # on the grid, at or before ``first``
@@ -181,7 +221,7 @@ def attribution(rules: Sequence[Rule]) -> dict[int, set[str]]:
         i = frontier.pop()
         for s in rules[i].reads:
             for j in by_name.get(s.name, []):
-                if rules[j].slo:
+                if rules[j].slo or not s.may_read(rules[j]):
                     continue
                 before = owners.setdefault(j, set())
                 if not owners[i] <= before:

@@ -59,18 +59,23 @@ def backfill_openmetrics(promtool: str, source: Path, out: Path) -> None:
     )
 
 
+# One group name and one file path for every backfill: Prometheus (and promtool) evaluate a group at an
+# offset in its interval hashed from both, so every stage's records then share their timestamps, as the
+# rules of one group do in a running Prometheus (a record sees the ones before it from the same instant).
+BACKFILL_GROUP = "slo-cost-backfill"
+
+
 def write_rule_file(rules: Sequence[Rule], path: Path) -> None:
-    """The records as a rule file, each in a group named after its own group (order kept)."""
-    groups: dict[str, list[dict[str, Any]]] = {}
+    """The records as one rule group (order kept)."""
+    entries: list[dict[str, Any]] = []
     for r in rules:
         if not r.is_record:
             raise ValueError(f"{r.name}: only recording rules are backfilled")
         entry: dict[str, Any] = {"record": r.name, "expr": r.expr}
         if r.labels:
             entry["labels"] = dict(r.labels)
-        groups.setdefault(r.group, []).append(entry)
-    doc = {"groups": [{"name": g, "rules": rs} for g, rs in groups.items()]}
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        entries.append(entry)
+    path.write_text(yaml.safe_dump({"groups": [{"name": BACKFILL_GROUP, "rules": entries}]}, sort_keys=False))
 
 
 def backfill_rules(promtool: str, url: str, rule_file: Path, start: float, end: float, out: Path) -> None:

@@ -93,15 +93,21 @@ def _run(argv: Sequence[str], what: str) -> None:
         )
 
 
-def generate_tritonwatch(models: Sequence[str], workdir: Path) -> list[Path]:
+def generate_tritonwatch(models: Sequence[str], workdir: Path, command: Sequence[str] = ()) -> list[Path]:
+    """``tritonwatch rules`` (``command``, default this interpreter's) for the models' objectives."""
     workdir.mkdir(parents=True, exist_ok=True)
     slo = workdir / "slo.yaml"
     slo.write_text(yaml.safe_dump(tritonwatch_slo_file(models), sort_keys=False))
     out = workdir / "generated"
-    _run(
-        [sys.executable, "-m", "tritonwatch", "rules", "--slo", str(slo), "--out", str(out)],
-        "tritonwatch rules",
-    )
+    argv = [
+        *(command or (sys.executable, "-m", "tritonwatch")),
+        "rules",
+        "--slo",
+        str(slo),
+        "--out",
+        str(out),
+    ]
+    _run(argv, "tritonwatch rules")
     return sorted(out.glob("*.rules.yml"))
 
 

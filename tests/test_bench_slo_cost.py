@@ -214,3 +214,37 @@ def test_cost_table_per_slo_and_window() -> None:
 def test_first_true_counts_minutes_from_the_outage() -> None:
     assert slo_plan.first_true([(END + 90, 1.0), (END + 60, 1.0), (END - 30, 1.0)], END) == 1.0
     assert slo_plan.first_true([], END) is None
+
+
+def test_records_of_one_name_are_told_apart_by_their_labels() -> None:
+    # Per SLO, availability's total reads its bad, latency's bad reads its total: a loop by name alone.
+    def rule(name: str, slo: str, reads: str) -> Rule:
+        return Rule("s", "g", name, True, "", {"slo": slo}, (Selector(reads, 0, 0, (("slo", slo),)),))
+
+    rules = [
+        rule("total", "a", "bad"),
+        rule("bad", "a", "raw"),
+        rule("bad", "l", "total"),
+        rule("total", "l", "raw"),
+    ]
+    plan = slo_plan.backfill_plan(rules, {0: END, 2: END}, END, 30)
+    assert [(j.stage, [(r.name, r.slo) for r in j.rules]) for j in plan] == [
+        (0, [("bad", "a"), ("total", "l")])
+    ]
+
+
+def test_a_records_window_is_the_one_its_name_states() -> None:
+    tiled = _rule(
+        "slo:sli_total:rate30m", tuple(Selector("slo:sli_total:rate5m", 0, 300 * k) for k in range(6))
+    )
+    assert tiled.window_s == 1800
+    assert _rule("slo:sli_error:ratio_rate4w", (Selector("x", 28 * DAY_S),)).window_s == 28 * DAY_S
+    assert _rule("slo:error_budget_remaining:ratio", (Selector("x", 0, 60),)).window_s == 60
+    assert [slo_plan.duration_s(t) for t in ("5m", "1h30m", "4w", "ratio", "5", "")] == [
+        300,
+        5400,
+        28 * DAY_S,
+        None,
+        None,
+        None,
+    ]
