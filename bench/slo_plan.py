@@ -45,7 +45,13 @@ class Rule:
 
     @property
     def slo(self) -> str | None:
-        return self.labels.get("slo") or self.labels.get("sloth_slo")
+        """Its ``slo`` (tritonwatch) or ``sloth_slo`` (Sloth) label; else the one SLO its selectors all
+        select (Sloth's alerts carry the SLO only in their expression)."""
+        own = self.labels.get("slo") or self.labels.get("sloth_slo")
+        if own:
+            return own
+        selected = {v for s in self.reads for k, v in s.equal if k in ("slo", "sloth_slo")}
+        return selected.pop() if len(selected) == 1 else None
 
     @property
     def window_s(self) -> float:

@@ -248,3 +248,20 @@ def test_a_records_window_is_the_one_its_name_states() -> None:
         None,
         None,
     ]
+
+
+def test_an_alert_belongs_to_the_slo_its_selectors_select() -> None:
+    def sel(name: str, slo: str) -> Selector:
+        return Selector(name, 0, 0, (("sloth_id", f"triton-{slo}"), ("sloth_slo", slo)))
+
+    page = Rule(
+        "sloth",
+        "g",
+        "Page",
+        False,
+        "",
+        {"severity": "page"},
+        (sel("r5m", "m-latency"), sel("r1h", "m-latency")),
+    )
+    assert page.slo == "m-latency"
+    assert Rule("s", "g", "Both", False, "", {}, (sel("r5m", "a"), sel("r5m", "b"))).slo is None
