@@ -83,12 +83,14 @@ def _last_int(stderr: str, what: str, rc: int) -> int:
     return int(lines[-1])
 
 
-def measured(args: Sequence[str], timeout: float, heap: bool) -> dict[str, float] | None:
+def measured(
+    command: Sequence[str], args: Sequence[str], timeout: float, heap: bool
+) -> dict[str, float] | None:
     """``tritonwatch ARGS``: wall time and peak RSS (and the peak Python heap in a second run); None when
     it did not end within ``timeout`` seconds (the child's whole group is killed then)."""
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-c", _RSS, sys.executable, "-m", "tritonwatch", *args],
+        [sys.executable, "-c", _RSS, *command, *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -129,16 +131,16 @@ def object_sizes(manifests: Path) -> list[dict[str, Any]]:
     return sizes
 
 
-def generation(n: int, work: Path, timeout: float, heap: bool) -> dict[str, Any]:
+def generation(n: int, work: Path, command: Sequence[str], timeout: float, heap: bool) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     slo = work / "slo.yaml"
     slo.write_text(yaml.safe_dump(slo_file(n), sort_keys=False))
     rules_dir, k8s_dir = work / "rules", work / "k8s"
-    rules = measured(["rules", "--slo", str(slo), "--out", str(rules_dir)], timeout, heap)
+    rules = measured(command, ["rules", "--slo", str(slo), "--out", str(rules_dir)], timeout, heap)
     if rules is None:
         return {"models": n, "timeout_s": timeout, "rules": None}
     k8s = measured(
-        ["k8s", "--rules", str(rules_dir), "--slo", str(slo), "--out", str(k8s_dir)], timeout, heap
+        command, ["k8s", "--rules", str(rules_dir), "--slo", str(slo), "--out", str(k8s_dir)], timeout, heap
     )
     if k8s is None:
         return {"models": n, "timeout_s": timeout, "rules": rules, "k8s": None}
@@ -179,7 +181,9 @@ def promtool_run(promtool: str, test: Path, timeout: float) -> float | None:
     return round(time.monotonic() - started, 2)
 
 
-def tests_at(n: int, work: Path, promtool: str, timeout: float, sample: int) -> dict[str, Any]:
+def tests_at(
+    n: int, work: Path, command: Sequence[str], promtool: str, timeout: float, sample: int
+) -> dict[str, Any]:
     slo = work / "slo.yaml"
     slo.write_text(yaml.safe_dump(slo_file(n), sort_keys=False))
     out = work / "rules"
@@ -225,7 +229,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--gen-timeout", type=float, default=1800.0, help="seconds one generation command may take"
     )
-    ap.add_argument("--heap", action="store_true", help="also run each command under tracemalloc")
+    ap.add_argument(
+        "--heap", action="store_true", help="also run each command under tracemalloc (this checkout's)"
+    )
+    ap.add_argument(
+        "--tritonwatch",
+        default="",
+        help="the tritonwatch command measured (default: this checkout's); another checkout's venv/bin/tritonwatch",
+    )
     ap.add_argument("--test-models", default="10,50,200", help="fleet sizes for the promtool tests")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds one promtool file may take")
     ap.add_argument("--sample", type=int, default=12, help="promtool files timed per size at most")
@@ -236,6 +247,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sizes and not promtool.is_file():
         print(f"fleet_gen: {promtool} missing: run make stack", file=sys.stderr)
         return 2
+    command = args.tritonwatch.split() or [sys.executable, "-m", "tritonwatch"]
+    if args.heap and args.tritonwatch:
+        print("fleet_gen: --heap runs this checkout's tritonwatch only", file=sys.stderr)
+        return 2
     doc: dict[str, Any] = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, shared",
@@ -243,13 +258,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="fleet-gen-") as tmp:
         doc["generation"] = []
         for n in (int(x) for x in args.models.split(",") if x):
-            doc["generation"].append(generation(n, Path(tmp) / f"gen-{n}", args.gen_timeout, args.heap))
+            doc["generation"].append(
+                generation(n, Path(tmp) / f"gen-{n}", command, args.gen_timeout, args.heap)
+            )
             print(f"fleet_gen: {json.dumps(doc['generation'][-1])}", file=sys.stderr)
         doc["tests"] = []
         for n in sizes:
             work = Path(tmp) / f"tests-{n}"
             work.mkdir()
-            doc["tests"].append(tests_at(n, work, str(promtool), args.timeout, args.sample))
+            doc["tests"].append(tests_at(n, work, command, str(promtool), args.timeout, args.sample))
             print(f"fleet_gen: {json.dumps(doc['tests'][-1])}", file=sys.stderr)
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
