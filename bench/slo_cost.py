@@ -130,6 +130,7 @@ class SideResult:
     page_min: dict[str, float | None]  # outage SLO -> minutes to the first page
     rules_queried: int
     backfills: list[dict[str, Any]]
+    per_rule: dict[str, list[dict[str, Any]]]  # SLO -> its rules, most samples first
 
 
 def _is_page(rule: Rule) -> bool:
@@ -211,7 +212,22 @@ def measure_side(
                             if first is not None:
                                 firsts.append(first)
             page_min[slo] = min(firsts) if firsts else None
+    per_rule: dict[str, list[dict[str, Any]]] = {}
+    for i, n in samples.items():
+        for slo in owners[i] & cost_slos:
+            kind = "record" if rules[i].is_record else "alert"
+            tag = ",".join(f"{k}={rules[i].labels[k]}" for k in ("severity", "cause") if k in rules[i].labels)
+            per_rule.setdefault(slo, []).append(
+                {
+                    "rule": f"{kind} {rules[i].name}{f' ({tag})' if tag else ''}",
+                    "window": slo_plan.window_label(rules[i].window_s),
+                    "samples": n,
+                }
+            )
+    for listed in per_rule.values():
+        listed.sort(key=lambda r: (-r["samples"], r["rule"]))
     return SideResult(
+        per_rule=per_rule,
         cost=slo_plan.cost_table(rules, samples),
         ratio=ratio,
         page_min=page_min,
@@ -366,6 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "page_minutes": r.page_min,
                 "rules_queried": r.rules_queried,
                 "backfills": r.backfills,
+                "per_rule": r.per_rule,
             }
             for s, r in results.items()
         },
