@@ -187,39 +187,50 @@ def tests_at(
     slo = work / "slo.yaml"
     slo.write_text(yaml.safe_dump(slo_file(n), sort_keys=False))
     out = work / "rules"
-    subprocess.run(
-        [sys.executable, "-m", "tritonwatch", "rules", "--slo", str(slo), "--out", str(out)], check=True
-    )
-    files = sorted((out / "tests").glob("*.yml"))
-    # The SLO files (one per objective, or one for all) grow with the fleet; the others (operational) are
-    # timed whole, apart.
-    slo_files = [f for f in files if f.name.startswith("slo")]
-    others = [f for f in files if f not in slo_files]
+    subprocess.run([*command, "rules", "--slo", str(slo), "--out", str(out)], check=True)
+    families: dict[str, list[Path]] = {}
+    for f in sorted((out / "tests").glob("*.yml")):
+        families.setdefault(family(f.name), []).append(f)
+    return {
+        "models": n,
+        "families": {
+            name: timed_family(files, promtool, timeout, sample) for name, files in families.items()
+        },
+    }
+
+
+def family(filename: str) -> str:
+    """``slo-<objective>.test.yml`` -> ``slo-*``; ``operational.test.yml`` -> ``operational``: files of one
+    family are made alike, one per objective or model."""
+    stem = filename.removesuffix(".yml").removesuffix(".test")
+    head, sep, _ = stem.partition("-")
+    return f"{head}-*" if sep else head
+
+
+def timed_family(files: Sequence[Path], promtool: str, timeout: float, sample: int) -> dict[str, Any]:
+    """Size of a family's files, promtool on all of them or on an evenly spread sample of ``sample``."""
     picked = (
-        slo_files
-        if len(slo_files) <= sample
-        else [slo_files[round(k * (len(slo_files) - 1) / (sample - 1))] for k in range(sample)]
+        list(files)
+        if len(files) <= sample
+        else [files[round(k * (len(files) - 1) / (sample - 1))] for k in range(sample)]
     )
     timed = {f.name: promtool_run(promtool, f, timeout) for f in picked}
-    other_timed = {f.name: promtool_run(promtool, f, timeout) for f in others}
     done = [t for t in timed.values() if t is not None]
     result: dict[str, Any] = {
-        "models": n,
-        "files": len(slo_files),
-        "bytes": sum(f.stat().st_size for f in slo_files),
-        "largest_bytes": max((f.stat().st_size for f in slo_files), default=0),
+        "files": len(files),
+        "bytes": sum(f.stat().st_size for f in files),
+        "largest_bytes": max(f.stat().st_size for f in files),
         "timed": timed,
         "timed_out": sorted(k for k, v in timed.items() if v is None),
         "timeout_s": timeout,
-        "other_files": {f.name: {"bytes": f.stat().st_size, "s": other_timed[f.name]} for f in others},
     }
     if done and not result["timed_out"]:
         result["mean_s"] = round(sum(done) / len(done), 2)
         result["max_s"] = max(done)
         result["total_s"] = round(
-            sum(done) if len(picked) == len(slo_files) else result["mean_s"] * len(slo_files), 1
+            sum(done) if len(picked) == len(files) else result["mean_s"] * len(files), 1
         )
-        result["total_estimated"] = len(picked) != len(slo_files)
+        result["total_estimated"] = len(picked) != len(files)
     return result
 
 
@@ -308,26 +319,27 @@ def report(doc: dict[str, Any]) -> str:
         over = g["over_operator_limit"]
         lines.append(f"\nPrometheusRules over the limit: {', '.join(over) if over else 'none'}\n")
     if doc.get("tests"):
-        lines += ["", "generated promtool tests (promtool 3.16)", ""]
         lines += [
-            "| models | files | total size | timed | mean per file | max per file | total |",
-            "|---:|---:|---:|---:|---:|---:|---:|",
+            "",
+            "generated promtool tests (promtool 3.16; a family: one file per objective or model)",
+            "",
+        ]
+        lines += [
+            "| models | family | files | total size | largest file | timed | mean per file | max per file | total |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for t in doc["tests"]:
-            if t["timed_out"]:
-                mean = maxs = "-"
-                total = f"> {t['timeout_s']:g} s ({len(t['timed_out'])} file(s) past the timeout)"
-            else:
-                mean, maxs = f"{t['mean_s']} s", f"{t['max_s']} s"
-                total = f"{'~' if t['total_estimated'] else ''}{t['total_s']} s"
-            others = ", ".join(
-                f"{k} {v['bytes'] / 1024:,.0f} KiB {'> timeout' if v['s'] is None else str(v['s']) + ' s'}"
-                for k, v in t["other_files"].items()
-            )
-            lines.append(
-                f"| {t['models']} | {t['files']} | {t['bytes'] / 1024:,.0f} KiB | {t['largest_bytes'] / 1024:,.0f} KiB "
-                f"| {len(t['timed'])} | {mean} | {maxs} | {total} | {others} |"
-            )
+            for name, f in t["families"].items():
+                if f["timed_out"]:
+                    mean = maxs = "-"
+                    total = f"> {f['timeout_s']:g} s ({len(f['timed_out'])} past the timeout)"
+                else:
+                    mean, maxs = f"{f['mean_s']} s", f"{f['max_s']} s"
+                    total = f"{'~' if f['total_estimated'] else ''}{f['total_s']} s"
+                lines.append(
+                    f"| {t['models']} | {name} | {f['files']} | {f['bytes'] / 1024:,.0f} KiB | "
+                    f"{f['largest_bytes'] / 1024:,.0f} KiB | {len(f['timed'])} | {mean} | {maxs} | {total} |"
+                )
     return "\n".join(lines)
 
 

@@ -265,3 +265,15 @@ def test_an_alert_belongs_to_the_slo_its_selectors_select() -> None:
     )
     assert page.slo == "m-latency"
     assert Rule("s", "g", "Both", False, "", {}, (sel("r5m", "a"), sel("r5m", "b"))).slo is None
+
+
+def test_promtool_files_are_grouped_by_family() -> None:
+    from bench.fleet_gen import family
+
+    names = [
+        "slo-model-0000-availability.test.yml",
+        "operational-model-0001.test.yml",
+        "operational.test.yml",
+        "slo.test.yml",
+    ]
+    assert [family(n) for n in names] == ["slo-*", "operational-*", "operational", "slo"]
