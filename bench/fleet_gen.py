@@ -84,7 +84,7 @@ def _last_int(stderr: str, what: str, rc: int) -> int:
 
 
 def measured(
-    command: Sequence[str], args: Sequence[str], timeout: float, heap: bool
+    command: Sequence[str], args: Sequence[str], timeout: float, heap: bool, cwd: Path
 ) -> dict[str, float] | None:
     """``tritonwatch ARGS``: wall time and peak RSS (and the peak Python heap in a second run); None when
     it did not end within ``timeout`` seconds (the child's whole group is killed then)."""
@@ -95,6 +95,7 @@ def measured(
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        cwd=cwd,
     )
     try:
         _, stderr = proc.communicate(timeout=timeout)
@@ -106,7 +107,7 @@ def measured(
     rss_kib = _last_int(stderr, f"tritonwatch {args[0]}", proc.returncode)
     out = {"wall_s": round(wall, 2), "peak_rss_mib": round(rss_kib / 1024, 1)}
     if heap:
-        done = subprocess.run([sys.executable, "-c", _HEAP, *args], capture_output=True, text=True)
+        done = subprocess.run([sys.executable, "-c", _HEAP, *args], capture_output=True, text=True, cwd=cwd)
         out["peak_heap_mib"] = round(
             _last_int(done.stderr, f"tritonwatch {args[0]} (tracemalloc)", done.returncode) / 2**20, 1
         )
@@ -136,11 +137,15 @@ def generation(n: int, work: Path, command: Sequence[str], timeout: float, heap:
     slo = work / "slo.yaml"
     slo.write_text(yaml.safe_dump(slo_file(n), sort_keys=False))
     rules_dir, k8s_dir = work / "rules", work / "k8s"
-    rules = measured(command, ["rules", "--slo", str(slo), "--out", str(rules_dir)], timeout, heap)
+    rules = measured(command, ["rules", "--slo", str(slo), "--out", str(rules_dir)], timeout, heap, work)
     if rules is None:
         return {"models": n, "timeout_s": timeout, "rules": None}
     k8s = measured(
-        command, ["k8s", "--rules", str(rules_dir), "--slo", str(slo), "--out", str(k8s_dir)], timeout, heap
+        command,
+        ["k8s", "--rules", str(rules_dir), "--slo", str(slo), "--out", str(k8s_dir)],
+        timeout,
+        heap,
+        work,
     )
     if k8s is None:
         return {"models": n, "timeout_s": timeout, "rules": rules, "k8s": None}
@@ -187,7 +192,7 @@ def tests_at(
     slo = work / "slo.yaml"
     slo.write_text(yaml.safe_dump(slo_file(n), sort_keys=False))
     out = work / "rules"
-    subprocess.run([*command, "rules", "--slo", str(slo), "--out", str(out)], check=True)
+    subprocess.run([*command, "rules", "--slo", str(slo), "--out", str(out)], check=True, cwd=work)
     families: dict[str, list[Path]] = {}
     for f in sorted((out / "tests").glob("*.yml")):
         families.setdefault(family(f.name), []).append(f)

@@ -85,8 +85,8 @@ def sloth_spec(models: Sequence[str]) -> dict[str, object]:
     return {"version": "prometheus/v1", "service": "triton", "slos": slos}
 
 
-def _run(argv: Sequence[str], what: str) -> None:
-    proc = subprocess.run(list(argv), capture_output=True, text=True)
+def _run(argv: Sequence[str], what: str, cwd: Path | None = None) -> None:
+    proc = subprocess.run(list(argv), capture_output=True, text=True, cwd=cwd)
     if proc.returncode != 0:
         raise RuntimeError(
             f"{what} failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()[-800:]}"
@@ -107,7 +107,8 @@ def generate_tritonwatch(models: Sequence[str], workdir: Path, command: Sequence
         "--out",
         str(out),
     ]
-    _run(argv, "tritonwatch rules")
+    # Run where no tritonwatch package lies: ``python -m`` puts its working directory first on the path.
+    _run(argv, "tritonwatch rules", cwd=workdir)
     return sorted(out.glob("*.rules.yml"))
 
 
