@@ -270,6 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc: dict[str, Any] = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, shared",
+        "tritonwatch": args.tritonwatch or "this checkout",
     }
     with tempfile.TemporaryDirectory(prefix="fleet-gen-") as tmp:
         doc["generation"] = []

@@ -366,6 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, shared",
         "commit": _commit(),
+        "tritonwatch": args.tritonwatch or "this checkout",
         "setup": asdict(setup),
         "seconds": round(time.monotonic() - started),
         "exact": truth,
