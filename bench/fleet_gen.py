@@ -140,9 +140,24 @@ def generation(n: int, work: Path, command: Sequence[str], timeout: float, heap:
     rules = measured(command, ["rules", "--slo", str(slo), "--out", str(rules_dir)], timeout, heap, work)
     if rules is None:
         return {"models": n, "timeout_s": timeout, "rules": None}
+    # The dashboards the manifests carry, written by the same tritonwatch (not timed).
+    dashboards = work / "dashboards"
+    subprocess.run(
+        [*command, "dashboards", "--out", str(dashboards)], check=True, cwd=work, capture_output=True
+    )
     k8s = measured(
         command,
-        ["k8s", "--rules", str(rules_dir), "--slo", str(slo), "--out", str(k8s_dir)],
+        [
+            "k8s",
+            "--rules",
+            str(rules_dir),
+            "--dashboards",
+            str(dashboards),
+            "--slo",
+            str(slo),
+            "--out",
+            str(k8s_dir),
+        ],
         timeout,
         heap,
         work,
