@@ -207,7 +207,9 @@ def tests_at(
     slo = work / "slo.yaml"
     slo.write_text(yaml.safe_dump(slo_file(n), sort_keys=False))
     out = work / "rules"
-    subprocess.run([*command, "rules", "--slo", str(slo), "--out", str(out)], check=True, cwd=work)
+    subprocess.run(
+        [*command, "rules", "--slo", str(slo), "--out", str(out)], check=True, cwd=work, capture_output=True
+    )
     families: dict[str, list[Path]] = {}
     for f in sorted((out / "tests").glob("*.yml")):
         families.setdefault(family(f.name), []).append(f)
