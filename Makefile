@@ -11,7 +11,7 @@ SUITE_DEBS := $(DEMO_DEBS) promtool:prometheus amtool:prometheus-alertmanager ch
   haproxy:haproxy victoria-metrics:victoria-metrics vmalert:victoria-metrics caddy:caddy
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv debs demo-debs stack demo test check lint typecheck pytest generate bench clean
+.PHONY: venv debs demo-debs stack sloth demo test check lint typecheck pytest generate bench bench-slo clean
 
 # The suite's virtualenv: the package with every extra and the dev group. Each stamp is a file of its own
 # (not bin/tritonwatch, which either install writes), so a demo's venv is completed by the first `make check`.
@@ -49,6 +49,11 @@ demo-debs:
 # a no-op when they are there. Every Prometheus-side test runs on both stacks (tests/support/stacks.py).
 stack:
 	tools/build-stack.sh
+
+# Sloth 0.16, the SLO rule generator `make bench-slo` measures tritonwatch's rules beside, built from its Go
+# module once per machine into the same cache; a no-op when it is there.
+sloth:
+	tools/build-sloth.sh
 
 demo: $(VENV)/.installed-demo demo-debs
 	$(BIN)/tritonwatch demo $(if $(filter-out 0,$(DURATION)),--duration $(DURATION))
@@ -100,6 +105,13 @@ generate: venv
 
 bench: venv debs
 	$(BIN)/python -m bench.run --seconds $(BENCH_SECONDS)
+
+# The SLO rules at fleet scale (docs/slo-cost.md): samples read per evaluation, exactness and page minutes
+# beside Sloth's rules on Prometheus 3.16 over 29 backfilled days; generation and promtool tests at fleet size.
+# SLO_COST_ARGS="--days 4" / FLEET_GEN_ARGS="--models 100 --test-models 2" for a quick look.
+bench-slo: venv stack sloth
+	$(BIN)/python -m bench.slo_cost $(SLO_COST_ARGS)
+	$(BIN)/python -m bench.fleet_gen $(FLEET_GEN_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
