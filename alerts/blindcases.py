@@ -1,9 +1,9 @@
 """promtool cases for the no-data alerts (``alerts/blind.py``): each blind SLI raises ``TritonSLONoData``
 naming what is missing, and a seeing one stays quiet.
 
-``TritonSLONoData`` is one alert name for every SLI, so each case gives every OTHER objective the
-series that keep its own no-data alert quiet (``sampled``): else two SLO files' objectives would fire
-in each other's cases.
+``TritonSLONoData`` is one alert name for every SLI, so each case gives every OTHER objective of its
+model (whose rules share its rule file) the series that keep its own no-data alert quiet (``sampled``):
+else two objectives would fire in each other's cases.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def sampled(spec: SLOFile, case: Case, obj: Objective, triton_up: bool) -> None:
 def _others(spec: SLOFile, obj: Objective, cases: list[Case], triton_up: bool) -> list[Case]:
     quiet = Case("the other objectives' series")
     for other in spec.objectives():
-        if other.name != obj.name:
+        if other.model == obj.model and other.name != obj.name:
             sampled(spec, quiet, other, triton_up)
     for case in cases:
         case.series += quiet.series

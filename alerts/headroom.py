@@ -10,10 +10,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from tritonwatch import catalog
 from tritonwatch.alerts import build
+from tritonwatch.alerts.model import CATALOG, Group
 from tritonwatch.slo import SLOFile
 
 
@@ -26,15 +25,16 @@ def utilisation_expr(spec: SLOFile) -> str:
     return f"{rate} / {catalog.CAPACITY_RECORD}"
 
 
-def records(spec: SLOFile) -> dict[str, Any]:
+def records(spec: SLOFile) -> Group:
     """The group of headroom records (catalog.rules.yml)."""
-    return {
-        "name": "tritonwatch-headroom",
-        "rules": [
+    return Group(
+        "tritonwatch-headroom",
+        (
             build.record(catalog.CAPACITY_RECORD, capacity_expr(spec)),
             build.record(catalog.CAPACITY_UTILISATION_RECORD, utilisation_expr(spec)),
-        ],
-    }
+        ),
+        CATALOG,
+    )
 
 
 def near_capacity_expr() -> str:

@@ -1,8 +1,8 @@
 """The promtool test files: the cases of ``promtests``, ``objectivecases`` and ``stallcases``, grouped by the
 rule files they read.
 
-``test_files(spec)`` returns ``{"tests/slo.test.yml": ..., "tests/operational.test.yml": ...}``, each
-runnable with ``promtool test rules``. The case modules build on ``promtests``; this one stands above
+``test_files(spec)`` returns ``{"tests/slo-<objective>.test.yml": ..., "tests/operational.test.yml": ...}``,
+each runnable with ``promtool test rules``. The case modules build on ``promtests``; this one stands above
 them all, so none imports another in a circle.
 """
 
@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from tritonwatch import catalog
+from tritonwatch.alerts import rulefiles
 from tritonwatch.alerts.blindcases import nodata_cases
 from tritonwatch.alerts.headroomcases import headroom_cases
 from tritonwatch.alerts.objectivecases import operational_cases
 from tritonwatch.alerts.promtests import (
     INTERVAL,
     OPERATIONAL_RULES,
-    SLO_RULES,
     Case,
     burn_cases,
     gpu_cases,
@@ -29,7 +29,7 @@ from tritonwatch.alerts.promtests import (
 )
 from tritonwatch.alerts.stallcases import stall_cases
 from tritonwatch.alerts.trafficcases import low_traffic_cases, steady_burn_cases
-from tritonwatch.slo import SLOFile
+from tritonwatch.slo import Objective, SLOFile
 
 
 # --- files --------------------------------------------------------------------------------------
@@ -42,11 +42,28 @@ def _file(cases: list[Case], rule_files: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
+def slo_test_file(obj: Objective) -> str:
+    return f"tests/slo-{obj.name}.test.yml"
+
+
+def objective_cases(spec: SLOFile, obj: Objective) -> list[Case]:
+    """Every case of one objective: they carry its model's series only."""
+    return (
+        burn_cases(spec, obj)
+        + steady_burn_cases(spec, obj)
+        + low_traffic_cases(spec, obj)
+        + nodata_cases(spec, obj)
+    )
+
+
 def test_files(spec: SLOFile) -> dict[str, dict[str, Any]]:
-    slo_cases: list[Case] = []
-    for obj in sorted(spec.objectives(), key=lambda o: o.name):
-        slo_cases += burn_cases(spec, obj) + steady_burn_cases(spec, obj) + low_traffic_cases(spec, obj)
-        slo_cases += nodata_cases(spec, obj)
+    """One file per objective, loading its model's SLO rule file only (promtool evaluates every group
+    of every loaded file at every step: a file listing the fleet's rules costs models x models), and
+    the operational file."""
+    files = {
+        slo_test_file(obj): _file(objective_cases(spec, obj), (rulefiles.slo_file(obj.model),))
+        for obj in spec.objectives()
+    }
     ops: list[Case] = server_cases(spec) + stall_cases(spec) + ready_cases(spec)
     for slo in sorted(spec.slos, key=lambda s: s.model):
         for objective in catalog.OPERATIONAL_OBJECTIVES:
@@ -58,7 +75,5 @@ def test_files(spec: SLOFile) -> dict[str, dict[str, Any]]:
         + sidecar_cases(spec)
         + watchdog_cases(spec)
     )
-    files = {"tests/operational.test.yml": _file(ops, OPERATIONAL_RULES)}
-    if slo_cases:
-        files["tests/slo.test.yml"] = _file(slo_cases, SLO_RULES)
+    files["tests/operational.test.yml"] = _file(ops, OPERATIONAL_RULES)
     return dict(sorted(files.items()))

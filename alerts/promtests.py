@@ -1,7 +1,7 @@
 """promtool unit tests for the generated rules: for every alert, input series where it must fire
 (with its exact labels and rendered annotations) and series where it must stay quiet.
 
-``promtestfiles.test_files(spec)`` assembles these cases (and ``objectivecases``, ``stallcases``) into ``{"tests/slo.test.yml": ..., "tests/operational.test.yml": ...}``,
+``promtestfiles.test_files(spec)`` assembles these cases (and ``objectivecases``, ``stallcases``) into ``{"tests/slo-<objective>.test.yml": ..., "tests/operational.test.yml": ...}``,
 each runnable with ``promtool test rules``. The series are built from the same catalog names and
 the same SLO objects as the rules, but the expected values are worked out here, by hand, from the
 inputs: a rule that computes the wrong thing fails its test. (Watchdog has no quiet case: it fires
@@ -24,7 +24,6 @@ from tritonwatch.selector import satisfying_labels
 from tritonwatch.slo import Objective, SLOFile
 
 INTERVAL = "1m"
-SLO_RULES = ("slo.rules.yml",)
 OPERATIONAL_RULES = ("catalog.rules.yml", "operational.rules.yml", "replica.rules.yml")
 TRITON_INSTANCE = "triton:8002"
 SIDECAR_INSTANCE = "sidecar:9450"

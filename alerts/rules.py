@@ -27,7 +27,9 @@ from decimal import Decimal
 from typing import Any
 
 from tritonwatch import catalog
-from tritonwatch.alerts import blind, build, headroom, records, split, stall, traffic, windows
+from tritonwatch.alerts import blind, build, headroom, layers, records, split, stall, traffic, windows
+from tritonwatch.alerts import model as typed
+from tritonwatch.alerts.model import Alert, Group, Rule
 from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is how the rest reads them)
     ALERTS,
     BUDGET_REMAINING_RECORD,
@@ -67,10 +69,6 @@ from tritonwatch.catalog import le_matcher
 from tritonwatch.fronthistogram import FrontHistogram
 from tritonwatch.slo import SLO, FrontCounters, Objective, SLOFile, format_duration
 from tritonwatch.validators import promql_string
-
-Rule = dict[str, Any]
-Group = dict[str, Any]
-
 
 # --- PromQL and rule helpers (alerts/build.py) --------------------------------------------------
 _by = build.by
@@ -242,14 +240,16 @@ def burn_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
 
 
 def slo_groups(spec: SLOFile) -> list[Group]:
+    """One group per objective, tagged with it and its model (its rule file is its model's)."""
     return [
-        {
-            "name": f"tritonwatch-slo-{obj.name}",
-            "rules": sli_rules(spec, obj)
-            + budget_rules(spec, obj)
-            + burn_alerts(spec, obj)
-            + blind.nodata_alerts(spec, obj),
-        }
+        Group(
+            f"tritonwatch-slo-{obj.name}",
+            tuple(sli_rules(spec, obj) + budget_rules(spec, obj) + burn_alerts(spec, obj))
+            + tuple(blind.nodata_alerts(spec, obj)),
+            typed.SLO,
+            objective=obj.name,
+            model=obj.model,
+        )
         for obj in sorted(spec.objectives(), key=lambda o: o.name)
     ]
 
@@ -283,10 +283,12 @@ def _pct(ratio: float) -> str:
 
 def _per_model(spec: SLOFile, name: str, slo: SLO, record: str, op: str, limit: float) -> Rule:
     expr = f"{_select(record, _model(slo.model))} {op} {_num(limit)}"
-    return _alert(name, expr, {SEVERITY: "ticket"}, operational_texts(spec, name, slo))
+    return _alert(name, expr, {SEVERITY: "ticket"}, operational_texts(spec, name, slo), about=slo.model)
 
 
 def operational_alerts(spec: SLOFile) -> list[Group]:
+    """The fleet's operational alerts (global layer) and, in their own group, the alerts whose every
+    result reads one target's series (replica layer, ``alerts/layers.py``): decided here, rule by rule."""
     ticket = {SEVERITY: "ticket"}
     by_model = _by(spec, catalog.MODEL, catalog.VERSION, "instance")
     by_target = _by(spec, "instance", catalog.TARGET)
@@ -294,13 +296,29 @@ def operational_alerts(spec: SLOFile) -> list[Group]:
         f"max by ({by_target}) ({catalog.UP}) == 0\nor\n"
         f"max by ({by_target}) (changes({catalog.SCRAPE_DURATION}[{STALE_WINDOW}])) == 0"
     )
-    rules: list[Rule] = [
+    # Per target: up == 0 of one target (not the absent() one); min by (model, version, instance) of
+    # one sidecar; one sidecar's gauge per GPU, no aggregation (memory, XID); max by (instance, target)
+    # of one sidecar.
+    replica: list[Rule] = [
         _alert(
             SERVER_DOWN,
             f"{up_matcher(spec)} == 0",
             {SEVERITY: "page", CAUSE: "scrape_failed"},
             operational_texts(spec, SERVER_DOWN),
         ),
+        _alert(MODEL_NOT_READY, f"min by ({by_model}) ({catalog.MODEL_READY}) == 0", ticket),
+        _alert(
+            GPU_MEMORY_NEAR_FULL,
+            f"{catalog.GPU_MEMORY_USED_RATIO} > {_num(spec.gpu_memory_used_max)}",
+            ticket,
+            operational_texts(spec, GPU_MEMORY_NEAR_FULL),
+        ),
+        # DCGM keeps the last XID code until the GPU resets: alert when a code appears or changes,
+        # and resolve an hour later, instead of paging on an old code for ever.
+        _alert(GPU_XID, f"{catalog.GPU_XID} > 0 and changes({catalog.GPU_XID}[{XID_WINDOW}]) > 0", ticket),
+        _alert(SIDECAR_STALE, stale, ticket, operational_texts(spec, SIDECAR_STALE)),
+    ]
+    fleet: list[Rule] = [
         _alert(
             SERVER_DOWN,
             f"absent({up_matcher(spec)})",
@@ -320,34 +338,24 @@ def operational_alerts(spec: SLOFile) -> list[Group]:
             {SEVERITY: "page"},
             operational_texts(spec, MODEL_STALLED),
         ),
-        _alert(MODEL_NOT_READY, f"min by ({by_model}) ({catalog.MODEL_READY}) == 0", ticket),
     ]
     for slo in sorted(spec.slos, key=lambda s: s.model):
         for o in catalog.OPERATIONAL_OBJECTIVES:
             limit = slo.limit(o)
             if limit is not None:
-                rules.append(_per_model(spec, o.alert.name, slo, o.record, o.op, limit))
-    rules += [uncounted_alert(spec, o) for o in uncounted_objectives(spec)]
-    rules.append(
+                fleet.append(_per_model(spec, o.alert.name, slo, o.record, o.op, limit))
+    fleet += [uncounted_alert(spec, o) for o in uncounted_objectives(spec)]
+    fleet += [
         _alert(
             catalog.NEAR_CAPACITY_ALERT, headroom.near_capacity_expr(), ticket, headroom.near_capacity_texts()
-        )
-    )
-    rules += [
-        _alert(
-            GPU_MEMORY_NEAR_FULL,
-            f"{catalog.GPU_MEMORY_USED_RATIO} > {_num(spec.gpu_memory_used_max)}",
-            ticket,
-            operational_texts(spec, GPU_MEMORY_NEAR_FULL),
         ),
-        # DCGM keeps the last XID code until the GPU resets: alert when a code appears or changes,
-        # and resolve an hour later, instead of paging on an old code for ever.
-        _alert(GPU_XID, f"{catalog.GPU_XID} > 0 and changes({catalog.GPU_XID}[{XID_WINDOW}]) > 0", ticket),
         _alert(SIDECAR_DOWN, f"absent({catalog.UP})", ticket, operational_texts(spec, SIDECAR_DOWN)),
-        _alert(SIDECAR_STALE, stale, ticket, operational_texts(spec, SIDECAR_STALE)),
         _alert(WATCHDOG, "vector(1)", {SEVERITY: "none"}),
     ]
-    return [{"name": "tritonwatch-operational", "rules": rules}]
+    return [
+        Group("tritonwatch-operational", tuple(fleet), typed.OPERATIONAL),
+        Group(layers.REPLICA_GROUP, tuple(replica), typed.OPERATIONAL, layer=layers.REPLICA),
+    ]
 
 
 def uncounted_objectives(spec: SLOFile) -> list[Objective]:
@@ -361,7 +369,9 @@ def uncounted_alert(spec: SLOFile, obj: Objective) -> Rule:
     marked = _select(catalog.MODEL_UNCOUNTED_ERRORS, _model(obj.model))
     expr = f"max by ({_by(spec, catalog.MODEL, 'reason')}) ({marked}) > 0"
     # The SLO is a static label, not in $labels at template time: spelled out.
-    return _alert(ERRORS_UNCOUNTED, expr, {SEVERITY: "ticket", SLO_LABEL: obj.name}, {"slo": obj.name})
+    return _alert(
+        ERRORS_UNCOUNTED, expr, {SEVERITY: "ticket", SLO_LABEL: obj.name}, {"slo": obj.name}, about=obj.model
+    )
 
 
 # --- step 5: runbook links ----------------------------------------------------------------------
@@ -370,18 +380,24 @@ def runbook_url(spec: SLOFile, alert: str) -> str:
 
 
 def add_runbook_links(spec: SLOFile, groups: list[Group]) -> list[Group]:
-    for group in groups:
-        for rule in group["rules"]:
-            if "alert" in rule:
-                rule["annotations"]["runbook_url"] = runbook_url(spec, rule["alert"])
-    return groups
+    def linked(rule: Rule) -> Rule:
+        return rule.annotated(runbook_url=runbook_url(spec, rule.alert)) if isinstance(rule, Alert) else rule
+
+    return [g.with_rules(tuple(linked(r) for r in g.rules)) for g in groups]
 
 
 # --- the chain ----------------------------------------------------------------------------------
-def rule_files(spec: SLOFile) -> dict[str, dict[str, list[Group]]]:
-    """Every rule file, by name, in generation order."""
-    return {
-        "catalog.rules.yml": {"groups": records.catalog_rules(spec)},
-        "slo.rules.yml": {"groups": add_runbook_links(spec, slo_groups(spec))},
-        "operational.rules.yml": {"groups": add_runbook_links(spec, operational_alerts(spec))},
-    }
+def groups(spec: SLOFile) -> list[Group]:
+    """Every rule group, typed and tagged, in generation order."""
+    return (
+        records.catalog_rules(spec)
+        + add_runbook_links(spec, slo_groups(spec))
+        + add_runbook_links(spec, operational_alerts(spec))
+    )
+
+
+def rule_files(spec: SLOFile) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Every rule file, by name, as the files hold it (``alerts/rulefiles.py``)."""
+    from tritonwatch.alerts import rulefiles
+
+    return rulefiles.documents(groups(spec))

@@ -16,13 +16,10 @@ SLI's) for every burn-rate window.
 
 from __future__ import annotations
 
-from typing import Any
-
 from tritonwatch import catalog
 from tritonwatch.alerts import build, windows
+from tritonwatch.alerts.model import Rule
 from tritonwatch.slo import Objective, SLOFile
-
-Rule = dict[str, Any]
 
 
 def guarded(spec: SLOFile, obj: Objective) -> bool:
