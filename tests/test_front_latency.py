@@ -172,7 +172,7 @@ def test_a_front_threshold_need_not_be_a_sidecar_bucket() -> None:
 def test_front_sli_reads_only_the_fronts_buckets() -> None:
     spec = slo.load(EXAMPLE)
     [sleeper] = [o for o in spec.objectives() if o.model == "sleeper"]
-    [five] = [r for r in rules.sli_rules(spec, sleeper) if r["record"] == "slo:sli_error:ratio_rate5m"]
+    [five] = [r.to_yaml() for r in rules.sli_rules(spec, sleeper) if r.record == "slo:sli_error:ratio_rate5m"]
     under = f'{CADDY[:-1]},le=~"0\\\\.050*"}}'
     total = f'{CADDY[:-1]},le="+Inf"}}'
     assert five == {
@@ -189,7 +189,7 @@ def test_promtool_tests_for_the_front_latency_pass_and_catch_a_rule_that_reads_t
 ) -> None:
     out = tmp_path / "rules"
     write(render(str(EXAMPLE)), out)
-    tests = yaml.safe_load((out / "tests" / "slo.test.yml").read_text())
+    tests = yaml.safe_load((out / "tests" / "slo-sleeper-latency.test.yml").read_text())
     names = [t["name"] for t in tests["tests"]]
     for name in (
         "sleeper-latency: the sidecar's histogram is not read",
@@ -200,13 +200,16 @@ def test_promtool_tests_for_the_front_latency_pass_and_catch_a_rule_that_reads_t
     promtool = shutil.which("promtool")
     assert promtool
     ok = subprocess.run(
-        [promtool, "test", "rules", "tests/slo.test.yml"], cwd=out, capture_output=True, text=True
+        [promtool, "test", "rules", "tests/slo-sleeper-latency.test.yml"],
+        cwd=out,
+        capture_output=True,
+        text=True,
     )
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
     # The same tests against rules whose sleeper SLI reads the sidecar's histogram: they must fail.
     spec = slo.load(EXAMPLE)
-    sidecar = copy.deepcopy(yaml.safe_load((out / "slo.rules.yml").read_text()))
+    sidecar = copy.deepcopy(yaml.safe_load((out / "slo-sleeper.rules.yml").read_text()))
     for group in sidecar["groups"]:
         for rule in group["rules"]:
             if (
@@ -216,7 +219,7 @@ def test_promtool_tests_for_the_front_latency_pass_and_catch_a_rule_that_reads_t
                 window = rule["record"].removeprefix("slo:sli_error:ratio_rate")
                 rule["expr"] = rules.latency_error_ratio(spec, "sleeper", window, 0.05, 20)
                 del rule["labels"]["model"]
-    (out / "slo.rules.yml").write_text(yaml.safe_dump(sidecar))
+    (out / "slo-sleeper.rules.yml").write_text(yaml.safe_dump(sidecar))
     wanted = ("sleeper-latency: total outage", "sleeper-latency: the sidecar's histogram")
     tests["tests"] = [t for t in tests["tests"] if t["name"].startswith(wanted)]
     assert len(tests["tests"]) == 2

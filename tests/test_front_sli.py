@@ -103,13 +103,13 @@ def test_hostile_selectors_are_refused_with_one_line_and_nothing_written(
     f.write_text(yaml.safe_dump(doc(errors=errors)))
     out = tmp_path / "out"
     out.mkdir()
-    (out / "slo.rules.yml").write_text("earlier output\n")  # a file of an earlier run stays as it was
+    (out / "slo-flaky.rules.yml").write_text("earlier output\n")  # a file of an earlier run stays as it was
     code = main(["rules", "--slo", str(f), "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and f"{f}: {FIELD}.{message}" in err and detail in err, err
-    assert [p.name for p in out.iterdir()] == ["slo.rules.yml"]
-    assert (out / "slo.rules.yml").read_text() == "earlier output\n"
+    assert [p.name for p in out.iterdir()] == ["slo-flaky.rules.yml"]
+    assert (out / "slo-flaky.rules.yml").read_text() == "earlier output\n"
 
 
 @pytest.mark.parametrize(
@@ -195,7 +195,7 @@ def test_any_text_is_a_selector_that_renders_back_to_itself_or_one_line_naming_t
 def test_front_sli_reads_only_the_fronts_counters() -> None:
     spec = slo.load(EXAMPLE)
     [flaky] = [o for o in spec.objectives() if o.model == "flaky"]
-    [five] = [r for r in rules.sli_rules(spec, flaky) if r["record"] == "slo:sli_error:ratio_rate5m"]
+    [five] = [r.to_yaml() for r in rules.sli_rules(spec, flaky) if r.record == "slo:sli_error:ratio_rate5m"]
     assert five == {
         "record": "slo:sli_error:ratio_rate5m",
         "expr": f"(\n  sum(rate({ERRORS}[5m]))\nor\n  0 * sum(rate({TOTAL}[5m]))\n)\n/\nsum(rate({TOTAL}[5m]))",
@@ -234,21 +234,25 @@ def test_test_series_are_built_for_the_usual_fronts() -> None:
 def test_promtool_tests_for_the_front_sli_pass_and_catch_a_rule_that_reads_triton(tmp_path: Path) -> None:
     out = tmp_path / "rules"
     write(render(str(EXAMPLE)), out)
-    tests = yaml.safe_load((out / "tests" / "slo.test.yml").read_text())
+    tests = yaml.safe_load((out / "tests" / "slo-flaky-availability.test.yml").read_text())
+    assert tests["rule_files"] == ["../slo-flaky.rules.yml"]  # its model's rules only
     names = [t["name"] for t in tests["tests"]]
     assert "flaky-availability: Triton's own counters are not read" in names
     assert "flaky-availability: requests the client canceled are not errors" not in names
     promtool = shutil.which("promtool")
     assert promtool
     ok = subprocess.run(
-        [promtool, "test", "rules", "tests/slo.test.yml"], cwd=out, capture_output=True, text=True
+        [promtool, "test", "rules", "tests/slo-flaky-availability.test.yml"],
+        cwd=out,
+        capture_output=True,
+        text=True,
     )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert ok.stdout.count("SUCCESS") == 1
 
     # The same tests against rules whose flaky SLI reads Triton's counters: they must fail.
     spec = slo.load(EXAMPLE)
-    triton_spec = copy.deepcopy(yaml.safe_load((out / "slo.rules.yml").read_text()))
+    triton_spec = copy.deepcopy(yaml.safe_load((out / "slo-flaky.rules.yml").read_text()))
     for group in triton_spec["groups"]:
         for rule in group["rules"]:
             if (
@@ -258,7 +262,7 @@ def test_promtool_tests_for_the_front_sli_pass_and_catch_a_rule_that_reads_trito
                 window = rule["record"].removeprefix("slo:sli_error:ratio_rate")
                 rule["expr"] = rules.availability_error_ratio(spec, "flaky", window)
                 del rule["labels"]["model"]
-    (out / "slo.rules.yml").write_text(yaml.safe_dump(triton_spec))
+    (out / "slo-flaky.rules.yml").write_text(yaml.safe_dump(triton_spec))
     # flaky's two short cases only: the long ones would fail too, at more cost.
     wanted = ("flaky-availability: total outage", "flaky-availability: Triton's own counters")
     tests["tests"] = [t for t in tests["tests"] if t["name"].startswith(wanted)]
@@ -420,8 +424,8 @@ def test_promtool_tests_pass_for_the_presets_with_grouping(tmp_path: Path, error
     assert main(["rules", "--slo", str(f), "--out", str(out)]) == 0
     promtool = shutil.which("promtool")
     assert promtool
-    run = subprocess.run(
-        [promtool, "test", "rules", "tests/slo.test.yml"], cwd=out, capture_output=True, text=True
-    )
+    tests = sorted(p.relative_to(out).as_posix() for p in out.glob("tests/slo-*.test.yml"))
+    assert tests
+    run = subprocess.run([promtool, "test", "rules", *tests], cwd=out, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "sum by (cluster) (rate(" in (out / "slo.rules.yml").read_text()
+    assert "sum by (cluster) (rate(" in "".join(p.read_text() for p in out.glob("slo-*.rules.yml"))
