@@ -40,19 +40,16 @@ from tritonwatch.validators import promql_string
 def nodata_texts(spec: SLOFile, obj: Objective) -> dict[str, str]:
     """Placeholders fixed at generation time (static rule labels are not in $labels at template time:
     the SLO and model are spelled out)."""
-    slo = spec.slo_for(obj.model)
     out = {
         "slo": obj.name,
         "model": obj.model,
         "absent": NO_DATA_ABSENT,
         "traffic_window": NO_DATA_TRAFFIC_WINDOW,
     }
-    if obj.kind == "availability":
-        a = slo.availability
-        assert a is not None
+    if (a := obj.availability) is not None:
         out["series"] = catalog.TRITON_SUCCESS if a.source is None else a.source.total.promql()
         return out
-    lat = slo.latency
+    lat = obj.latency
     assert lat is not None
     front = lat.source
     out["histogram"] = catalog.REQUEST_DURATION if front is None else front.buckets.promql()
@@ -78,7 +75,7 @@ def _triton_up(spec: SLOFile) -> str:
 
 
 def availability_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
-    a = spec.slo_for(obj.model).availability
+    a = obj.availability
     assert a is not None
     texts = nodata_texts(spec, obj)
     if a.source is not None:
@@ -90,7 +87,7 @@ def availability_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
 
 
 def latency_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
-    lat = spec.slo_for(obj.model).latency
+    lat = obj.latency
     assert lat is not None
     texts = nodata_texts(spec, obj)
     if lat.source is not None:

@@ -35,7 +35,7 @@ GONE_AFTER = 25  # minutes of counters before they vanish
 
 
 def _threshold_le(spec: SLOFile, obj: Objective) -> str:
-    lat = spec.slo_for(obj.model).latency
+    lat = obj.latency
     assert lat is not None
     return repr(lat.threshold)
 

@@ -189,7 +189,7 @@ def _front_traffic(spec: SLOFile, case: Case, obj: Objective, bad_per_minute: De
 
 def _front_buckets(spec: SLOFile, case: Case, obj: Objective, under: Decimal, n: Decimal, size: int) -> None:
     """``size`` samples of the front's bucket at the threshold (``under`` a minute, none if < 0) and +Inf."""
-    front, lat = rules.front_histogram(spec, obj), spec.slo_for(obj.model).latency
+    front, lat = rules.front_histogram(spec, obj), obj.latency
     assert front is not None and lat is not None
     labels = satisfying_labels(front.buckets, {"instance": FRONT_INSTANCE, "job": FRONT_JOB, **_group(spec)})
     if labels is None:
@@ -215,7 +215,7 @@ def _traffic(spec: SLOFile, case: Case, obj: Objective, bad_per_minute: Decimal,
         )
         case.add(catalog.TRITON_FAILURE, triton_labels(spec, model, reason="CANCELED"), counter(0, samples))
     else:
-        lat = spec.slo_for(model).latency_for(obj.kind)
+        lat = obj.latency
         assert lat is not None
         le = repr(lat.threshold)
         name, hist = _histogram(spec, obj)
@@ -284,7 +284,7 @@ def burn_cases(spec: SLOFile, obj: Objective) -> list[Case]:
         canceled.checks.append(Check("10m", rules.BURN))
         out.append(canceled)
     else:
-        lat = spec.slo_for(obj.model).latency_for(obj.kind)
+        lat = obj.latency
         assert lat is not None
         # Every sampled request slow, but fewer samples in any window than min_samples.
         per_minute = Decimal(lat.min_samples - 1) / Decimal(LONG * 1.2)

@@ -144,14 +144,12 @@ def sli_record(window: str) -> str:
 
 def front_counters(spec: SLOFile, obj: Objective) -> FrontCounters | None:
     """The front's counters an availability objective reads, None when it reads Triton's."""
-    a = spec.slo_for(obj.model).availability
-    return a.source if obj.kind == "availability" and a is not None else None
+    return obj.availability.source if obj.availability is not None else None
 
 
 def front_histogram(spec: SLOFile, obj: Objective) -> FrontHistogram | None:
     """The front's histogram a latency objective reads (``latency.from``), None when it reads the sidecar's."""
-    lat = spec.slo_for(obj.model).latency_for(obj.kind)
-    return lat.source if lat is not None else None
+    return obj.latency.source if obj.latency is not None else None
 
 
 def sli_rules(spec: SLOFile, obj: Objective) -> list[Rule]:
@@ -216,11 +214,10 @@ LATENCY_GOOD = {
 
 def burn_texts(spec: SLOFile, obj: Objective) -> dict[str, str]:
     """The placeholders of the burn alert that are fixed when the rules are generated."""
-    if obj.kind == "availability":
+    lat = obj.latency
+    if lat is None:
         good = "succeed"
     else:
-        lat = spec.slo_for(obj.model).latency_for(obj.kind)
-        assert lat is not None
         good = LATENCY_GOOD[obj.kind].format(threshold=format_duration(lat.threshold))
     return {"objective": _num(obj.objective), "good": good, "window": spec.window_text}
 

@@ -29,7 +29,7 @@ def guarded(spec: SLOFile, obj: Objective) -> bool:
 
 
 def min_requests(spec: SLOFile, obj: Objective) -> int:
-    a = spec.slo_for(obj.model).availability
+    a = obj.availability
     assert a is not None
     return a.min_requests
 
