@@ -12,7 +12,19 @@ from tritonwatch.alerts.model import Alert, Record, Rule
 from tritonwatch.alerts.texts import FOR, TEXTS, _go_vars, render
 from tritonwatch.slo import SLOFile
 
-__all__ = ["Alert", "Record", "Rule", "alert", "by", "model", "num", "record", "request_phase", "select"]
+__all__ = [
+    "Alert",
+    "Record",
+    "Rule",
+    "alert",
+    "by",
+    "model",
+    "num",
+    "record",
+    "request_phase",
+    "runbook_url",
+    "select",
+]
 
 
 def by(spec: SLOFile, *labels: str) -> str:
@@ -40,6 +52,10 @@ def num(d: Decimal | float) -> str:
 
 def request_phase() -> str:
     return f'{catalog.PHASE}="request"'
+
+
+def runbook_url(spec: SLOFile, alert: str) -> str:
+    return f"{spec.runbook_base_url}/{alert}.md"
 
 
 def record(

@@ -12,8 +12,8 @@ from typing import Any
 
 from tritonwatch import catalog
 from tritonwatch.alerts import rulefiles
-from tritonwatch.alerts.blindcases import nodata_cases
 from tritonwatch.alerts.headroomcases import headroom_cases
+from tritonwatch.alerts.nodata import nodata_cases
 from tritonwatch.alerts.objectivecases import operational_cases
 from tritonwatch.alerts.promtests import (
     INTERVAL,

@@ -27,7 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from tritonwatch import catalog
-from tritonwatch.alerts import blind, build, headroom, layers, records, split, stall, traffic, windows
+from tritonwatch.alerts import build, headroom, layers, nodata, records, split, stall, traffic, windows
 from tritonwatch.alerts import model as typed
 from tritonwatch.alerts.model import Alert, Group, Rule
 from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is how the rest reads them)
@@ -242,7 +242,7 @@ def slo_groups(spec: SLOFile) -> list[Group]:
         Group(
             f"tritonwatch-slo-{obj.name}",
             tuple(sli_rules(spec, obj) + budget_rules(spec, obj) + burn_alerts(spec, obj))
-            + tuple(blind.nodata_alerts(spec, obj)),
+            + tuple(nodata.nodata_alerts(spec, obj)),
             typed.SLO,
             objective=obj.name,
             model=obj.model,
@@ -372,8 +372,7 @@ def uncounted_alert(spec: SLOFile, obj: Objective) -> Rule:
 
 
 # --- step 5: runbook links ----------------------------------------------------------------------
-def runbook_url(spec: SLOFile, alert: str) -> str:
-    return f"{spec.runbook_base_url}/{alert}.md"
+runbook_url = build.runbook_url
 
 
 def add_runbook_links(spec: SLOFile, groups: list[Group]) -> list[Group]:

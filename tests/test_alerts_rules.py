@@ -11,7 +11,7 @@ import yaml
 from support import stacks
 
 from tritonwatch import catalog, slo
-from tritonwatch.alerts import blind, generate, records, rules, windows
+from tritonwatch.alerts import generate, nodata, records, rules, windows
 from tritonwatch.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -289,7 +289,7 @@ def test_operational_alerts_per_model_only_for_configured_objectives() -> None:
         ("tritonwatch-slo-b-availability", "b-availability", "b")
     ]
     assert [r for g in rules.slo_groups(spec) for r in g.rules if r.name == rules.NO_DATA] == [
-        blind.availability_alerts(spec, spec.objectives()[0])[0]
+        nodata.availability_alerts(spec, spec.objectives()[0])[0]
     ]  # b's counters gone while Triton is up
 
 

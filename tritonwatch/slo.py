@@ -136,16 +136,8 @@ class Objective:
     model: str
     kind: str  # "availability" | one of LATENCY_KINDS
     objective: Decimal  # percent
-    sli: Availability | Latency | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def availability(self) -> Availability | None:
-        return self.sli if isinstance(self.sli, Availability) else None
-
-    @property
-    def latency(self) -> Latency | None:
-        """The latency-shaped SLI (latency, time to first token, inter-token latency)."""
-        return self.sli if isinstance(self.sli, Latency) else None
+    availability: Availability | None = field(default=None, compare=False, repr=False)
+    latency: Latency | None = field(default=None, compare=False, repr=False)  # and the LLM kinds'
 
     @property
     def budget(self) -> Decimal:
@@ -181,13 +173,15 @@ class SLOFile:
                 out.append(Objective(f"{s.model}-availability", s.model, "availability", a.objective, a))
             if s.latency:
                 out.append(
-                    Objective(f"{s.model}-latency", s.model, "latency", s.latency.objective, s.latency)
+                    Objective(
+                        f"{s.model}-latency", s.model, "latency", s.latency.objective, latency=s.latency
+                    )
                 )
             for kind in LATENCY_KINDS[1:]:
                 lat = s.latency_for(kind)
                 if lat:
                     name = f"{s.model}-{kind.replace('_', '-')}"
-                    out.append(Objective(name, s.model, kind, lat.objective, lat))
+                    out.append(Objective(name, s.model, kind, lat.objective, latency=lat))
         return tuple(out)
 
     def slo_for(self, model: str) -> SLO:
