@@ -1,6 +1,7 @@
-"""Small pieces every rule step uses: PromQL selectors and grouping, numbers as rules print them, and an
-alert rule with its rendered texts (``_alert``'s old home was ``rules.py``; the steps in ``blind.py``
-and ``rules.py`` both build on this module, which imports neither)."""
+"""Small pieces every rule step uses: PromQL selectors and grouping, numbers as rules print them, and the
+one place a rule is made: ``record`` and ``alert`` (with its rendered texts) return the typed rules of
+``alerts/model.py``. The steps (``rules.py``, ``nodata.py``, ``stall.py``, ``headroom.py``...) build on
+this module, which imports none of them."""
 
 from __future__ import annotations
 

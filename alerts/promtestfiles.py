@@ -1,4 +1,5 @@
-"""The promtool test files: the cases of ``promtests``, ``objectivecases`` and ``stallcases``, grouped by the
+"""The promtool test files: the cases of ``promtests``, ``objectivecases``, ``trafficcases`` and of the modules
+that build an alert with its cases (``nodata``, ``stall``, ``headroom``), grouped by the
 rule files they read.
 
 ``test_files(spec)`` returns ``{"tests/slo-<objective>.test.yml": ..., "tests/operational.test.yml": ...}``,
@@ -12,7 +13,7 @@ from typing import Any
 
 from tritonwatch import catalog
 from tritonwatch.alerts import rulefiles
-from tritonwatch.alerts.headroomcases import headroom_cases
+from tritonwatch.alerts.headroom import headroom_cases
 from tritonwatch.alerts.nodata import nodata_cases
 from tritonwatch.alerts.objectivecases import operational_cases
 from tritonwatch.alerts.promtests import (
@@ -27,7 +28,7 @@ from tritonwatch.alerts.promtests import (
     uncounted_cases,
     watchdog_cases,
 )
-from tritonwatch.alerts.stallcases import stall_cases
+from tritonwatch.alerts.stall import stall_cases
 from tritonwatch.alerts.trafficcases import low_traffic_cases, steady_burn_cases
 from tritonwatch.slo import Objective, SLOFile
 

@@ -1,8 +1,9 @@
 """promtool unit tests for the generated rules: for every alert, input series where it must fire
 (with its exact labels and rendered annotations) and series where it must stay quiet.
 
-``promtestfiles.test_files(spec)`` assembles these cases (and ``objectivecases``, ``stallcases``) into ``{"tests/slo-<objective>.test.yml": ..., "tests/operational.test.yml": ...}``,
-each runnable with ``promtool test rules``. The series are built from the same catalog names and
+``promtestfiles.test_files(spec)`` assembles these cases (and those of ``objectivecases``, ``trafficcases``,
+``nodata``, ``stall`` and ``headroom``) into ``{"tests/slo-<objective>.test.yml": ...,
+"tests/operational.test.yml": ...}``, each runnable with ``promtool test rules``. The series are built from the same catalog names and
 the same SLO objects as the rules, but the expected values are worked out here, by hand, from the
 inputs: a rule that computes the wrong thing fails its test. (Watchdog has no quiet case: it fires
 always, by design.)
@@ -13,7 +14,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from tritonwatch import catalog
-from tritonwatch.alerts import rules, split, windows
+from tritonwatch.alerts import rules, where_time_went, windows
 from tritonwatch.alerts.promcase import (  # noqa: F401 (re-exported: the case modules read them here)
     FRONT_INSTANCE,
     FRONT_JOB,
@@ -99,7 +100,7 @@ def _burn_alert(spec: SLOFile, obj: Objective, severity: str, burn: str) -> dict
         **group_labels(spec),
     }
     # The cases carry no Triton duration counters: a latency page says where the time went is unknown.
-    where = f" {split.unknown(obj)}" if split.applies(obj) else ""
+    where = f" {where_time_went.unknown(obj)}" if where_time_went.applies(obj) else ""
     values = {**rules.burn_texts(spec, obj), "value_x": burn, "budget_left": "0%", "split": where}
     return expected(spec, rules.BURN, labels, values)
 

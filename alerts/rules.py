@@ -27,7 +27,17 @@ from decimal import Decimal
 from typing import Any
 
 from tritonwatch import catalog
-from tritonwatch.alerts import build, headroom, layers, nodata, records, split, stall, traffic, windows
+from tritonwatch.alerts import (
+    build,
+    headroom,
+    layers,
+    nodata,
+    records,
+    stall,
+    traffic,
+    where_time_went,
+    windows,
+)
 from tritonwatch.alerts import model as typed
 from tritonwatch.alerts.model import Alert, Group, Rule
 from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is how the rest reads them)
@@ -223,7 +233,11 @@ def burn_texts(spec: SLOFile, obj: Objective) -> dict[str, str]:
 
 
 def burn_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
-    where = split.template(spec, obj, front_histogram(spec, obj) is not None) if split.applies(obj) else ""
+    where = (
+        where_time_went.template(spec, obj, front_histogram(spec, obj) is not None)
+        if where_time_went.applies(obj)
+        else ""
+    )
     fixed = {**burn_texts(spec, obj), "budget_left": budget_left_template(spec), "split": where}
     return [
         _alert(
@@ -323,18 +337,7 @@ def operational_alerts(spec: SLOFile) -> list[Group]:
             operational_texts(spec, SERVER_DOWN),
             SERVER_ABSENT_TEXTS,
         ),
-        _alert(
-            SERVER_STALLED,
-            stall.server_stalled_expr(spec.grouping),
-            {SEVERITY: "page"},
-            operational_texts(spec, SERVER_STALLED),
-        ),
-        _alert(
-            MODEL_STALLED,
-            stall.model_stalled_expr(spec.grouping),
-            {SEVERITY: "page"},
-            operational_texts(spec, MODEL_STALLED),
-        ),
+        *stall.alerts(spec),
     ]
     for slo in sorted(spec.slos, key=lambda s: s.model):
         for o in catalog.OPERATIONAL_OBJECTIVES:
@@ -343,9 +346,7 @@ def operational_alerts(spec: SLOFile) -> list[Group]:
                 fleet.append(_per_model(spec, o.alert.name, slo, o.record, o.op, limit))
     fleet += [uncounted_alert(spec, o) for o in uncounted_objectives(spec)]
     fleet += [
-        _alert(
-            catalog.NEAR_CAPACITY_ALERT, headroom.near_capacity_expr(), ticket, headroom.near_capacity_texts()
-        ),
+        headroom.near_capacity_alert(),
         _alert(SIDECAR_DOWN, f"absent({catalog.UP})", ticket, operational_texts(spec, SIDECAR_DOWN)),
         _alert(WATCHDOG, "vector(1)", {SEVERITY: "none"}),
     ]
