@@ -3,15 +3,17 @@
 Writes into DIR, and nothing else::
 
     DIR/catalog.rules.yml          recording rules for every catalog signal
-    DIR/slo-<model>.rules.yml      per model with an objective: its SLI error ratios, budgets,
-                                   TritonSLOErrorBudgetBurn, TritonSLONoData
+    DIR/model-<model>.rules.yml    per model: its SLI error ratios, budgets, TritonSLOErrorBudgetBurn,
+                                   TritonSLONoData, and its operational alerts (queue time, batch
+                                   efficiency, cache hit ratio, errors Triton does not count)
     DIR/operational.rules.yml      TritonServerDown (no target), TritonModelStalled, ..., Watchdog
     DIR/replica.rules.yml          the alerts on one target's own series (TritonServerDown on a failed
                                    scrape, TritonModelNotReady, GPU memory and XID, sidecar stale)
     DIR/alertmanager.yml           routing (page, ticket), grouping by model, inhibitions
     DIR/tests/*.test.yml           promtool unit tests (promtool test rules DIR/tests/*.test.yml): one
-                                   slo-<objective>.test.yml per objective, loading its model's rule file
-                                   only (its size and time do not grow with the fleet), and
+                                   slo-<objective>.test.yml per objective and one
+                                   operational-<model>.test.yml per model, loading its model's rule
+                                   file only (their size and time do not grow with the fleet), and
                                    operational.test.yml
     DIR/triton/<model>.model_metrics.pbtxt
                                    per model with a latency (or time to first token) objective: the

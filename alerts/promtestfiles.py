@@ -2,7 +2,8 @@
 that build an alert with its cases (``nodata``, ``stall``, ``headroom``), grouped by the
 rule files they read.
 
-``test_files(spec)`` returns ``{"tests/slo-<objective>.test.yml": ..., "tests/operational.test.yml": ...}``,
+``test_files(spec)`` returns ``{"tests/slo-<objective>.test.yml": ..., "tests/operational-<model>.test.yml":
+..., "tests/operational.test.yml": ...}``,
 each runnable with ``promtool test rules``. The case modules build on ``promtests``; this one stands above
 them all, so none imports another in a circle.
 """
@@ -30,7 +31,7 @@ from tritonwatch.alerts.promtests import (
 )
 from tritonwatch.alerts.stall import stall_cases
 from tritonwatch.alerts.trafficcases import low_traffic_cases, steady_burn_cases
-from tritonwatch.slo import Objective, SLOFile
+from tritonwatch.slo import SLO, Objective, SLOFile
 
 
 # --- files --------------------------------------------------------------------------------------
@@ -57,24 +58,28 @@ def objective_cases(spec: SLOFile, obj: Objective) -> list[Case]:
     )
 
 
+def model_cases(spec: SLOFile, slo: SLO) -> list[Case]:
+    """The cases of a model's operational alerts (its objectives' limits, its SLI blind to uncounted errors)."""
+    out: list[Case] = []
+    for objective in catalog.OPERATIONAL_OBJECTIVES:
+        out += operational_cases(spec, slo, objective)
+    return out + uncounted_cases(spec, slo.model)
+
+
 def test_files(spec: SLOFile) -> dict[str, dict[str, Any]]:
-    """One file per objective, loading its model's SLO rule file only (promtool evaluates every group
-    of every loaded file at every step: a file listing the fleet's rules costs models x models), and
-    the operational file."""
+    """One file per objective and one per model with operational alerts, each loading its model's rule
+    file only (promtool evaluates every group of every loaded file at every step: a file listing the
+    fleet's rules costs models x models), and the fleet's operational file."""
     files = {
-        slo_test_file(obj): _file(objective_cases(spec, obj), (rulefiles.slo_file(obj.model),))
+        slo_test_file(obj): _file(objective_cases(spec, obj), (rulefiles.model_file(obj.model),))
         for obj in spec.objectives()
     }
+    for slo in spec.slos:
+        cases = model_cases(spec, slo)
+        if cases:
+            rule_files = ("catalog.rules.yml", rulefiles.model_file(slo.model))
+            files[f"tests/operational-{slo.model}.test.yml"] = _file(cases, rule_files)
     ops: list[Case] = server_cases(spec) + stall_cases(spec) + ready_cases(spec)
-    for slo in sorted(spec.slos, key=lambda s: s.model):
-        for objective in catalog.OPERATIONAL_OBJECTIVES:
-            ops += operational_cases(spec, slo, objective)
-    ops += (
-        uncounted_cases(spec)
-        + headroom_cases(spec)
-        + gpu_cases(spec)
-        + sidecar_cases(spec)
-        + watchdog_cases(spec)
-    )
+    ops += headroom_cases(spec) + gpu_cases(spec) + sidecar_cases(spec) + watchdog_cases(spec)
     files["tests/operational.test.yml"] = _file(ops, OPERATIONAL_RULES)
     return dict(sorted(files.items()))

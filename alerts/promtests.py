@@ -220,11 +220,11 @@ def ready_cases(spec: SLOFile) -> list[Case]:
     return [down, ready]
 
 
-def uncounted_cases(spec: SLOFile) -> list[Case]:
+def uncounted_cases(spec: SLOFile, model: str) -> list[Case]:
     """An availability SLO on Triton's counters of a model marked as not counting its errors fires;
     the same SLO's model unmarked, and another model marked, are quiet."""
     out = []
-    for obj in rules.uncounted_objectives(spec):
+    for obj in (o for o in rules.uncounted_objectives(spec) if o.model == model):
         marked = sidecar_labels(spec, **{catalog.MODEL: obj.model, catalog.VERSION: VERSION})
         blind = Case(f"{obj.name} reads Triton's counters of a python model")
         blind.add(catalog.MODEL_UNCOUNTED_ERRORS, {**marked, "reason": "python_backend"}, gauge(1, 10))

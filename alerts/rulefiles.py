@@ -1,8 +1,9 @@
 """The rule files' writer: the typed groups (``alerts/model.py``) as Prometheus rule files.
 
-Each group goes to the file its tags name: the replica layer's groups to ``replica.rules.yml``, an
-objective's group to its model's ``slo-<model>.rules.yml`` (so that a model's promtool tests load its
-own rules only, and a fleet's files grow with it linearly), the others to ``<family>.rules.yml``.
+Each group goes to the file its tags name: the replica layer's groups to ``replica.rules.yml``, a
+model's groups (its objectives', its operational alerts') to ``model-<model>.rules.yml`` (so that a
+model's promtool tests load its own rules only, and a fleet's files grow with it linearly), the others
+to ``<family>.rules.yml``.
 """
 
 from __future__ import annotations
@@ -13,17 +14,17 @@ from tritonwatch.alerts import layers
 from tritonwatch.alerts.model import SLO, Group
 
 
-def slo_file(model: str) -> str:
-    """The rule file of a model's objectives."""
-    return f"slo-{model}.rules.yml"
+def model_file(model: str) -> str:
+    """The rule file of a model's groups."""
+    return f"model-{model}.rules.yml"
 
 
 def file_of(group: Group) -> str:
     if group.layer == layers.REPLICA:
         return layers.REPLICA_FILE
-    if group.family == SLO:
-        assert group.model is not None, group.name
-        return slo_file(group.model)
+    if group.model is not None:
+        return model_file(group.model)
+    assert group.family != SLO, group.name
     return f"{group.family}.rules.yml"
 
 

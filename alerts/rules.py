@@ -339,12 +339,6 @@ def operational_alerts(spec: SLOFile) -> list[Group]:
         ),
         *stall.alerts(spec),
     ]
-    for slo in sorted(spec.slos, key=lambda s: s.model):
-        for o in catalog.OPERATIONAL_OBJECTIVES:
-            limit = slo.limit(o)
-            if limit is not None:
-                fleet.append(_per_model(spec, o.alert.name, slo, o.record, o.op, limit))
-    fleet += [uncounted_alert(spec, o) for o in uncounted_objectives(spec)]
     fleet += [
         headroom.near_capacity_alert(),
         _alert(SIDECAR_DOWN, f"absent({catalog.UP})", ticket, operational_texts(spec, SIDECAR_DOWN)),
@@ -354,6 +348,28 @@ def operational_alerts(spec: SLOFile) -> list[Group]:
         Group("tritonwatch-operational", tuple(fleet), typed.OPERATIONAL),
         Group(layers.REPLICA_GROUP, tuple(replica), typed.OPERATIONAL, layer=layers.REPLICA),
     ]
+
+
+def model_alerts(spec: SLOFile) -> list[Group]:
+    """Per model, its operational objectives' alerts and the alert that its availability SLI on Triton's
+    counters is blind, in a group tagged with the model (its rule file is the model's: a fleet's
+    operational file and its tests do not grow with the models)."""
+    out = []
+    uncounted = uncounted_objectives(spec)
+    for slo in sorted(spec.slos, key=lambda s: s.model):
+        alerts: list[Rule] = []
+        for o in catalog.OPERATIONAL_OBJECTIVES:
+            limit = slo.limit(o)
+            if limit is not None:
+                alerts.append(_per_model(spec, o.alert.name, slo, o.record, o.op, limit))
+        alerts += [uncounted_alert(spec, o) for o in uncounted if o.model == slo.model]
+        if alerts:
+            out.append(
+                Group(
+                    f"tritonwatch-operational-{slo.model}", tuple(alerts), typed.OPERATIONAL, model=slo.model
+                )
+            )
+    return out
 
 
 def uncounted_objectives(spec: SLOFile) -> list[Objective]:
@@ -388,8 +404,9 @@ def groups(spec: SLOFile) -> list[Group]:
     """Every rule group, typed and tagged, in generation order."""
     return (
         records.catalog_rules(spec)
-        + add_runbook_links(spec, slo_groups(spec))
         + add_runbook_links(spec, operational_alerts(spec))
+        + add_runbook_links(spec, model_alerts(spec))
+        + add_runbook_links(spec, slo_groups(spec))
     )
 
 

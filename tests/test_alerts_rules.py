@@ -49,9 +49,10 @@ def test_generated_files_match_the_committed_ones(tmp_path: Path) -> None:
         == [
             "alertmanager.yml",
             "catalog.rules.yml",
+            "model-fraud_detector.rules.yml",
             "operational.rules.yml",
             "replica.rules.yml",
-            "slo-fraud_detector.rules.yml",
+            "tests/operational-fraud_detector.test.yml",
             "tests/operational.test.yml",
             "tests/slo-fraud_detector-availability.test.yml",
             "tests/slo-fraud_detector-latency.test.yml",
@@ -269,11 +270,13 @@ def test_operational_alerts_per_model_only_for_configured_objectives() -> None:
         {"model": "b", "availability": {"objective": 99}},
     ]
     spec = slo.parse(doc)
-    ops = [r.to_yaml() for r in rules.operational_alerts(spec)[0].rules]
+    ops = [r.to_yaml() for g in rules.model_alerts(spec) for r in g.rules]
     per_model = [(r["alert"], r["expr"]) for r in ops if 'model="' in r["expr"]]
-    # each is tagged with its model where it is built (the Kubernetes split reads the tag)
-    tagged = [(r.alert, r.model) for r in rules.operational_alerts(spec)[0].rules if r.model is not None]
-    assert tagged == [(rules.QUEUE_TIME_HIGH, "a"), (rules.ERRORS_UNCOUNTED, "b")]
+    # each model's in its own group, tagged with its model where it is built (its rule file and the
+    # Kubernetes split read the tag); none in the fleet's group
+    tagged = [(g.name, g.model, len(g.rules)) for g in rules.model_alerts(spec)]
+    assert tagged == [("tritonwatch-operational-a", "a", 1), ("tritonwatch-operational-b", "b", 1)]
+    assert not [r for r in rules.operational_alerts(spec)[0].rules if 'model="' in r.expr]
     # b's availability reads Triton's counters: blind while the sidecar marks b (TritonSLOErrorsUncounted).
     assert per_model == [
         (rules.QUEUE_TIME_HIGH, 'model:tritonwatch_queue_time_ratio:rate5m{model="a"} > 0.4'),
@@ -301,7 +304,7 @@ def test_an_availability_slo_from_a_front_gets_no_uncounted_errors_alert() -> No
         {"model": "a", "availability": {"objective": 99, "from": front}},
         {"model": "b", "availability": {"objective": 99}, "latency": {"threshold": "1s", "objective": 99}},
     ]
-    ops = [r.to_yaml() for r in rules.operational_alerts(slo.parse(doc))[0].rules]
+    ops = [r.to_yaml() for g in rules.model_alerts(slo.parse(doc)) for r in g.rules]
     blind = [r for r in ops if r["alert"] == rules.ERRORS_UNCOUNTED]
     assert [(r["expr"], r["labels"]) for r in blind] == [
         (
@@ -317,13 +320,14 @@ def test_an_availability_slo_from_a_front_gets_no_uncounted_errors_alert() -> No
 
 def test_operational_alerts_are_the_catalog_entries_with_their_for_and_texts() -> None:
     spec = slo.load(SLO_FILE)
-    ops = [r.to_yaml() for g in rules.operational_alerts(spec) for r in g.rules]
+    groups = rules.operational_alerts(spec) + rules.model_alerts(spec)
+    ops = [r.to_yaml() for g in groups for r in g.rules]
     # Every catalog entry becomes a rule (TritonServerDown twice: a target down, none), the per-target
-    # ones in the replica group, each group in catalog order.
+    # ones in the replica group, the per-model ones in their model's, each group in catalog order.
     want = [a.name for a in catalog.OPERATIONAL_ALERTS] + [catalog.SERVER_DOWN_ALERT]
     assert sorted(r["alert"] for r in ops) == sorted(want)
     order = {name: i for i, name in enumerate(a.name for a in catalog.OPERATIONAL_ALERTS)}
-    for group in rules.operational_alerts(spec):
+    for group in groups:
         assert [order[r.name] for r in group.rules] == sorted(order[r.name] for r in group.rules)
     by_name = {a.name: a for a in catalog.OPERATIONAL_ALERTS}
     for r in ops:
@@ -358,7 +362,7 @@ def test_operational_objectives_only_still_generate_valid_rules(tmp_path: Path) 
     doc["spec"]["slos"] = [{"model": "a", "cache_hit_ratio": {"min": 0.3}}]
     (tmp_path / "slo.yaml").write_text(yaml.safe_dump(doc))
     assert main(["rules", "--slo", str(tmp_path / "slo.yaml"), "--out", str(tmp_path / "out")]) == 0
-    assert not list((tmp_path / "out").glob("slo-*")) and not list((tmp_path / "out" / "tests").glob("slo-*"))
+    assert not list((tmp_path / "out" / "tests").glob("slo-*"))  # a's operational alerts only
     check = promtool("check", "rules", *map(str, (tmp_path / "out").glob("*.rules.yml")))
     assert check.returncode == 0, check.stdout + check.stderr
     run = promtool("test", "rules", str(tmp_path / "out" / "tests" / "operational.test.yml"))

@@ -143,7 +143,7 @@ def prometheus(tmp_path: Path) -> Iterator[Prometheus]:
 
     httpd = serve(Handler)
     target = ScrapeTarget("split", f"127.0.0.1:{httpd.server_address[1]}")
-    config = prometheus_config([target], sorted((tmp_path / "rules").glob("slo-*.rules.yml")))
+    config = prometheus_config([target], sorted((tmp_path / "rules").glob("model-*.rules.yml")))
     prom = Prometheus(tmp_path, config, storage=tmp_path / "data")
     try:
         prom.wait_ready(60)

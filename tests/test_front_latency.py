@@ -209,7 +209,7 @@ def test_promtool_tests_for_the_front_latency_pass_and_catch_a_rule_that_reads_t
 
     # The same tests against rules whose sleeper SLI reads the sidecar's histogram: they must fail.
     spec = slo.load(EXAMPLE)
-    sidecar = copy.deepcopy(yaml.safe_load((out / "slo-sleeper.rules.yml").read_text()))
+    sidecar = copy.deepcopy(yaml.safe_load((out / "model-sleeper.rules.yml").read_text()))
     for group in sidecar["groups"]:
         for rule in group["rules"]:
             if (
@@ -219,7 +219,7 @@ def test_promtool_tests_for_the_front_latency_pass_and_catch_a_rule_that_reads_t
                 window = rule["record"].removeprefix("slo:sli_error:ratio_rate")
                 rule["expr"] = rules.latency_error_ratio(spec, "sleeper", window, 0.05, 20)
                 del rule["labels"]["model"]
-    (out / "slo-sleeper.rules.yml").write_text(yaml.safe_dump(sidecar))
+    (out / "model-sleeper.rules.yml").write_text(yaml.safe_dump(sidecar))
     wanted = ("sleeper-latency: total outage", "sleeper-latency: the sidecar's histogram")
     tests["tests"] = [t for t in tests["tests"] if t["name"].startswith(wanted)]
     assert len(tests["tests"]) == 2

@@ -103,13 +103,13 @@ def test_hostile_selectors_are_refused_with_one_line_and_nothing_written(
     f.write_text(yaml.safe_dump(doc(errors=errors)))
     out = tmp_path / "out"
     out.mkdir()
-    (out / "slo-flaky.rules.yml").write_text("earlier output\n")  # a file of an earlier run stays as it was
+    (out / "model-flaky.rules.yml").write_text("earlier output\n")  # a file of an earlier run stays as it was
     code = main(["rules", "--slo", str(f), "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and f"{f}: {FIELD}.{message}" in err and detail in err, err
-    assert [p.name for p in out.iterdir()] == ["slo-flaky.rules.yml"]
-    assert (out / "slo-flaky.rules.yml").read_text() == "earlier output\n"
+    assert [p.name for p in out.iterdir()] == ["model-flaky.rules.yml"]
+    assert (out / "model-flaky.rules.yml").read_text() == "earlier output\n"
 
 
 @pytest.mark.parametrize(
@@ -235,7 +235,7 @@ def test_promtool_tests_for_the_front_sli_pass_and_catch_a_rule_that_reads_trito
     out = tmp_path / "rules"
     write(render(str(EXAMPLE)), out)
     tests = yaml.safe_load((out / "tests" / "slo-flaky-availability.test.yml").read_text())
-    assert tests["rule_files"] == ["../slo-flaky.rules.yml"]  # its model's rules only
+    assert tests["rule_files"] == ["../model-flaky.rules.yml"]  # its model's rules only
     names = [t["name"] for t in tests["tests"]]
     assert "flaky-availability: Triton's own counters are not read" in names
     assert "flaky-availability: requests the client canceled are not errors" not in names
@@ -252,7 +252,7 @@ def test_promtool_tests_for_the_front_sli_pass_and_catch_a_rule_that_reads_trito
 
     # The same tests against rules whose flaky SLI reads Triton's counters: they must fail.
     spec = slo.load(EXAMPLE)
-    triton_spec = copy.deepcopy(yaml.safe_load((out / "slo-flaky.rules.yml").read_text()))
+    triton_spec = copy.deepcopy(yaml.safe_load((out / "model-flaky.rules.yml").read_text()))
     for group in triton_spec["groups"]:
         for rule in group["rules"]:
             if (
@@ -262,7 +262,7 @@ def test_promtool_tests_for_the_front_sli_pass_and_catch_a_rule_that_reads_trito
                 window = rule["record"].removeprefix("slo:sli_error:ratio_rate")
                 rule["expr"] = rules.availability_error_ratio(spec, "flaky", window)
                 del rule["labels"]["model"]
-    (out / "slo-flaky.rules.yml").write_text(yaml.safe_dump(triton_spec))
+    (out / "model-flaky.rules.yml").write_text(yaml.safe_dump(triton_spec))
     # flaky's two short cases only: the long ones would fail too, at more cost.
     wanted = ("flaky-availability: total outage", "flaky-availability: Triton's own counters")
     tests["tests"] = [t for t in tests["tests"] if t["name"].startswith(wanted)]
@@ -428,4 +428,4 @@ def test_promtool_tests_pass_for_the_presets_with_grouping(tmp_path: Path, error
     assert tests
     run = subprocess.run([promtool, "test", "rules", *tests], cwd=out, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "sum by (cluster) (rate(" in "".join(p.read_text() for p in out.glob("slo-*.rules.yml"))
+    assert "sum by (cluster) (rate(" in "".join(p.read_text() for p in out.glob("model-*.rules.yml"))

@@ -83,7 +83,7 @@ def test_ttft_slo_pages_when_first_tokens_slow_down_and_not_on_healthy_traffic(t
     labels = 'model="vllm_model",version="1",instance="sidecar:9450",job="tritonwatch"'
     page = f'count(ALERTS{{alertname="{catalog.SLO_BURN_ALERT}",alertstate="firing",severity="page",slo="{SLO_NAME}"}})'
     doc = {
-        "rule_files": [str(p) for p in sorted(out.glob("slo-*.rules.yml"))],
+        "rule_files": [str(p) for p in sorted(out.glob("model-*.rules.yml"))],
         "evaluation_interval": "1m",
         "tests": [
             {

@@ -87,7 +87,7 @@ def test_global_layer_holds_every_fleet_aggregation() -> None:
                 if fleet_wide:
                     assert layers.layer_of(file) == layers.GLOBAL, (file, rule.get("record") or rule["alert"])
     assert catalog.SLO_BURN_ALERT in {
-        r.get("alert") for g in split["slo-fraud_detector.rules.yml"]["groups"] for r in g["rules"]
+        r.get("alert") for g in split["model-fraud_detector.rules.yml"]["groups"] for r in g["rules"]
     }
 
 

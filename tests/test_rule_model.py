@@ -70,10 +70,10 @@ def test_each_group_goes_to_the_file_its_tags_name() -> None:
         "catalog.rules.yml": ["c"],
         "operational.rules.yml": ["o"],
         "replica.rules.yml": ["r"],
-        "slo-a.rules.yml": ["s-a", "s-a2"],
-        "slo-b.rules.yml": ["s-b"],
+        "model-a.rules.yml": ["s-a", "s-a2"],
+        "model-b.rules.yml": ["s-b"],
     }
-    assert list(rulefiles.documents(groups)["slo-a.rules.yml"]["groups"][1]) == ["name", "rules"]
+    assert list(rulefiles.documents(groups)["model-a.rules.yml"]["groups"][1]) == ["name", "rules"]
 
 
 def test_prometheusrules_split_by_tags() -> None:
@@ -91,11 +91,11 @@ def test_prometheusrules_split_by_tags() -> None:
         "tritonwatch-replica": ["r"],
         "tritonwatch-global": ["c", "o", "team-a"],
         # the operational group's per-model rule becomes o-a; the objective's group keeps its name
-        "tritonwatch-model-a": ["o-a", "s-a"],
+        "tritonwatch-model-a": ["s-a", "o-a"],
     }
     model_a = out[2]
     assert model_a["metadata"]["annotations"] == {manifests.MODEL_ANNOTATION: "a"}
-    assert model_a["spec"]["groups"][0]["rules"] == [per_model.to_yaml()]
+    assert model_a["spec"]["groups"][1]["rules"] == [per_model.to_yaml()]
     assert [d["metadata"]["labels"][manifests.LAYER_LABEL] for d in out] == ["replica", "global", "global"]
 
 
@@ -110,7 +110,9 @@ def test_k8s_refuses_rule_files_generated_from_another_slo_file(tmp_path: Path) 
     ]
     doc = yaml.safe_load(SLO_FILE.read_text())
     doc["spec"]["window"] = "30d"
-    with pytest.raises(UsageError, match=r"slo-fraud_detector.rules.yml: not what tritonwatch rules writes"):
+    with pytest.raises(
+        UsageError, match=r"model-fraud_detector.rules.yml: not what tritonwatch rules writes"
+    ):
         manifests.foreign_rules(tmp_path, rules.groups(slo.parse(doc)))
 
 
@@ -155,19 +157,31 @@ def _fleet(models: int) -> slo.SLOFile:
     return slo.parse(doc)
 
 
-def _slo_tests(spec: slo.SLOFile) -> dict[str, str]:
-    files = promtestfiles.test_files(spec)
-    return {name: generate.dump(doc, "") for name, doc in files.items() if name.startswith("tests/slo-")}
+def _test_files(spec: slo.SLOFile) -> dict[str, str]:
+    return {name: generate.dump(doc, "") for name, doc in promtestfiles.test_files(spec).items()}
 
 
-def test_an_objectives_test_file_does_not_grow_with_the_fleet() -> None:
-    small, large = _slo_tests(_fleet(2)), _slo_tests(_fleet(20))
-    assert len(small) == 4 and len(large) == 40  # availability and latency per model
-    name = "tests/slo-Model_000-availability.test.yml"
-    assert large[name] == small[name]  # the same bytes: its own model's rules and series only
-    assert yaml.safe_load(large[name])["rule_files"] == ["../slo-Model_000.rules.yml"]
+def test_a_test_file_does_not_grow_with_the_fleet() -> None:
+    small, large = _test_files(_fleet(2)), _test_files(_fleet(20))
+    # per model: availability, latency, operational; and the fleet's operational file
+    assert len(small) == 2 * 3 + 1 and len(large) == 20 * 3 + 1
+    for name in (
+        "tests/slo-Model_000-availability.test.yml",
+        "tests/slo-Model_000-latency.test.yml",
+        "tests/operational-Model_000.test.yml",
+        "tests/operational.test.yml",
+    ):
+        assert large[name] == small[name], name  # the same bytes: its own rules and series only
+    assert yaml.safe_load(large["tests/slo-Model_000-latency.test.yml"])["rule_files"] == [
+        "../model-Model_000.rules.yml"
+    ]
+    assert yaml.safe_load(large["tests/operational-Model_000.test.yml"])["rule_files"] == [
+        "../catalog.rules.yml",
+        "../model-Model_000.rules.yml",
+    ]
     # linear total: every model's files are the same size (names of one width)
-    assert sum(map(len, large.values())) == 10 * sum(map(len, small.values()))
+    fleet = len(small["tests/operational.test.yml"])
+    assert sum(map(len, large.values())) - fleet == 10 * (sum(map(len, small.values())) - fleet)
 
 
 @stacks.needs("promtool")
@@ -178,9 +192,12 @@ def test_promtool_passes_an_objectives_file_of_a_fleet(tmp_path: Path) -> None:
     slo_path.write_text(yaml.safe_dump(doc))
     out = tmp_path / "out"
     generate.write(generate.render(str(slo_path)), out)
-    files = ["tests/slo-Model_019-availability.test.yml", "tests/slo-Model_019-latency.test.yml"]
+    files = [
+        f"tests/{n}-Model_019{k}.test.yml"
+        for n, k in (("slo", "-availability"), ("slo", "-latency"), ("operational", ""))
+    ]
     run = subprocess.run(
         ["promtool", "test", "rules", *files], cwd=out, capture_output=True, text=True, timeout=300
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.count("SUCCESS") == 2
+    assert run.stdout.count("SUCCESS") == 3
