@@ -1,18 +1,31 @@
-"""Small pieces every rule step uses: PromQL selectors and grouping, numbers as rules print them, and an
-alert rule with its rendered texts (``_alert``'s old home was ``rules.py``; the steps in ``blind.py``
-and ``rules.py`` both build on this module, which imports neither)."""
+"""Small pieces every rule step uses: PromQL selectors and grouping, numbers as rules print them, and the
+one place a rule is made: ``record`` and ``alert`` (with its rendered texts) return the typed rules of
+``alerts/model.py``. The steps (``rules.py``, ``nodata.py``, ``stall.py``, ``headroom.py``...) build on
+this module, which imports none of them."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
 
 from tritonwatch import catalog
+from tritonwatch.alerts.model import Alert, Record, Rule
 from tritonwatch.alerts.texts import FOR, TEXTS, _go_vars, render
 from tritonwatch.slo import SLOFile
 
-Rule = dict[str, Any]
+__all__ = [
+    "Alert",
+    "Record",
+    "Rule",
+    "alert",
+    "by",
+    "model",
+    "num",
+    "record",
+    "request_phase",
+    "runbook_url",
+    "select",
+]
 
 
 def by(spec: SLOFile, *labels: str) -> str:
@@ -42,13 +55,16 @@ def request_phase() -> str:
     return f'{catalog.PHASE}="request"'
 
 
-def record(name: str, expr: str, labels: Mapping[str, str] | None = None) -> Rule:
+def runbook_url(spec: SLOFile, alert: str) -> str:
+    return f"{spec.runbook_base_url}/{alert}.md"
+
+
+def record(
+    name: str, expr: str, labels: Mapping[str, str] | None = None, *, about: str | None = None
+) -> Record:
     """A recording rule. Every recording rule is made here, as every alert rule is made by ``alert``: the
-    one place that decides what a rule is."""
-    rule: Rule = {"record": name, "expr": expr}
-    if labels:
-        rule["labels"] = dict(labels)
-    return rule
+    one place that decides what a rule is. ``about``: the one model it is about (``model.Record``)."""
+    return Record(name, expr, tuple((labels or {}).items()), model=about)
 
 
 def alert(
@@ -57,18 +73,17 @@ def alert(
     labels: Mapping[str, str],
     fixed: Mapping[str, str] | None = None,
     texts_key: str = "",
-) -> Rule:
+    *,
+    about: str | None = None,
+) -> Alert:
     """An alert rule: ``expr``, the alert's ``for``, ``labels``, and its texts (``texts_key``, else the
-    alert's own) rendered with ``fixed`` values and Go template snippets for the rest."""
+    alert's own) rendered with ``fixed`` values and Go template snippets for the rest; ``about``: the one
+    model it is about (``model.Alert``)."""
     texts = TEXTS[texts_key or name]
     hold = {"hold": FOR[name]} if name in FOR else {}
     values = _go_vars({**hold, **(fixed or {})})
-    rule: Rule = {"alert": name, "expr": expr}
-    if name in FOR:
-        rule["for"] = FOR[name]
-    rule["labels"] = dict(sorted(labels.items()))
-    rule["annotations"] = {
-        "description": render(texts.description, values),
-        "summary": render(texts.summary, values),
-    }
-    return rule
+    annotations = (
+        ("description", render(texts.description, values)),
+        ("summary", render(texts.summary, values)),
+    )
+    return Alert(name, expr, tuple(sorted(labels.items())), annotations, FOR.get(name), model=about)

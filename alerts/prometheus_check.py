@@ -50,7 +50,7 @@ def histograms(spec: SLOFile) -> list[Histogram]:
 
     out: list[Histogram] = []
     for obj in spec.objectives():
-        lat = spec.slo_for(obj.model).latency_for(obj.kind)
+        lat = obj.latency
         if lat is None:
             continue
         if lat.source is not None:

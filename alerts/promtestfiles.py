@@ -1,8 +1,10 @@
-"""The promtool test files: the cases of ``promtests``, ``objectivecases`` and ``stallcases``, grouped by the
+"""The promtool test files: the cases of ``promtests``, ``objectivecases``, ``trafficcases`` and of the modules
+that build an alert with its cases (``nodata``, ``stall``, ``headroom``), grouped by the
 rule files they read.
 
-``test_files(spec)`` returns ``{"tests/slo.test.yml": ..., "tests/operational.test.yml": ...}``, each
-runnable with ``promtool test rules``. The case modules build on ``promtests``; this one stands above
+``test_files(spec)`` returns ``{"tests/slo-<objective>.test.yml": ..., "tests/operational-<model>.test.yml":
+..., "tests/operational.test.yml": ...}``,
+each runnable with ``promtool test rules``. The case modules build on ``promtests``; this one stands above
 them all, so none imports another in a circle.
 """
 
@@ -11,13 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from tritonwatch import catalog
-from tritonwatch.alerts.blindcases import nodata_cases
-from tritonwatch.alerts.headroomcases import headroom_cases
+from tritonwatch.alerts import rulefiles
+from tritonwatch.alerts.headroom import headroom_cases
+from tritonwatch.alerts.nodata import nodata_cases
 from tritonwatch.alerts.objectivecases import operational_cases
 from tritonwatch.alerts.promtests import (
     INTERVAL,
     OPERATIONAL_RULES,
-    SLO_RULES,
     Case,
     burn_cases,
     gpu_cases,
@@ -27,9 +29,9 @@ from tritonwatch.alerts.promtests import (
     uncounted_cases,
     watchdog_cases,
 )
-from tritonwatch.alerts.stallcases import stall_cases
+from tritonwatch.alerts.stall import stall_cases
 from tritonwatch.alerts.trafficcases import low_traffic_cases, steady_burn_cases
-from tritonwatch.slo import SLOFile
+from tritonwatch.slo import SLO, Objective, SLOFile
 
 
 # --- files --------------------------------------------------------------------------------------
@@ -42,23 +44,42 @@ def _file(cases: list[Case], rule_files: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
-def test_files(spec: SLOFile) -> dict[str, dict[str, Any]]:
-    slo_cases: list[Case] = []
-    for obj in sorted(spec.objectives(), key=lambda o: o.name):
-        slo_cases += burn_cases(spec, obj) + steady_burn_cases(spec, obj) + low_traffic_cases(spec, obj)
-        slo_cases += nodata_cases(spec, obj)
-    ops: list[Case] = server_cases(spec) + stall_cases(spec) + ready_cases(spec)
-    for slo in sorted(spec.slos, key=lambda s: s.model):
-        for objective in catalog.OPERATIONAL_OBJECTIVES:
-            ops += operational_cases(spec, slo, objective)
-    ops += (
-        uncounted_cases(spec)
-        + headroom_cases(spec)
-        + gpu_cases(spec)
-        + sidecar_cases(spec)
-        + watchdog_cases(spec)
+def slo_test_file(obj: Objective) -> str:
+    return f"tests/slo-{obj.name}.test.yml"
+
+
+def objective_cases(spec: SLOFile, obj: Objective) -> list[Case]:
+    """Every case of one objective: they carry its model's series only."""
+    return (
+        burn_cases(spec, obj)
+        + steady_burn_cases(spec, obj)
+        + low_traffic_cases(spec, obj)
+        + nodata_cases(spec, obj)
     )
-    files = {"tests/operational.test.yml": _file(ops, OPERATIONAL_RULES)}
-    if slo_cases:
-        files["tests/slo.test.yml"] = _file(slo_cases, SLO_RULES)
+
+
+def model_cases(spec: SLOFile, slo: SLO) -> list[Case]:
+    """The cases of a model's operational alerts (its objectives' limits, its SLI blind to uncounted errors)."""
+    out: list[Case] = []
+    for objective in catalog.OPERATIONAL_OBJECTIVES:
+        out += operational_cases(spec, slo, objective)
+    return out + uncounted_cases(spec, slo.model)
+
+
+def test_files(spec: SLOFile) -> dict[str, dict[str, Any]]:
+    """One file per objective and one per model with operational alerts, each loading its model's rule
+    file only (promtool evaluates every group of every loaded file at every step: a file listing the
+    fleet's rules costs models x models), and the fleet's operational file."""
+    files = {
+        slo_test_file(obj): _file(objective_cases(spec, obj), (rulefiles.model_file(obj.model),))
+        for obj in spec.objectives()
+    }
+    for slo in spec.slos:
+        cases = model_cases(spec, slo)
+        if cases:
+            rule_files = ("catalog.rules.yml", rulefiles.model_file(slo.model))
+            files[f"tests/operational-{slo.model}.test.yml"] = _file(cases, rule_files)
+    ops: list[Case] = server_cases(spec) + stall_cases(spec) + ready_cases(spec)
+    ops += headroom_cases(spec) + gpu_cases(spec) + sidecar_cases(spec) + watchdog_cases(spec)
+    files["tests/operational.test.yml"] = _file(ops, OPERATIONAL_RULES)
     return dict(sorted(files.items()))

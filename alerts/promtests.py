@@ -1,8 +1,9 @@
 """promtool unit tests for the generated rules: for every alert, input series where it must fire
 (with its exact labels and rendered annotations) and series where it must stay quiet.
 
-``promtestfiles.test_files(spec)`` assembles these cases (and ``objectivecases``, ``stallcases``) into ``{"tests/slo.test.yml": ..., "tests/operational.test.yml": ...}``,
-each runnable with ``promtool test rules``. The series are built from the same catalog names and
+``promtestfiles.test_files(spec)`` assembles these cases (and those of ``objectivecases``, ``trafficcases``,
+``nodata``, ``stall`` and ``headroom``) into ``{"tests/slo-<objective>.test.yml": ...,
+"tests/operational.test.yml": ...}``, each runnable with ``promtool test rules``. The series are built from the same catalog names and
 the same SLO objects as the rules, but the expected values are worked out here, by hand, from the
 inputs: a rule that computes the wrong thing fails its test. (Watchdog has no quiet case: it fires
 always, by design.)
@@ -10,145 +11,40 @@ always, by design.)
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
 
 from tritonwatch import catalog
-from tritonwatch.alerts import rules, split, windows
-from tritonwatch.errors import UsageError
-from tritonwatch.fronthistogram import le_text
-from tritonwatch.selector import satisfying_labels
+from tritonwatch.alerts import rules, where_time_went, windows
+from tritonwatch.alerts.promcase import (  # noqa: F401 (re-exported: the case modules read them here)
+    FRONT_INSTANCE,
+    FRONT_JOB,
+    GPU,
+    INTERVAL,
+    LONG,
+    MAX_BATCH,
+    RPM,
+    SIDECAR_INSTANCE,
+    SIDECAR_JOB,
+    TRITON_INSTANCE,
+    VERSION,
+    Case,
+    Check,
+    counter,
+    expected,
+    front_buckets,
+    front_series,
+    front_traffic,
+    gauge,
+    group_labels,
+    model_ticket_labels,
+    pct,
+    sidecar_labels,
+    test_job,
+    triton_labels,
+)
 from tritonwatch.slo import Objective, SLOFile
 
-INTERVAL = "1m"
-SLO_RULES = ("slo.rules.yml",)
 OPERATIONAL_RULES = ("catalog.rules.yml", "operational.rules.yml", "replica.rules.yml")
-TRITON_INSTANCE = "triton:8002"
-SIDECAR_INSTANCE = "sidecar:9450"
-SIDECAR_JOB = "tritonwatch"
-VERSION = "1"
-GPU = "GPU-00000000-0000-0000-0000-000000000000"
-MAX_BATCH = 64
-# Requests per minute in the synthetic traffic (big enough that every ratio is exact to 4 digits).
-RPM = Decimal(1000)
-# Minutes of steady traffic in the slow-burn cases: past the 1h page window and the 2h ticket window.
-LONG = 150
-
-
-@dataclass(frozen=True)
-class Check:
-    eval_time: str
-    alertname: str
-    alerts: tuple[Mapping[str, Mapping[str, str]], ...] = ()  # {"exp_labels":..., "exp_annotations":...}
-
-
-@dataclass
-class Case:
-    name: str
-    series: list[tuple[str, str]] = field(default_factory=list)
-    checks: list[Check] = field(default_factory=list)
-
-    def add(self, metric: str, labels: Mapping[str, str], values: str) -> Case:
-        body = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-        self.series.append((f"{metric}{{{body}}}", values))
-        return self
-
-    def to_yaml(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "interval": INTERVAL,
-            "input_series": [{"series": s, "values": v} for s, v in self.series],
-            "alert_rule_test": [
-                {
-                    "eval_time": c.eval_time,
-                    "alertname": c.alertname,
-                    "exp_alerts": [dict(a) for a in c.alerts],
-                }
-                for c in self.checks
-            ],
-        }
-
-
-class _Concrete(dict[str, str]):
-    """Placeholder values for expected texts: a label the alert lacks renders as "" (missingkey=zero)."""
-
-    def __missing__(self, key: str) -> str:
-        return ""
-
-
-def expected(
-    spec: SLOFile,
-    alert: str,
-    labels: Mapping[str, str],
-    values: Mapping[str, str],
-    texts_key: str | None = None,
-) -> dict[str, dict[str, str]]:
-    """The alert as promtool must see it: labels, and annotations rendered with ``values``."""
-    texts = rules.TEXTS[texts_key or alert]
-    fill = _Concrete(labels)
-    if alert in rules.FOR:
-        fill["hold"] = rules.FOR[alert]
-    fill.update(values)
-    return {
-        "exp_labels": dict(sorted(labels.items())),
-        "exp_annotations": {
-            "description": rules.render(texts.description, fill),
-            "runbook_url": rules.runbook_url(spec, alert),
-            "summary": rules.render(texts.summary, fill),
-        },
-    }
-
-
-def pct(ratio: Decimal | float) -> str:
-    """``humanizePercentage`` as Prometheus renders it (``%.4g%%`` of ratio * 100)."""
-    return f"{float(ratio) * 100:.4g}%"
-
-
-def counter(per_minute: Decimal | float, samples: int) -> str:
-    """promtool expanding notation for a counter growing by ``per_minute`` each sample."""
-    step = format(Decimal(str(per_minute)).normalize(), "f")
-    return f"0+{step}x{samples}"
-
-
-def gauge(value: Decimal | float, samples: int) -> str:
-    return f"{format(Decimal(str(value)).normalize(), 'f')}x{samples}"
-
-
-def test_job(spec: SLOFile) -> str:
-    """A job value the configured ``up`` matcher selects (it is a regular expression)."""
-    for candidate in (spec.up_job, spec.up_job.split("|")[0], "triton"):
-        if re.fullmatch(spec.up_job, candidate):
-            return candidate
-    raise UsageError(
-        f"spec.up_job: cannot find a job name that {spec.up_job!r} matches for the promtool tests"
-    )
-
-
-def _group(spec: SLOFile) -> dict[str, str]:
-    return {g: f"test-{g}" for g in spec.grouping}
-
-
-def triton_labels(spec: SLOFile, model: str, **extra: str) -> dict[str, str]:
-    return {
-        "instance": TRITON_INSTANCE,
-        "job": test_job(spec),
-        catalog.MODEL: model,
-        catalog.VERSION: VERSION,
-        **_group(spec),
-        **extra,
-    }
-
-
-def sidecar_labels(spec: SLOFile, **extra: str) -> dict[str, str]:
-    return {"instance": SIDECAR_INSTANCE, "job": SIDECAR_JOB, **_group(spec), **extra}
-
-
-def model_ticket_labels(spec: SLOFile, model: str) -> dict[str, str]:
-    """The labels of a per-model ticket alert (objectives, headroom): what its rule keeps of the series."""
-    return {rules.SEVERITY: "ticket", catalog.MODEL: model, catalog.VERSION: VERSION, **_group(spec)}
 
 
 # --- SLO burn-rate and no-data cases ------------------------------------------------------------
@@ -160,53 +56,13 @@ def _burn_factors(spec: SLOFile) -> tuple[Decimal, Decimal]:
     return ((ticket + page) / 2).quantize(Decimal("0.1")), Decimal("0.5")
 
 
-FRONT_INSTANCE = "front:8404"
-FRONT_JOB = "front"
-
-
-def front_series(spec: SLOFile, obj: Objective) -> tuple[str, dict[str, str], str, dict[str, str], bool]:
-    """The front's series: one the errors selector picks, one only total picks, and whether total
-    picks the error series too (HAProxy's, Envoy's and NGINX's do: one metric split by status): then
-    the other series carries the good requests only, else every request."""
-    front = rules.front_counters(spec, obj)
-    assert front is not None
-    where = f"spec.slos[{spec.slos.index(spec.slo_for(obj.model))}].availability.from"
-    base = {"instance": FRONT_INSTANCE, "job": FRONT_JOB, **_group(spec)}
-    bad = satisfying_labels(front.errors, base)
-    if bad is None:
-        raise UsageError(f"{where}.errors: cannot build promtool test series that it selects")
-    other = satisfying_labels(front.total, base, unlike=front.errors)
-    if other is None:
-        raise UsageError(f"{where}.total: every series it selects is an error too")
-    included = front.total.matches(front.errors.metric, bad)
-    return front.errors.metric, bad, front.total.metric, other, included
-
-
-def _front_traffic(spec: SLOFile, case: Case, obj: Objective, bad_per_minute: Decimal, samples: int) -> None:
-    errors, bad, total, other, included = front_series(spec, obj)
-    case.add(errors, bad, counter(bad_per_minute, samples))
-    case.add(total, other, counter(RPM - bad_per_minute if included else RPM, samples))
-
-
-def _front_buckets(spec: SLOFile, case: Case, obj: Objective, under: Decimal, n: Decimal, size: int) -> None:
-    """``size`` samples of the front's bucket at the threshold (``under`` a minute, none if < 0) and +Inf."""
-    front, lat = rules.front_histogram(spec, obj), spec.slo_for(obj.model).latency
-    assert front is not None and lat is not None
-    labels = satisfying_labels(front.buckets, {"instance": FRONT_INSTANCE, "job": FRONT_JOB, **_group(spec)})
-    if labels is None:
-        raise UsageError(f"{obj.name}: latency.from.histogram: cannot build promtool test series it selects")
-    for le, per_minute in ((le_text(front.bound(lat.threshold)), under), ("+Inf", n)):
-        if per_minute >= 0:
-            case.add(front.buckets.metric, {**labels, "le": le}, counter(per_minute, size))
-
-
 def _traffic(spec: SLOFile, case: Case, obj: Objective, bad_per_minute: Decimal, samples: int) -> Case:
     """RPM requests a minute for the objective's model, ``bad_per_minute`` of them bad."""
     model = obj.model
     if rules.front_counters(spec, obj) is not None:
-        _front_traffic(spec, case, obj, bad_per_minute, samples)
+        front_traffic(spec, case, obj, bad_per_minute, samples)
     elif rules.front_histogram(spec, obj) is not None:
-        _front_buckets(spec, case, obj, RPM - bad_per_minute, RPM, samples)
+        front_buckets(spec, case, obj, RPM - bad_per_minute, RPM, samples)
     elif obj.kind == "availability":
         case.add(catalog.TRITON_SUCCESS, triton_labels(spec, model), counter(RPM - bad_per_minute, samples))
         case.add(
@@ -216,7 +72,7 @@ def _traffic(spec: SLOFile, case: Case, obj: Objective, bad_per_minute: Decimal,
         )
         case.add(catalog.TRITON_FAILURE, triton_labels(spec, model, reason="CANCELED"), counter(0, samples))
     else:
-        lat = spec.slo_for(model).latency_for(obj.kind)
+        lat = obj.latency
         assert lat is not None
         le = repr(lat.threshold)
         name, hist = _histogram(spec, obj)
@@ -237,9 +93,14 @@ def _histogram(spec: SLOFile, obj: Objective) -> tuple[str, dict[str, str]]:
 
 
 def _burn_alert(spec: SLOFile, obj: Objective, severity: str, burn: str) -> dict[str, dict[str, str]]:
-    labels = {rules.SEVERITY: severity, rules.SLO_LABEL: obj.name, catalog.MODEL: obj.model, **_group(spec)}
+    labels = {
+        rules.SEVERITY: severity,
+        rules.SLO_LABEL: obj.name,
+        catalog.MODEL: obj.model,
+        **group_labels(spec),
+    }
     # The cases carry no Triton duration counters: a latency page says where the time went is unknown.
-    where = f" {split.unknown(obj)}" if split.applies(obj) else ""
+    where = f" {where_time_went.unknown(obj)}" if where_time_went.applies(obj) else ""
     values = {**rules.burn_texts(spec, obj), "value_x": burn, "budget_left": "0%", "split": where}
     return expected(spec, rules.BURN, labels, values)
 
@@ -272,7 +133,7 @@ def burn_cases(spec: SLOFile, obj: Objective) -> list[Case]:
         blind = Case(f"{obj.name}: Triton's own counters are not read")
         blind.add(catalog.TRITON_SUCCESS, triton_labels(spec, obj.model), counter(0, 30))
         blind.add(catalog.TRITON_FAILURE, triton_labels(spec, obj.model, reason="BACKEND"), counter(RPM, 30))
-        _front_traffic(spec, blind, obj, Decimal(0), 30)
+        front_traffic(spec, blind, obj, Decimal(0), 30)
         blind.checks.append(Check("10m", rules.BURN))
         out.append(blind)
     elif obj.kind == "availability":
@@ -285,18 +146,18 @@ def burn_cases(spec: SLOFile, obj: Objective) -> list[Case]:
         canceled.checks.append(Check("10m", rules.BURN))
         out.append(canceled)
     else:
-        lat = spec.slo_for(obj.model).latency_for(obj.kind)
+        lat = obj.latency
         assert lat is not None
         # Every sampled request slow, but fewer samples in any window than min_samples.
         per_minute = Decimal(lat.min_samples - 1) / Decimal(LONG * 1.2)
         sparse = Case(f"{obj.name}: fewer than {lat.min_samples} samples per window never fire")
         name, hist = _histogram(spec, obj)
         if lat.source is not None:  # latency.from: the front's requests, not the sidecar's samples
-            _front_buckets(spec, sparse, obj, Decimal(0), per_minute.quantize(Decimal("0.0001")), LONG)
+            front_buckets(spec, sparse, obj, Decimal(0), per_minute.quantize(Decimal("0.0001")), LONG)
             blind = Case(f"{obj.name}: the sidecar's histogram is not read")
             blind.add(f"{name}_bucket", {**hist, "le": repr(lat.threshold)}, counter(0, 30))
             blind.add(f"{name}_count", hist, counter(RPM, 30))
-            _front_buckets(spec, blind, obj, RPM, RPM, 30)
+            front_buckets(spec, blind, obj, RPM, RPM, 30)
             out.append(blind)
             blind.checks.append(Check("10m", rules.BURN))
         else:
@@ -316,7 +177,7 @@ def _between(limit: float, upper: bool) -> Decimal:
 
 def server_cases(spec: SLOFile) -> list[Case]:
     job = test_job(spec)
-    up = {"instance": TRITON_INSTANCE, "job": job, **_group(spec)}
+    up = {"instance": TRITON_INSTANCE, "job": job, **group_labels(spec)}
     values = rules.operational_texts(spec, rules.SERVER_DOWN)
     down = Case("Triton target down pages").add("up", up, "1x5 0x20")
     down.checks += [
@@ -350,7 +211,7 @@ def ready_cases(spec: SLOFile) -> list[Case]:
     labels = sidecar_labels(spec, **{catalog.MODEL: model, catalog.VERSION: VERSION})
     down = Case("a model version that is not READY").add(catalog.MODEL_READY, labels, "1x5 0x20")
     exp_labels = {catalog.MODEL: model, catalog.VERSION: VERSION, "instance": SIDECAR_INSTANCE}
-    exp_labels.update({**_group(spec), rules.SEVERITY: "ticket"})
+    exp_labels.update({**group_labels(spec), rules.SEVERITY: "ticket"})
     down.checks.append(
         Check("15m", rules.MODEL_NOT_READY, (expected(spec, rules.MODEL_NOT_READY, exp_labels, {}),))
     )
@@ -359,15 +220,15 @@ def ready_cases(spec: SLOFile) -> list[Case]:
     return [down, ready]
 
 
-def uncounted_cases(spec: SLOFile) -> list[Case]:
+def uncounted_cases(spec: SLOFile, model: str) -> list[Case]:
     """An availability SLO on Triton's counters of a model marked as not counting its errors fires;
     the same SLO's model unmarked, and another model marked, are quiet."""
     out = []
-    for obj in rules.uncounted_objectives(spec):
+    for obj in (o for o in rules.uncounted_objectives(spec) if o.model == model):
         marked = sidecar_labels(spec, **{catalog.MODEL: obj.model, catalog.VERSION: VERSION})
         blind = Case(f"{obj.name} reads Triton's counters of a python model")
         blind.add(catalog.MODEL_UNCOUNTED_ERRORS, {**marked, "reason": "python_backend"}, gauge(1, 10))
-        labels = {catalog.MODEL: obj.model, "reason": "python_backend", **_group(spec)}
+        labels = {catalog.MODEL: obj.model, "reason": "python_backend", **group_labels(spec)}
         labels.update({rules.SEVERITY: "ticket", rules.SLO_LABEL: obj.name})
         alert = expected(spec, rules.ERRORS_UNCOUNTED, labels, {"slo": obj.name})
         blind.checks.append(Check("5m", rules.ERRORS_UNCOUNTED, (alert,)))
@@ -409,7 +270,7 @@ def gpu_cases(spec: SLOFile) -> list[Case]:
 
 
 def sidecar_cases(spec: SLOFile) -> list[Case]:
-    up_triton = {"instance": TRITON_INSTANCE, "job": test_job(spec), **_group(spec)}
+    up_triton = {"instance": TRITON_INSTANCE, "job": test_job(spec), **group_labels(spec)}
     gone = Case("no sidecar series at all").add("up", up_triton, gauge(1, 20))
     gone_alert = expected(
         spec,
@@ -420,7 +281,12 @@ def sidecar_cases(spec: SLOFile) -> list[Case]:
     gone.checks.append(Check("10m", rules.SIDECAR_DOWN, (gone_alert,)))
 
     labels = sidecar_labels(spec, target="triton")
-    exp = {"instance": SIDECAR_INSTANCE, catalog.TARGET: "triton", **_group(spec), rules.SEVERITY: "ticket"}
+    exp = {
+        "instance": SIDECAR_INSTANCE,
+        catalog.TARGET: "triton",
+        **group_labels(spec),
+        rules.SEVERITY: "ticket",
+    }
     stale_values = rules.operational_texts(spec, rules.SIDECAR_STALE)
     failing = Case("the sidecar cannot scrape Triton")
     failing.add(catalog.UP, labels, "1x5 0x20").add(catalog.SCRAPE_DURATION, labels, "0.01+0.001x25")

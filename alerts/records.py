@@ -8,14 +8,10 @@ quantiles; and the headroom records.
 
 from __future__ import annotations
 
-from typing import Any
-
 from tritonwatch import catalog
 from tritonwatch.alerts import build, headroom, stall
+from tritonwatch.alerts.model import CATALOG, Group, Rule
 from tritonwatch.slo import SLOFile
-
-Rule = dict[str, Any]
-Group = dict[str, Any]
 
 CATALOG_WINDOW = "5m"
 
@@ -40,14 +36,12 @@ def catalog_rules(spec: SLOFile) -> list[Group]:
             (catalog.MODEL_ENERGY_PER_INFERENCE_RECORD, catalog.energy_per_inference_promql),
         )
     ]
+    stalls = (build.record(catalog.STALL_WINDOW_RECORD, stall.window_record_expr(spec.grouping)),)
     return [
-        {"name": "tritonwatch-catalog", "rules": rules},
-        {"name": "tritonwatch-gpu", "rules": gpu},
-        {
-            "name": "tritonwatch-stall",
-            "rules": [build.record(catalog.STALL_WINDOW_RECORD, stall.window_record_expr(spec.grouping))],
-        },
-        {"name": "tritonwatch-llm", "rules": llm_rules(spec)},
+        Group("tritonwatch-catalog", tuple(rules), CATALOG),
+        Group("tritonwatch-gpu", tuple(gpu), CATALOG),
+        Group("tritonwatch-stall", stalls, CATALOG),
+        Group("tritonwatch-llm", tuple(llm_rules(spec)), CATALOG),
         headroom.records(spec),
     ]
 

@@ -29,7 +29,20 @@ from decimal import Decimal
 from typing import Any
 
 from tritonwatch import catalog
-from tritonwatch.alerts import blind, build, headroom, records, sli, split, stall, traffic, windows
+from tritonwatch.alerts import (
+    build,
+    headroom,
+    layers,
+    nodata,
+    records,
+    sli,
+    stall,
+    traffic,
+    where_time_went,
+    windows,
+)
+from tritonwatch.alerts import model as typed
+from tritonwatch.alerts.model import Alert, Group, Rule
 from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is how the rest reads them)
     ALERTS,
     BUDGET_REMAINING_RECORD,
@@ -67,10 +80,6 @@ from tritonwatch.alerts.texts import (  # noqa: F401 (re-exported: rules.X is ho
 )
 from tritonwatch.slo import SLO, Objective, SLOFile, format_duration
 from tritonwatch.validators import promql_string
-
-Rule = dict[str, Any]
-Group = dict[str, Any]
-
 
 # --- PromQL and rule helpers (alerts/build.py) --------------------------------------------------
 _by = build.by
@@ -147,17 +156,20 @@ LATENCY_GOOD = {
 
 def burn_texts(spec: SLOFile, obj: Objective) -> dict[str, str]:
     """The placeholders of the burn alert that are fixed when the rules are generated."""
-    if obj.kind == "availability":
+    lat = obj.latency
+    if lat is None:
         good = "succeed"
     else:
-        lat = spec.slo_for(obj.model).latency_for(obj.kind)
-        assert lat is not None
         good = LATENCY_GOOD[obj.kind].format(threshold=format_duration(lat.threshold))
     return {"objective": _num(obj.objective), "good": good, "window": spec.window_text}
 
 
 def burn_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
-    where = split.template(spec, obj, front_histogram(spec, obj) is not None) if split.applies(obj) else ""
+    where = (
+        where_time_went.template(spec, obj, front_histogram(spec, obj) is not None)
+        if where_time_went.applies(obj)
+        else ""
+    )
     fixed = {**burn_texts(spec, obj), "budget_left": budget_left_template(spec), "split": where}
     return [
         _alert(
@@ -171,14 +183,16 @@ def burn_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
 
 
 def slo_groups(spec: SLOFile) -> list[Group]:
+    """One group per objective, tagged with it and its model (its rule file is its model's)."""
     return [
-        {
-            "name": f"tritonwatch-slo-{obj.name}",
-            "rules": sli_rules(spec, obj)
-            + budget_rules(spec, obj)
-            + burn_alerts(spec, obj)
-            + blind.nodata_alerts(spec, obj),
-        }
+        Group(
+            f"tritonwatch-slo-{obj.name}",
+            tuple(sli_rules(spec, obj) + budget_rules(spec, obj) + burn_alerts(spec, obj))
+            + tuple(nodata.nodata_alerts(spec, obj)),
+            typed.SLO,
+            objective=obj.name,
+            model=obj.model,
+        )
         for obj in sorted(spec.objectives(), key=lambda o: o.name)
     ]
 
@@ -212,10 +226,12 @@ def _pct(ratio: float) -> str:
 
 def _per_model(spec: SLOFile, name: str, slo: SLO, record: str, op: str, limit: float) -> Rule:
     expr = f"{_select(record, _model(slo.model))} {op} {_num(limit)}"
-    return _alert(name, expr, {SEVERITY: "ticket"}, operational_texts(spec, name, slo))
+    return _alert(name, expr, {SEVERITY: "ticket"}, operational_texts(spec, name, slo), about=slo.model)
 
 
 def operational_alerts(spec: SLOFile) -> list[Group]:
+    """The fleet's operational alerts (global layer) and, in their own group, the alerts whose every
+    result reads one target's series (replica layer, ``alerts/layers.py``): decided here, rule by rule."""
     ticket = {SEVERITY: "ticket"}
     by_model = _by(spec, catalog.MODEL, catalog.VERSION, "instance")
     by_target = _by(spec, "instance", catalog.TARGET)
@@ -223,46 +239,17 @@ def operational_alerts(spec: SLOFile) -> list[Group]:
         f"max by ({by_target}) ({catalog.UP}) == 0\nor\n"
         f"max by ({by_target}) (changes({catalog.SCRAPE_DURATION}[{STALE_WINDOW}])) == 0"
     )
-    rules: list[Rule] = [
+    # Per target: up == 0 of one target (not the absent() one); min by (model, version, instance) of
+    # one sidecar; one sidecar's gauge per GPU, no aggregation (memory, XID); max by (instance, target)
+    # of one sidecar.
+    replica: list[Rule] = [
         _alert(
             SERVER_DOWN,
             f"{up_matcher(spec)} == 0",
             {SEVERITY: "page", CAUSE: "scrape_failed"},
             operational_texts(spec, SERVER_DOWN),
         ),
-        _alert(
-            SERVER_DOWN,
-            f"absent({up_matcher(spec)})",
-            {SEVERITY: "page", CAUSE: "no_target"},
-            operational_texts(spec, SERVER_DOWN),
-            SERVER_ABSENT_TEXTS,
-        ),
-        _alert(
-            SERVER_STALLED,
-            stall.server_stalled_expr(spec.grouping),
-            {SEVERITY: "page"},
-            operational_texts(spec, SERVER_STALLED),
-        ),
-        _alert(
-            MODEL_STALLED,
-            stall.model_stalled_expr(spec.grouping),
-            {SEVERITY: "page"},
-            operational_texts(spec, MODEL_STALLED),
-        ),
         _alert(MODEL_NOT_READY, f"min by ({by_model}) ({catalog.MODEL_READY}) == 0", ticket),
-    ]
-    for slo in sorted(spec.slos, key=lambda s: s.model):
-        for o in catalog.OPERATIONAL_OBJECTIVES:
-            limit = slo.limit(o)
-            if limit is not None:
-                rules.append(_per_model(spec, o.alert.name, slo, o.record, o.op, limit))
-    rules += [uncounted_alert(spec, o) for o in uncounted_objectives(spec)]
-    rules.append(
-        _alert(
-            catalog.NEAR_CAPACITY_ALERT, headroom.near_capacity_expr(), ticket, headroom.near_capacity_texts()
-        )
-    )
-    rules += [
         _alert(
             GPU_MEMORY_NEAR_FULL,
             f"{catalog.GPU_MEMORY_USED_RATIO} > {_num(spec.gpu_memory_used_max)}",
@@ -272,11 +259,49 @@ def operational_alerts(spec: SLOFile) -> list[Group]:
         # DCGM keeps the last XID code until the GPU resets: alert when a code appears or changes,
         # and resolve an hour later, instead of paging on an old code for ever.
         _alert(GPU_XID, f"{catalog.GPU_XID} > 0 and changes({catalog.GPU_XID}[{XID_WINDOW}]) > 0", ticket),
-        _alert(SIDECAR_DOWN, f"absent({catalog.UP})", ticket, operational_texts(spec, SIDECAR_DOWN)),
         _alert(SIDECAR_STALE, stale, ticket, operational_texts(spec, SIDECAR_STALE)),
+    ]
+    fleet: list[Rule] = [
+        _alert(
+            SERVER_DOWN,
+            f"absent({up_matcher(spec)})",
+            {SEVERITY: "page", CAUSE: "no_target"},
+            operational_texts(spec, SERVER_DOWN),
+            SERVER_ABSENT_TEXTS,
+        ),
+        *stall.alerts(spec),
+    ]
+    fleet += [
+        headroom.near_capacity_alert(),
+        _alert(SIDECAR_DOWN, f"absent({catalog.UP})", ticket, operational_texts(spec, SIDECAR_DOWN)),
         _alert(WATCHDOG, "vector(1)", {SEVERITY: "none"}),
     ]
-    return [{"name": "tritonwatch-operational", "rules": rules}]
+    return [
+        Group("tritonwatch-operational", tuple(fleet), typed.OPERATIONAL),
+        Group(layers.REPLICA_GROUP, tuple(replica), typed.OPERATIONAL, layer=layers.REPLICA),
+    ]
+
+
+def model_alerts(spec: SLOFile) -> list[Group]:
+    """Per model, its operational objectives' alerts and the alert that its availability SLI on Triton's
+    counters is blind, in a group tagged with the model (its rule file is the model's: a fleet's
+    operational file and its tests do not grow with the models)."""
+    out = []
+    uncounted = uncounted_objectives(spec)
+    for slo in sorted(spec.slos, key=lambda s: s.model):
+        alerts: list[Rule] = []
+        for o in catalog.OPERATIONAL_OBJECTIVES:
+            limit = slo.limit(o)
+            if limit is not None:
+                alerts.append(_per_model(spec, o.alert.name, slo, o.record, o.op, limit))
+        alerts += [uncounted_alert(spec, o) for o in uncounted if o.model == slo.model]
+        if alerts:
+            out.append(
+                Group(
+                    f"tritonwatch-operational-{slo.model}", tuple(alerts), typed.OPERATIONAL, model=slo.model
+                )
+            )
+    return out
 
 
 def uncounted_objectives(spec: SLOFile) -> list[Objective]:
@@ -290,27 +315,35 @@ def uncounted_alert(spec: SLOFile, obj: Objective) -> Rule:
     marked = _select(catalog.MODEL_UNCOUNTED_ERRORS, _model(obj.model))
     expr = f"max by ({_by(spec, catalog.MODEL, 'reason')}) ({marked}) > 0"
     # The SLO is a static label, not in $labels at template time: spelled out.
-    return _alert(ERRORS_UNCOUNTED, expr, {SEVERITY: "ticket", SLO_LABEL: obj.name}, {"slo": obj.name})
+    return _alert(
+        ERRORS_UNCOUNTED, expr, {SEVERITY: "ticket", SLO_LABEL: obj.name}, {"slo": obj.name}, about=obj.model
+    )
 
 
 # --- step 5: runbook links ----------------------------------------------------------------------
-def runbook_url(spec: SLOFile, alert: str) -> str:
-    return f"{spec.runbook_base_url}/{alert}.md"
+runbook_url = build.runbook_url
 
 
 def add_runbook_links(spec: SLOFile, groups: list[Group]) -> list[Group]:
-    for group in groups:
-        for rule in group["rules"]:
-            if "alert" in rule:
-                rule["annotations"]["runbook_url"] = runbook_url(spec, rule["alert"])
-    return groups
+    def linked(rule: Rule) -> Rule:
+        return rule.annotated(runbook_url=runbook_url(spec, rule.alert)) if isinstance(rule, Alert) else rule
+
+    return [g.with_rules(tuple(linked(r) for r in g.rules)) for g in groups]
 
 
 # --- the chain ----------------------------------------------------------------------------------
-def rule_files(spec: SLOFile) -> dict[str, dict[str, list[Group]]]:
-    """Every rule file, by name, in generation order."""
-    return {
-        "catalog.rules.yml": {"groups": records.catalog_rules(spec)},
-        "slo.rules.yml": {"groups": add_runbook_links(spec, slo_groups(spec))},
-        "operational.rules.yml": {"groups": add_runbook_links(spec, operational_alerts(spec))},
-    }
+def groups(spec: SLOFile) -> list[Group]:
+    """Every rule group, typed and tagged, in generation order."""
+    return (
+        records.catalog_rules(spec)
+        + add_runbook_links(spec, operational_alerts(spec))
+        + add_runbook_links(spec, model_alerts(spec))
+        + add_runbook_links(spec, slo_groups(spec))
+    )
+
+
+def rule_files(spec: SLOFile) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Every rule file, by name, as the files hold it (``alerts/rulefiles.py``)."""
+    from tritonwatch.alerts import rulefiles
+
+    return rulefiles.documents(groups(spec))

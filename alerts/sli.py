@@ -77,14 +77,12 @@ def latency_histogram(kind: str) -> tuple[str, tuple[str, ...]]:
 
 def front_counters(spec: SLOFile, obj: Objective) -> FrontCounters | None:
     """The front's counters an availability objective reads, None when it reads Triton's."""
-    a = spec.slo_for(obj.model).availability
-    return a.source if obj.kind == "availability" and a is not None else None
+    return obj.availability.source if obj.availability is not None else None
 
 
 def front_histogram(spec: SLOFile, obj: Objective) -> FrontHistogram | None:
     """The front's histogram a latency objective reads (``latency.from``), None when it reads the sidecar's."""
-    lat = spec.slo_for(obj.model).latency_for(obj.kind)
-    return lat.source if lat is not None else None
+    return obj.latency.source if obj.latency is not None else None
 
 
 def _mine(obj: Objective, record: str) -> str:

@@ -77,7 +77,7 @@ SLO_ALERTS = (
 # The no-data alert of a latency SLI read from a front's histogram (``latency.from``).
 NO_DATA_FRONT = "TritonSLONoDataFront"
 # The no-data alerts of an availability SLI whose counters are gone, and of a latency SLI whose
-# histogram lacks the threshold's bucket (alerts/blind.py).
+# histogram lacks the threshold's bucket (alerts/nodata.py).
 NO_DATA_SERIES = "TritonSLONoData/series"
 NO_DATA_FRONT_SERIES = "TritonSLONoData/front-series"
 NO_DATA_BUCKET = "TritonSLONoData/bucket"

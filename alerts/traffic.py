@@ -16,13 +16,10 @@ SLI's) for every burn-rate window, from the SLI's recorded ``slo:sli_total:rate<
 
 from __future__ import annotations
 
-from typing import Any
-
 from tritonwatch import catalog
 from tritonwatch.alerts import build, windows
+from tritonwatch.alerts.model import Rule
 from tritonwatch.slo import Objective, SLOFile, parse_duration
-
-Rule = dict[str, Any]
 
 
 def guarded(spec: SLOFile, obj: Objective) -> bool:
@@ -32,7 +29,7 @@ def guarded(spec: SLOFile, obj: Objective) -> bool:
 
 
 def min_requests(spec: SLOFile, obj: Objective) -> int:
-    a = spec.slo_for(obj.model).availability
+    a = obj.availability
     assert a is not None
     return a.min_requests
 

@@ -36,6 +36,8 @@ from typing import NoReturn
 
 from tritonwatch import slo as slo_model
 from tritonwatch import validators
+from tritonwatch.alerts import alertmanager
+from tritonwatch.alerts import rules as alert_rules
 from tritonwatch.deploy import amconfig, manifests, report, scaling
 from tritonwatch.deploy.render import ANNOTATIONS_LIMIT, COMMAND, dump, labels, last_applied_bytes
 from tritonwatch.errors import TritonwatchError, UsageError
@@ -74,10 +76,10 @@ def render_all(
     for flag, d in (("--rules", rules_dir), ("--dashboards", dashboards_dir)):
         if not d.is_dir():
             raise UsageError(f"{flag} {d}: not a directory")
-    owners = (frozenset(s.model for s in spec.slos), {o.name: o.model for o in spec.objectives()})
-    rules = manifests.prometheus_rules(rules_dir, owners)
+    groups = alert_rules.groups(spec)
+    rules = manifests.prometheus_rules(groups, manifests.foreign_rules(rules_dir, groups))
     am_text = manifests.alertmanager_text(rules_dir)
-    am = amconfig.load(am_text, str(rules_dir / "alertmanager.yml"))
+    am = alertmanager.typed_config(spec)
     left_out = amconfig.integrations_left_out(am)
     if left_out:
         log.warning(

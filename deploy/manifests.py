@@ -1,25 +1,28 @@
 """PrometheusRules, dashboard ConfigMaps and the Alertmanager Secret, from the generated files.
 
-Rules: no object grows with the fleet. Each rule that names one model (``model="..."``, the per-model
-SLO groups and the per-model operational alerts) goes to that model's PrometheusRule,
+Rules: no object grows with the fleet. Each rule about one model (tagged so when built, ``alerts/model.py``:
+the per-model SLO groups and the per-model operational alerts) goes to that model's PrometheusRule,
 ``tritonwatch-model-<model>``; what aggregates the fleet stays whole in ``tritonwatch-global`` (the
-catalog records, the fleet-wide operational alerts) and ``tritonwatch-replica``. A group whose rules
+catalog records, the fleet-wide operational alerts, rule files others generated) and
+``tritonwatch-replica``. A group whose rules
 are split keeps its name for the fleet-wide part and becomes ``<group>-<model>`` for a model's part.
 """
 
 from __future__ import annotations
 
 import json
-import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from tritonwatch import safeyaml
-from tritonwatch.alerts import layers
+from tritonwatch.alerts import generate, layers, rulefiles
+from tritonwatch.alerts.model import Group, Rule
 from tritonwatch.deploy.render import PART_OF, dns_name, labels
 from tritonwatch.errors import UsageError
+from tritonwatch.files import written_by
 
 DASHBOARD_LABEL = {"grafana_dashboard": "1"}
 LAYER_LABEL = "tritonwatch.io/layer"
@@ -29,8 +32,6 @@ MODEL_ANNOTATION = "tritonwatch.io/model"
 FOLDER_ANNOTATION = "grafana_folder"
 DASHBOARD_FOLDER = {FOLDER_ANNOTATION: "tritonwatch"}
 ALERTMANAGER_NAME = "tritonwatch"
-# The models of the SLO file, and each objective's model by its name (the rules' ``slo`` label).
-Owners = tuple[frozenset[str], dict[str, str]]
 
 
 def read_rules(path: Path) -> list[dict[str, Any]]:
@@ -45,19 +46,30 @@ def read_rules(path: Path) -> list[dict[str, Any]]:
     return list(data["groups"])
 
 
-def _named(rule: dict[str, Any], label: str) -> set[str]:
-    matchers = re.findall(rf'(?<![\w]){label}="((?:[^"\\]|\\.)*)"', str(rule.get("expr", "")))
-    found = {json.loads(f'"{m}"') for m in matchers}
-    value = (rule.get("labels") or {}).get(label)
-    return found | ({str(value)} if value is not None else set())
-
-
-def model_of(rule: dict[str, Any], owners: Owners) -> str | None:
-    """The one model of the SLO file a rule is about (it names the model, or one of its objectives by
-    their ``slo`` label), or None for a rule on the fleet or on several models."""
-    models, slos = owners
-    named = _named(rule, "model") | {slos.get(s, "") for s in _named(rule, "slo")}
-    return named.pop() if len(named) == 1 and named <= models else None
+def foreign_rules(rules_dir: Path, groups: list[Group]) -> list[dict[str, Any]]:
+    """The groups of the rule files in ``--rules`` that ``tritonwatch rules`` did not write (the
+    directory is a contract for rule files others generate); ours there must be what ``groups`` write
+    (else the cluster would get other rules than compose/ does)."""
+    paths = sorted(rules_dir.glob("*.rules.yml"))
+    if not paths:
+        raise UsageError(
+            f"--rules {rules_dir}: no *.rules.yml files (run: tritonwatch rules --out {rules_dir})"
+        )
+    ours = rulefiles.documents(groups)
+    foreign: list[dict[str, Any]] = []
+    for path in paths:
+        if not written_by(path, generate.MARKER):
+            foreign += read_rules(path)
+        elif ours.pop(path.name, None) != safeyaml.load(path.read_text()):
+            raise UsageError(
+                f"{path}: not what tritonwatch rules writes for --slo (another SLO file or version): "
+                f"regenerate it (tritonwatch rules --slo <that file> --out {rules_dir})"
+            )
+    if ours:
+        raise UsageError(
+            f"--rules {rules_dir}: no {', '.join(sorted(ours))} (run: tritonwatch rules --out {rules_dir})"
+        )
+    return foreign
 
 
 def _rule(name: str, layer: str, groups: list[Any], model: str | None = None) -> dict[str, Any]:
@@ -72,34 +84,28 @@ def _rule(name: str, layer: str, groups: list[Any], model: str | None = None) ->
     }
 
 
-def prometheus_rules(rules_dir: Path, owners: Owners) -> list[dict[str, Any]]:
+def prometheus_rules(groups: list[Group], foreign: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
     """``tritonwatch-replica``, ``tritonwatch-global``, then one ``tritonwatch-model-<model>`` per model
-    (sorted), each labelled with its layer (``tritonwatch.alerts.layers``)."""
-    paths = sorted(rules_dir.glob("*.rules.yml"))
-    if not paths:
-        raise UsageError(
-            f"--rules {rules_dir}: no *.rules.yml files (run: tritonwatch rules --out {rules_dir})"
-        )
+    (sorted), each labelled with its layer: each rule goes where its group's (or its own) tags say
+    (``alerts/model.py``); ``foreign`` groups (rule files others generated) stay whole in the global one."""
     fleet: dict[str, list[Any]] = {layer: [] for layer in layers.LAYERS}
     per_model: dict[str, list[Any]] = {}
-    for path in paths:
-        layer = layers.layer_of(path.name)
-        for group in read_rules(path):
-            split: dict[str | None, list[Any]] = {}
-            for rule in group.get("rules") or []:
-                key = model_of(rule, owners) if layer == layers.GLOBAL else None
-                split.setdefault(key, []).append(rule)
-            whole = len(split) == 1
-            for key, rules in split.items():
-                if key is None:
-                    fleet[layer].append({**group, "rules": rules})
-                else:
-                    name = group["name"] if whole else f"{group['name']}-{key}"
-                    per_model.setdefault(key, []).append({**group, "name": name, "rules": rules})
-    out = [_rule(f"tritonwatch-{layer}", layer, groups) for layer, groups in fleet.items() if groups]
+    for group in (g for gs in rulefiles.by_file(groups).values() for g in gs):
+        split: dict[str | None, list[Rule]] = {}
+        for rule in group.rules:
+            split.setdefault(group.model_of(rule) if group.layer == layers.GLOBAL else None, []).append(rule)
+        whole = len(split) == 1
+        for key, rules in split.items():
+            if key is None:
+                fleet[group.layer].append(group.with_rules(tuple(rules)).to_yaml())
+            else:
+                name = group.name if whole else f"{group.name}-{key}"
+                per_model.setdefault(key, []).append(group.with_rules(tuple(rules), name).to_yaml())
+    fleet[layers.GLOBAL] += foreign
+    out = [_rule(f"tritonwatch-{layer}", layer, gs) for layer, gs in fleet.items() if gs]
     out += [
-        _rule(f"tritonwatch-model-{dns_name(model)}", layers.GLOBAL, groups, model)
-        for model, groups in sorted(per_model.items())
+        _rule(f"tritonwatch-model-{dns_name(model)}", layers.GLOBAL, gs, model)
+        for model, gs in sorted(per_model.items())
     ]
     return out
 

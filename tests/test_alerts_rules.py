@@ -12,7 +12,7 @@ import yaml
 from support import make_generate, stacks
 
 from tritonwatch import catalog, slo
-from tritonwatch.alerts import blind, generate, records, rules, windows
+from tritonwatch.alerts import generate, nodata, records, rules, windows
 from tritonwatch.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,11 +51,13 @@ def test_generated_files_match_the_committed_ones(tmp_path: Path) -> None:
         == [
             "alertmanager.yml",
             "catalog.rules.yml",
+            "model-fraud_detector.rules.yml",
             "operational.rules.yml",
             "replica.rules.yml",
-            "slo.rules.yml",
+            "tests/operational-fraud_detector.test.yml",
             "tests/operational.test.yml",
-            "tests/slo.test.yml",
+            "tests/slo-fraud_detector-availability.test.yml",
+            "tests/slo-fraud_detector-latency.test.yml",
             "triton/fraud_detector.model_metrics.pbtxt",
         ]
     )
@@ -87,7 +89,7 @@ def test_each_header_names_the_command_that_was_run(tmp_path: Path, monkeypatch:
         ("env", "# Regenerate: TRITONWATCH_SLO=my-slo.yaml tritonwatch rules --out env"),
     ):
         files = sorted(p for p in (tmp_path / out).rglob("*") if p.is_file())
-        assert len(files) == 8
+        assert len(files) == len(generate.render(str(SLO_FILE))) == 10
         assert {f.read_text().splitlines()[1] for f in files} == {line}
 
 
@@ -103,13 +105,13 @@ def test_stale_generated_files_are_removed(tmp_path: Path) -> None:
 # --- steps --------------------------------------------------------------------------------------
 def test_catalog_rules_come_from_every_catalog_signal() -> None:
     spec = spec_with(grouping=["cluster"])
-    got = records.catalog_rules(spec)[0]["rules"]
+    got = [r.to_yaml() for r in records.catalog_rules(spec)[0].rules]
     expected = [(s.record, dict(s.labels)) for s in catalog.SIGNALS] + [(catalog.BATCH_EFFICIENCY_RECORD, {})]
     assert [(r["record"], r.get("labels", {})) for r in got] == expected
     queue = next(r for r in got if r.get("labels") == {"phase": "queue"})
     assert queue["expr"] == catalog.promql(catalog.signal(catalog.LATENCY, phase="queue"), "5m", ["cluster"])
     assert "by (model, version, cluster)" in queue["expr"]
-    gpu = records.catalog_rules(spec)[1]["rules"]
+    gpu = [r.to_yaml() for r in records.catalog_rules(spec)[1].rules]
     assert [r["record"] for r in gpu] == [
         catalog.GPU_BUSY_SECONDS_RECORD,
         catalog.MODEL_GPU_BUSY_RECORD,
@@ -149,7 +151,7 @@ def test_pages_are_a_share_of_the_budget_and_tickets_fixed_burn_rates() -> None:
 def test_sli_reads_raw_series_once_over_5m_and_longer_windows_from_records() -> None:
     spec = spec_with(grouping=["cluster"])
     avail = spec.objectives()[0]
-    got = {r["record"]: r for r in rules.sli_rules(spec, avail)}
+    got = {r.record: r.to_yaml() for r in rules.sli_rules(spec, avail)}
     assert list(got) == [
         "slo:sli_failures:rate5m",
         "slo:sli_bad:rate5m",
@@ -211,7 +213,7 @@ def test_sli_reads_raw_series_once_over_5m_and_longer_windows_from_records() -> 
 
 def test_latency_sli_reads_count_and_bucket_once_with_the_min_samples_gate() -> None:
     spec = slo.load(SLO_FILE)
-    got = {r["record"]: r["expr"] for r in rules.sli_rules(spec, spec.objectives()[1])}
+    got = {r.record: r.expr for r in rules.sli_rules(spec, spec.objectives()[1])}
     mine = '{slo="fraud_detector-latency"}'
     sel = 'phase="request",model="fraud_detector"'
     under = f'tritonwatch_request_duration_seconds_bucket{{{sel},le=~"0\\\\.05"}}'
@@ -301,7 +303,7 @@ def test_grouping_labels_in_every_by_and_no_sum_without_or_job() -> None:
 def test_availability_needs_only_raw_triton_counters() -> None:
     spec = slo.load(SLO_FILE)
     avail = spec.objectives()[0]
-    exprs = " ".join(r["expr"] for r in rules.sli_rules(spec, avail))
+    exprs = " ".join(r.expr for r in rules.sli_rules(spec, avail))
     names = set(re.findall(r"\b([a-z_]+:?[a-z_:]*)\{", exprs))
     # The sidecar's role series only picks the ensemble formula: without it (no sidecar) the SLI is the
     # plain ratio of Triton's counters (the generated promtool cases have no role series and pass).
@@ -353,8 +355,13 @@ def test_operational_alerts_per_model_only_for_configured_objectives() -> None:
         {"model": "b", "availability": {"objective": 99}},
     ]
     spec = slo.parse(doc)
-    ops = rules.operational_alerts(spec)[0]["rules"]
+    ops = [r.to_yaml() for g in rules.model_alerts(spec) for r in g.rules]
     per_model = [(r["alert"], r["expr"]) for r in ops if 'model="' in r["expr"]]
+    # each model's in its own group, tagged with its model where it is built (its rule file and the
+    # Kubernetes split read the tag); none in the fleet's group
+    tagged = [(g.name, g.model, len(g.rules)) for g in rules.model_alerts(spec)]
+    assert tagged == [("tritonwatch-operational-a", "a", 1), ("tritonwatch-operational-b", "b", 1)]
+    assert not [r for r in rules.operational_alerts(spec)[0].rules if 'model="' in r.expr]
     # b's availability reads Triton's counters: blind while the sidecar marks b (TritonSLOErrorsUncounted).
     assert per_model == [
         (rules.QUEUE_TIME_HIGH, 'model:tritonwatch_queue_time_ratio:rate5m{model="a"} > 0.4'),
@@ -366,9 +373,11 @@ def test_operational_alerts_per_model_only_for_configured_objectives() -> None:
     queue = next(r for r in ops if r["alert"] == rules.QUEUE_TIME_HIGH)
     assert "at most 40%" in queue["annotations"]["description"]
     # No availability or latency objective for a: no SLO group for it; b has availability only.
-    assert [g["name"] for g in rules.slo_groups(spec)] == ["tritonwatch-slo-b-availability"]
-    assert [r for g in rules.slo_groups(spec) for r in g["rules"] if r.get("alert") == rules.NO_DATA] == [
-        blind.availability_alerts(spec, spec.objectives()[0])[0]
+    assert [(g.name, g.objective, g.model) for g in rules.slo_groups(spec)] == [
+        ("tritonwatch-slo-b-availability", "b-availability", "b")
+    ]
+    assert [r for g in rules.slo_groups(spec) for r in g.rules if r.name == rules.NO_DATA] == [
+        nodata.availability_alerts(spec, spec.objectives()[0])[0]
     ]  # b's counters gone while Triton is up
 
 
@@ -380,7 +389,7 @@ def test_an_availability_slo_from_a_front_gets_no_uncounted_errors_alert() -> No
         {"model": "a", "availability": {"objective": 99, "from": front}},
         {"model": "b", "availability": {"objective": 99}, "latency": {"threshold": "1s", "objective": 99}},
     ]
-    ops = rules.operational_alerts(slo.parse(doc))[0]["rules"]
+    ops = [r.to_yaml() for g in rules.model_alerts(slo.parse(doc)) for r in g.rules]
     blind = [r for r in ops if r["alert"] == rules.ERRORS_UNCOUNTED]
     assert [(r["expr"], r["labels"]) for r in blind] == [
         (
@@ -396,11 +405,15 @@ def test_an_availability_slo_from_a_front_gets_no_uncounted_errors_alert() -> No
 
 def test_operational_alerts_are_the_catalog_entries_with_their_for_and_texts() -> None:
     spec = slo.load(SLO_FILE)
-    ops = rules.operational_alerts(spec)[0]["rules"]
-    # Every catalog entry becomes a rule in catalog order (TritonServerDown twice: a target down, none).
-    want = [a.name for a in catalog.OPERATIONAL_ALERTS]
-    want.insert(1, catalog.SERVER_DOWN_ALERT)
-    assert [r["alert"] for r in ops] == want
+    groups = rules.operational_alerts(spec) + rules.model_alerts(spec)
+    ops = [r.to_yaml() for g in groups for r in g.rules]
+    # Every catalog entry becomes a rule (TritonServerDown twice: a target down, none), the per-target
+    # ones in the replica group, the per-model ones in their model's, each group in catalog order.
+    want = [a.name for a in catalog.OPERATIONAL_ALERTS] + [catalog.SERVER_DOWN_ALERT]
+    assert sorted(r["alert"] for r in ops) == sorted(want)
+    order = {name: i for i, name in enumerate(a.name for a in catalog.OPERATIONAL_ALERTS)}
+    for group in groups:
+        assert [order[r.name] for r in group.rules] == sorted(order[r.name] for r in group.rules)
     by_name = {a.name: a for a in catalog.OPERATIONAL_ALERTS}
     for r in ops:
         assert r.get("for", "") == by_name[r["alert"]].hold, r["alert"]
@@ -419,7 +432,7 @@ def test_operational_alerts_are_the_catalog_entries_with_their_for_and_texts() -
 def test_budget_rules_record_objective_and_remaining_budget() -> None:
     spec = slo.load(SLO_FILE)
     latency = spec.objectives()[1]
-    objective, remaining = rules.budget_rules(spec, latency)
+    objective, remaining = (r.to_yaml() for r in rules.budget_rules(spec, latency))
     assert objective == {
         "record": catalog.SLO_OBJECTIVE_RECORD,
         "expr": "vector(0.99)",
@@ -434,7 +447,7 @@ def test_operational_objectives_only_still_generate_valid_rules(tmp_path: Path) 
     doc["spec"]["slos"] = [{"model": "a", "cache_hit_ratio": {"min": 0.3}}]
     (tmp_path / "slo.yaml").write_text(yaml.safe_dump(doc))
     assert main(["rules", "--slo", str(tmp_path / "slo.yaml"), "--out", str(tmp_path / "out")]) == 0
-    assert not (tmp_path / "out" / "tests" / "slo.test.yml").exists()
+    assert not list((tmp_path / "out" / "tests").glob("slo-*"))  # a's operational alerts only
     check = promtool("check", "rules", *map(str, (tmp_path / "out").glob("*.rules.yml")))
     assert check.returncode == 0, check.stdout + check.stderr
     run = promtool("test", "rules", str(tmp_path / "out" / "tests" / "operational.test.yml"))

@@ -23,7 +23,7 @@ from support.backfill import copy_blocks, openmetrics_to_blocks
 from support.static_endpoint import serve, shutdown
 
 from tritonwatch import catalog
-from tritonwatch.alerts import split
+from tritonwatch.alerts import where_time_went
 from tritonwatch.cli import main
 from tritonwatch.local.procs import wait_until
 from tritonwatch.local.promstack import PROMETHEUS_BIN, Prometheus, ScrapeTarget, prometheus_config
@@ -143,7 +143,7 @@ def prometheus(tmp_path: Path) -> Iterator[Prometheus]:
 
     httpd = serve(Handler)
     target = ScrapeTarget("split", f"127.0.0.1:{httpd.server_address[1]}")
-    config = prometheus_config([target], [tmp_path / "rules" / "slo.rules.yml"])
+    config = prometheus_config([target], sorted((tmp_path / "rules").glob("model-*.rules.yml")))
     prom = Prometheus(tmp_path, config, storage=tmp_path / "data")
     try:
         prom.wait_ready(60)
@@ -176,14 +176,14 @@ def test_a_latency_page_says_where_the_time_went(prometheus: Prometheus) -> None
     got = pages(prometheus)
     assert got["queued"].endswith(
         " Over the last 1h Triton's request time was 75% queued and 25% computing"
-        f" (a week before: 10% and 90%). {split.ADVICE_QUEUE}"
+        f" (a week before: 10% and 90%). {where_time_went.ADVICE_QUEUE}"
     ), got["queued"]
     assert got["computing"].endswith(
         " Over the last 1h Triton's request time was 5% queued and 95% computing"
-        f" (a week before: 10% and 90%). {split.ADVICE_COMPUTE}"
+        f" (a week before: 10% and 90%). {where_time_went.ADVICE_COMPUTE}"
     ), got["computing"]
     assert got["fronted"].endswith(
         " Over the last 1h Triton's request time was 10% queued and 90% computing"
         " (a week before: 10% and 90%). Triton's own time a request is flat (x0.80 a week before): "
-        f"{split.OUTSIDE}"
+        f"{where_time_went.OUTSIDE}"
     ), got["fronted"]

@@ -246,8 +246,12 @@ def test_slo_error_ratio_is_what_clients_saw_while_triton_reads_zero(stack: Stac
             "slo": "steady-availability",
         }
     ]
-    rules_doc = (stack.rules_dir / "operational.rules.yml").read_text()
+    rules_doc = "".join(p.read_text() for p in sorted(stack.rules_dir.glob("*.rules.yml")))
     assert rules_doc.count(f"alert: {catalog.SLO_ERRORS_UNCOUNTED_ALERT}") == 1
+    assert (
+        f"alert: {catalog.SLO_ERRORS_UNCOUNTED_ALERT}"
+        in (stack.rules_dir / "model-steady.rules.yml").read_text()
+    )
 
 
 @pytest.mark.triton

@@ -171,7 +171,7 @@ def test_a_front_threshold_need_not_be_a_sidecar_bucket() -> None:
 def test_front_sli_reads_only_the_fronts_buckets() -> None:
     spec = slo.load(EXAMPLE)
     [sleeper] = [o for o in spec.objectives() if o.model == "sleeper"]
-    got = {r["record"]: r for r in rules.sli_rules(spec, sleeper)}
+    got = {r.record: r.to_yaml() for r in rules.sli_rules(spec, sleeper)}
     under = f'{CADDY[:-1]},le=~"0\\\\.050*"}}'
     total = f'{CADDY[:-1]},le="+Inf"}}'
     labels = {"model": "sleeper", "slo": "sleeper-latency"}
@@ -198,7 +198,7 @@ def test_promtool_tests_for_the_front_latency_pass_and_catch_a_rule_that_reads_t
 ) -> None:
     out = tmp_path / "rules"
     write(render(str(EXAMPLE)), out)
-    tests = yaml.safe_load((out / "tests" / "slo.test.yml").read_text())
+    tests = yaml.safe_load((out / "tests" / "slo-sleeper-latency.test.yml").read_text())
     names = [t["name"] for t in tests["tests"]]
     for name in (
         "sleeper-latency: the sidecar's histogram is not read",
@@ -209,12 +209,15 @@ def test_promtool_tests_for_the_front_latency_pass_and_catch_a_rule_that_reads_t
     promtool = shutil.which("promtool")
     assert promtool
     ok = subprocess.run(
-        [promtool, "test", "rules", "tests/slo.test.yml"], cwd=out, capture_output=True, text=True
+        [promtool, "test", "rules", "tests/slo-sleeper-latency.test.yml"],
+        cwd=out,
+        capture_output=True,
+        text=True,
     )
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
     # The same tests against rules whose sleeper SLI reads the sidecar's histogram: they must fail.
-    sli_swap.read_by_triton(out / "slo.rules.yml", EXAMPLE, "sleeper", "latency")
+    sli_swap.read_by_triton(out / "model-sleeper.rules.yml", EXAMPLE, "sleeper", "latency")
     wanted = ("sleeper-latency: total outage", "sleeper-latency: the sidecar's histogram")
     tests["tests"] = [t for t in tests["tests"] if t["name"].startswith(wanted)]
     assert len(tests["tests"]) == 2

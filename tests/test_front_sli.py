@@ -102,13 +102,13 @@ def test_hostile_selectors_are_refused_with_one_line_and_nothing_written(
     f.write_text(yaml.safe_dump(doc(errors=errors)))
     out = tmp_path / "out"
     out.mkdir()
-    (out / "slo.rules.yml").write_text("earlier output\n")  # a file of an earlier run stays as it was
+    (out / "model-flaky.rules.yml").write_text("earlier output\n")  # a file of an earlier run stays as it was
     code = main(["rules", "--slo", str(f), "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and f"{f}: {FIELD}.{message}" in err and detail in err, err
-    assert [p.name for p in out.iterdir()] == ["slo.rules.yml"]
-    assert (out / "slo.rules.yml").read_text() == "earlier output\n"
+    assert [p.name for p in out.iterdir()] == ["model-flaky.rules.yml"]
+    assert (out / "model-flaky.rules.yml").read_text() == "earlier output\n"
 
 
 @pytest.mark.parametrize(
@@ -194,7 +194,7 @@ def test_any_text_is_a_selector_that_renders_back_to_itself_or_one_line_naming_t
 def test_front_sli_reads_only_the_fronts_counters() -> None:
     spec = slo.load(EXAMPLE)
     [flaky] = [o for o in spec.objectives() if o.model == "flaky"]
-    got = {r["record"]: r for r in rules.sli_rules(spec, flaky)}
+    got = {r.record: r.to_yaml() for r in rules.sli_rules(spec, flaky)}
     labels = {"model": "flaky", "slo": "flaky-availability"}
     mine = '{slo="flaky-availability"}'
     assert got["slo:sli_total:rate5m"] == {
@@ -210,12 +210,12 @@ def test_front_sli_reads_only_the_fronts_counters() -> None:
     }
     assert [r for r in got if "haproxy" in got[r]["expr"]] == ["slo:sli_total:rate5m", "slo:sli_bad:rate5m"]
     grouped = slo.parse(doc(grouping=["cluster"]))
-    exprs = " ".join(r["expr"] for r in rules.sli_rules(grouped, grouped.objectives()[0]))
+    exprs = " ".join(r.expr for r in rules.sli_rules(grouped, grouped.objectives()[0]))
     assert f"sum by (cluster) (rate({ERRORS}[5m1ms]))\nor on (cluster)\n0 * " in exprs
     assert "nv_inference" not in exprs
     # steady keeps Triton's counters
     [steady] = [o for o in spec.objectives() if o.model == "steady"]
-    assert catalog.TRITON_FAILURE in " ".join(r["expr"] for r in rules.sli_rules(spec, steady))
+    assert catalog.TRITON_FAILURE in " ".join(r.expr for r in rules.sli_rules(spec, steady))
 
 
 def test_test_series_are_built_for_the_usual_fronts() -> None:
@@ -243,20 +243,24 @@ def test_test_series_are_built_for_the_usual_fronts() -> None:
 def test_promtool_tests_for_the_front_sli_pass_and_catch_a_rule_that_reads_triton(tmp_path: Path) -> None:
     out = tmp_path / "rules"
     write(render(str(EXAMPLE)), out)
-    tests = yaml.safe_load((out / "tests" / "slo.test.yml").read_text())
+    tests = yaml.safe_load((out / "tests" / "slo-flaky-availability.test.yml").read_text())
+    assert tests["rule_files"] == ["../model-flaky.rules.yml"]  # its model's rules only
     names = [t["name"] for t in tests["tests"]]
     assert "flaky-availability: Triton's own counters are not read" in names
     assert "flaky-availability: requests the client canceled are not errors" not in names
     promtool = shutil.which("promtool")
     assert promtool
     ok = subprocess.run(
-        [promtool, "test", "rules", "tests/slo.test.yml"], cwd=out, capture_output=True, text=True
+        [promtool, "test", "rules", "tests/slo-flaky-availability.test.yml"],
+        cwd=out,
+        capture_output=True,
+        text=True,
     )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert ok.stdout.count("SUCCESS") == 1
 
     # The same tests against rules whose flaky SLI reads Triton's counters: they must fail.
-    sli_swap.read_by_triton(out / "slo.rules.yml", EXAMPLE, "flaky", "availability")
+    sli_swap.read_by_triton(out / "model-flaky.rules.yml", EXAMPLE, "flaky", "availability")
     # flaky's two short cases only: the long ones would fail too, at more cost.
     wanted = ("flaky-availability: total outage", "flaky-availability: Triton's own counters")
     tests["tests"] = [t for t in tests["tests"] if t["name"].startswith(wanted)]
@@ -418,8 +422,8 @@ def test_promtool_tests_pass_for_the_presets_with_grouping(tmp_path: Path, error
     assert main(["rules", "--slo", str(f), "--out", str(out)]) == 0
     promtool = shutil.which("promtool")
     assert promtool
-    run = subprocess.run(
-        [promtool, "test", "rules", "tests/slo.test.yml"], cwd=out, capture_output=True, text=True
-    )
+    tests = sorted(p.relative_to(out).as_posix() for p in out.glob("tests/slo-*.test.yml"))
+    assert tests
+    run = subprocess.run([promtool, "test", "rules", *tests], cwd=out, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "sum by (cluster) (rate(" in (out / "slo.rules.yml").read_text()
+    assert "sum by (cluster) (rate(" in "".join(p.read_text() for p in out.glob("model-*.rules.yml"))

@@ -63,12 +63,12 @@ def test_rules_out_refuses_to_overwrite_a_file_it_did_not_write(
 ) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    (out / "slo.rules.yml").write_text("# my own rules\ngroups: []\n")
+    (out / "catalog.rules.yml").write_text("# my own rules\ngroups: []\n")
     assert main(["rules", "--slo", str(generate.default_slo()), "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "slo.rules.yml exists and was not written by tritonwatch rules" in err
-    assert sorted(p.name for p in out.iterdir()) == ["slo.rules.yml"]  # nothing written
-    assert (out / "slo.rules.yml").read_text() == "# my own rules\ngroups: []\n"
+    assert err.count("\n") == 1 and "catalog.rules.yml exists and was not written by tritonwatch rules" in err
+    assert sorted(p.name for p in out.iterdir()) == ["catalog.rules.yml"]  # nothing written
+    assert (out / "catalog.rules.yml").read_text() == "# my own rules\ngroups: []\n"
 
 
 def test_rules_out_never_follows_a_link_it_finds(tmp_path: Path) -> None:

@@ -34,13 +34,13 @@ def test_ttft_and_itl_objectives_parse_and_read_the_llm_histograms() -> None:
         "vllm_model-inter-token-latency": "inter_token_latency",
     }
     ttft = next(o for o in spec.objectives() if o.kind == "time_to_first_token")
-    ttft_rules = {r["record"]: r["expr"] for r in rules.sli_rules(spec, ttft)}
+    ttft_rules = {r.record: r.expr for r in rules.sli_rules(spec, ttft)}
     assert (
         f'{catalog.LLM_TTFT}_bucket{{model="vllm_model",le=~"0\\\\.5"}}' in ttft_rules["slo:sli_bad:rate5m"]
     )
     assert f"{catalog.LLM_TTFT}_count" in ttft_rules["slo:sli_total:rate5m"]
     itl = next(o for o in spec.objectives() if o.kind == "inter_token_latency")
-    itl_rules = {r["record"]: r["expr"] for r in rules.sli_rules(spec, itl)}
+    itl_rules = {r.record: r.expr for r in rules.sli_rules(spec, itl)}
     assert (
         f'{catalog.LLM_ITL}_bucket{{model="vllm_model",le=~"0\\\\.1"}}' in itl_rules["slo:sli_total:rate5m"]
     )
@@ -91,7 +91,7 @@ def test_ttft_slo_pages_when_first_tokens_slow_down_and_not_on_healthy_traffic(t
     labels = 'model="vllm_model",version="1",instance="sidecar:9450",job="tritonwatch"'
     page = f'count(ALERTS{{alertname="{catalog.SLO_BURN_ALERT}",alertstate="firing",severity="page",slo="{SLO_NAME}"}})'
     doc = {
-        "rule_files": [str(out / "slo.rules.yml")],
+        "rule_files": [str(p) for p in sorted(out.glob("model-*.rules.yml"))],
         "evaluation_interval": "1m",
         "tests": [
             {

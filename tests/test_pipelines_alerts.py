@@ -16,7 +16,7 @@ import yaml
 from conftest import need_binary
 
 from tritonwatch import catalog, slo
-from tritonwatch.alerts import promtests, rules
+from tritonwatch.alerts import promtests, rulefiles, rules
 from tritonwatch.cli import main
 
 pytestmark = pytest.mark.usefixtures("platform")  # every test runs promtool: on both stacks
@@ -91,7 +91,7 @@ def promtool(tmp_path: Path, s: slo.SLOFile, cases: list[promtests.Case]) -> sub
     out = tmp_path / "rules"
     assert main(["rules", "--slo", str(tmp_path / "slo.yaml"), "--out", str(out)]) == 0
     test = {
-        "rule_files": [str(out / f) for f in promtests.OPERATIONAL_RULES],
+        "rule_files": [str(out / f) for f in (*promtests.OPERATIONAL_RULES, rulefiles.model_file(MODEL))],
         "evaluation_interval": promtests.INTERVAL,
         "tests": [c.to_yaml() for c in cases],
     }
@@ -147,7 +147,7 @@ def test_the_availability_sli_counts_each_failed_ensemble_request_once(
     want = 100 / 1000 if ensemble else 200 / 1100
     record = f'{catalog.slo_sli_error_record("30m")}{{slo="{MODEL}-availability"}}'
     test = {
-        "rule_files": [str(out / f) for f in promtests.SLO_RULES],
+        "rule_files": [str(out / rulefiles.model_file(MODEL))],
         "evaluation_interval": promtests.INTERVAL,
         "tests": [
             {

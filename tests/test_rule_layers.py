@@ -5,7 +5,6 @@ on a shard is checked on every rule generated for the bundled SLO file and for o
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,8 @@ import pytest
 import yaml
 
 from tritonwatch import catalog, slo
-from tritonwatch.alerts import generate, layers, rules
+from tritonwatch.alerts import generate, layers, rulefiles, rules
+from tritonwatch.alerts.model import Alert
 
 ROOT = Path(__file__).resolve().parent.parent
 SLO_FILE = ROOT / "alerts" / "slo.yaml"
@@ -30,22 +30,34 @@ def _spec(grouping: list[str] | None = None) -> slo.SLOFile:
 SPECS = {"bundled": _spec(), "cluster": _spec(["cluster"])}
 
 
-def _rules(files: dict[str, Any]) -> list[str]:
-    return sorted(
-        json.dumps(r, sort_keys=True) for doc in files.values() for g in doc["groups"] for r in g["rules"]
-    )
+# (alert, its "cause" label or None): the alerts whose every result reads one target's series.
+PER_TARGET = [
+    (catalog.GPU_MEMORY_NEAR_FULL_ALERT, None),  # one sidecar's gauge per GPU, no aggregation
+    (catalog.GPU_XID_ALERT, None),  # likewise
+    (catalog.MODEL_NOT_READY_ALERT, None),  # min by (model, version, instance) of one sidecar
+    (catalog.SERVER_DOWN_ALERT, "scrape_failed"),  # up == 0 of one target (not the absent() one)
+    (catalog.SIDECAR_STALE_ALERT, None),  # max by (instance, target) of one sidecar
+]
+
+
+def _replica(name: str) -> list[dict[str, Any]]:
+    return [r for g in rules.rule_files(SPECS[name])[layers.REPLICA_FILE]["groups"] for r in g["rules"]]
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_every_rule_is_in_exactly_one_layer(name: str) -> None:
-    whole = rules.rule_files(SPECS[name])
-    split = layers.split(whole)
-    assert _rules(split) == _rules(whole)
-    replica = split[layers.REPLICA_FILE]["groups"]
-    moved = sorted((r["alert"], r["labels"].get("cause")) for g in replica for r in g["rules"])
-    assert moved == sorted(layers.PER_TARGET, key=lambda k: (k[0], k[1] or ""))
-    # Nothing else moved: the global files keep their groups, minus the moved alerts.
-    assert set(split) == set(whole) | {layers.REPLICA_FILE}
+    """The layer is decided where a group is built: the per-target alerts' group is tagged replica and
+    is the replica file, every other group is global and in another file."""
+    groups = rules.groups(SPECS[name])
+    replica = [g for g in groups if g.layer == layers.REPLICA]
+    assert [g.name for g in replica] == [layers.REPLICA_GROUP]
+    moved = sorted((r.name, r.label("cause")) for r in replica[0].rules if isinstance(r, Alert))
+    assert moved == PER_TARGET and len(replica[0].rules) == len(PER_TARGET)
+    files = rulefiles.by_file(groups)
+    assert files[layers.REPLICA_FILE] == replica
+    assert all(g.layer == layers.GLOBAL for f, gs in files.items() if f != layers.REPLICA_FILE for g in gs)
+    # every rule once
+    assert sum(len(g.rules) for g in groups) == sum(len(g.rules) for gs in files.values() for g in gs)
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
@@ -53,8 +65,7 @@ def test_replica_rules_read_one_targets_series(name: str) -> None:
     """A rule is safe on a shard when each result reads one target's series: every aggregation keeps
     ``instance`` (a target is on one shard), no ``absent()`` (a shard with no target of the kind would
     page), no recorded series (the records are the global layer's, fleet-wide)."""
-    split = layers.split(rules.rule_files(SPECS[name]))
-    replica = [r for g in split[layers.REPLICA_FILE]["groups"] for r in g["rules"]]
+    replica = _replica(name)
     assert replica
     for rule in replica:
         expr = rule["expr"]
@@ -68,7 +79,7 @@ def test_replica_rules_read_one_targets_series(name: str) -> None:
 
 def test_global_layer_holds_every_fleet_aggregation() -> None:
     """Every record and every rule that sums by model (without instance) is in the global layer."""
-    split = layers.split(rules.rule_files(SPECS["bundled"]))
+    split = rules.rule_files(SPECS["bundled"])
     for file, doc in split.items():
         for group in doc["groups"]:
             for rule in group["rules"]:
@@ -76,7 +87,7 @@ def test_global_layer_holds_every_fleet_aggregation() -> None:
                 if fleet_wide:
                     assert layers.layer_of(file) == layers.GLOBAL, (file, rule.get("record") or rule["alert"])
     assert catalog.SLO_BURN_ALERT in {
-        r.get("alert") for g in split["slo.rules.yml"]["groups"] for r in g["rules"]
+        r.get("alert") for g in split["model-fraud_detector.rules.yml"]["groups"] for r in g["rules"]
     }
 
 

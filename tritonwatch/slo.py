@@ -129,12 +129,15 @@ LATENCY_KINDS = ("latency", "time_to_first_token", "inter_token_latency")
 
 @dataclass(frozen=True)
 class Objective:
-    """One burn-rate SLO: a name (the ``slo`` label), its model, its kind and its error budget."""
+    """One burn-rate SLO: a name (the ``slo`` label), its model, its kind, its error budget and its SLI as
+    the SLO file states it (``availability`` or ``latency``: the one of its kind, the other None)."""
 
     name: str
     model: str
     kind: str  # "availability" | one of LATENCY_KINDS
     objective: Decimal  # percent
+    availability: Availability | None = field(default=None, compare=False, repr=False)
+    latency: Latency | None = field(default=None, compare=False, repr=False)  # and the LLM kinds'
 
     @property
     def budget(self) -> Decimal:
@@ -166,16 +169,19 @@ class SLOFile:
         out: list[Objective] = []
         for s in self.slos:
             if s.availability:
-                out.append(
-                    Objective(f"{s.model}-availability", s.model, "availability", s.availability.objective)
-                )
+                a = s.availability
+                out.append(Objective(f"{s.model}-availability", s.model, "availability", a.objective, a))
             if s.latency:
-                out.append(Objective(f"{s.model}-latency", s.model, "latency", s.latency.objective))
+                out.append(
+                    Objective(
+                        f"{s.model}-latency", s.model, "latency", s.latency.objective, latency=s.latency
+                    )
+                )
             for kind in LATENCY_KINDS[1:]:
                 lat = s.latency_for(kind)
                 if lat:
                     name = f"{s.model}-{kind.replace('_', '-')}"
-                    out.append(Objective(name, s.model, kind, lat.objective))
+                    out.append(Objective(name, s.model, kind, lat.objective, latency=lat))
         return tuple(out)
 
     def slo_for(self, model: str) -> SLO:

@@ -22,5 +22,5 @@ def read_by_triton(rule_file: Path, slo_file: Path, model: str, kind: str) -> No
     generated: dict[str, Any] = yaml.safe_load(rule_file.read_text())
     [group] = [g for g in generated["groups"] if g["name"] == f"tritonwatch-slo-{obj.name}"]
     kept = [r for r in group["rules"] if not r.get("record", "").startswith("slo:sli_")]
-    group["rules"] = rules.sli_rules(spec, obj) + kept
+    group["rules"] = [r.to_yaml() for r in rules.sli_rules(spec, obj)] + kept
     rule_file.write_text(yaml.safe_dump(generated))
