@@ -57,7 +57,7 @@ from tritonwatch.alerts.texts import (
 )
 from tritonwatch.catalog import le_matcher
 from tritonwatch.fronthistogram import FrontHistogram, le_text
-from tritonwatch.slo import FrontCounters, Objective, SLOFile, format_duration
+from tritonwatch.slo import FrontCounters, Objective, SLOFile, format_duration, parse_duration
 from tritonwatch.validators import promql_string
 
 
@@ -122,11 +122,14 @@ def latency_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
     sel = (build.request_phase(), build.model(obj.model))
     count = build.select(f"{catalog.REQUEST_DURATION}_count", *sel)
     success = build.select(catalog.TRITON_SUCCESS, build.model(obj.model))
+    # The samples of the last hour from the SLI's own recorded total (its 5m tiles), not the raw counts
+    # of every replica over an hour: the cost of this rule does not grow with replicas past 5m.
     w = NO_DATA_TRAFFIC_WINDOW
+    total = build.select(catalog.slo_sli_total_record(w), f'{SLO_LABEL}="{obj.name}"')
     unsampled = (
         f"absent_over_time({count}[{NO_DATA_ABSENT}])\nor\n(\n"
-        f"  sum by ({by}) (increase({count}[{w}])) < 1\nand on ({by})\n"
-        f"  sum by ({by}) (increase({success}[{w}])) > 0\n)"
+        f"  {total} * {parse_duration(w, 'window'):g} < 1\nand on ({by})\n"
+        f"  sum by ({by}) (increase({success}[5m])) > 0\n)"
     )
     # Per replica: one without the bucket drops out of the SLI's total (alerts/rules.py) unseen.
     replica = build.by(spec, catalog.MODEL, "instance")

@@ -69,7 +69,7 @@ SLO_ALERTS = (
         hold="10m",
         summary="No latency samples for {model}: the {slo} SLI is blind",
         description="The latency SLI {slo} has no sampled requests for {model}: no {histogram} series for "
-        "{absent}, or none added over {traffic_window} while Triton served requests. Check that "
+        "{absent}, or none added over {traffic_window} while Triton serves requests. Check that "
         "Triton's own histogram (2.65+: --metrics-config histogram_latencies=true) or its traces "
         "(--otlp-listen, --trace-rate) reach the sidecar.",
     ),
