@@ -1,13 +1,16 @@
-"""``tritonwatch k8s``: wrap the generated rules, Alertmanager config and dashboards as Kubernetes
-objects, and write the autoscaling and Triton 2.65+ overlays' generated files.
+"""``tritonwatch k8s``: the rules, Alertmanager config and dashboards as Kubernetes objects, the
+base that deploys them, and the autoscaling and Triton 2.65+ overlays' generated files.
 
-    tritonwatch k8s --rules alerts/generated --dashboards dashboards/generated --slo alerts/slo.yaml \\
-        --out deploy/kubernetes/generated [--autoscaling deploy/autoscaling] [--triton265 deploy/triton265]
+    tritonwatch k8s --slo alerts/slo.yaml --dashboards dashboards/generated \\
+        [--out deploy/kubernetes/generated | --base DIR] [--namespace NS] [--rules DIR] \\
+        [--autoscaling DIR] [--triton265 DIR]
 
-Reads ``--rules`` (what ``tritonwatch rules`` wrote) and ``--dashboards`` (what ``tritonwatch
-dashboards`` wrote), so the cluster gets exactly what Prometheus and Grafana get in compose/, and the
-operator's own SLO file (``--slo``, required: the sidecars' ConfigMap and the split of the rules by
-model come from it). Writes, byte-for-byte reproducible:
+The rules and the Alertmanager configuration are generated here from the operator's own SLO file
+(``--slo``, required), as ``tritonwatch rules`` makes them but with ``namespace`` in the grouping: the
+Prometheus Operator routes an AlertmanagerConfig's alerts by their namespace (deploy/operator_rules.py).
+``--rules DIR`` adds a folder's hand-written rule files; ``--dashboards`` is what ``tritonwatch
+dashboards`` wrote, so the cluster gets the dashboards compose/ gets. Writes, byte-for-byte
+reproducible:
 
     prometheusrules.yaml        monitoring.coreos.com/v1 PrometheusRules, labelled tritonwatch.io/layer:
                                 tritonwatch-replica, tritonwatch-global (the fleet's aggregation, whole)
@@ -15,14 +18,19 @@ model come from it). Writes, byte-for-byte reproducible:
     dashboards.yaml             one ConfigMap per dashboard, labelled grafana_dashboard: "1" and
                                 annotated grafana_folder: tritonwatch for Grafana's dashboard sidecar
     alertmanagerconfig.yaml     AlertmanagerConfig tritonwatch (monitoring.coreos.com/v1alpha1), the
-                                routing tree kube-prometheus-stack's Alertmanager merges (deploy/amconfig.py)
+                                routing tree kube-prometheus-stack's Alertmanager merges (deploy/amconfig.py);
+                                its paging receivers have no integration until an overlay adds one
+                                (one warning line says so: deploy/receivers.py)
     alertmanager-secret.yaml    Secret alertmanager-tritonwatch, key alertmanager.yaml: the plain config,
                                 for an operator-managed Alertmanager named tritonwatch of your own
-    report-cronjob.yaml         the weekly capacity report on a schedule: a CronJob and its archive's
-                                claim (deploy/report.py)
+    report-cronjob.yaml         the weekly capacity report on a schedule: the SLO file's ConfigMap, the
+                                archive's claim and a CronJob (deploy/report.py)
 
-and with ``--autoscaling DIR`` the overlays' SLO ConfigMap, KEDA ScaledObject, HPA and adapter values
-(deploy/scaling.py); with ``--triton265 DIR`` the ConfigMap of the models' ``model_metrics`` stanzas.
+With ``--base DIR`` these go to ``DIR/generated`` and the hand-written base (kustomization, Namespace,
+Deployment, Service, PodMonitor) to ``DIR``, from package data (deploy/base.py); with ``--autoscaling
+DIR`` the overlays' SLO ConfigMap, KEDA ScaledObject, HPA and adapter values (deploy/scaling.py) and
+their kustomizations; with ``--triton265 DIR`` the ConfigMap of the models' ``model_metrics`` stanzas
+and its kustomizations. Every kustomization is in ``--namespace``, the namespace the autoscalers read.
 """
 
 from __future__ import annotations
@@ -31,11 +39,12 @@ import argparse
 import logging
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 from tritonwatch import slo as slo_model
 from tritonwatch import validators
-from tritonwatch.deploy import amconfig, manifests, report, scaling
+from tritonwatch.deploy import amconfig, base, manifests, operator_rules, receivers, report, scaling
 from tritonwatch.deploy.render import ANNOTATIONS_LIMIT, dump, labels, last_applied_bytes
 from tritonwatch.errors import TritonwatchError, UsageError
 
@@ -48,6 +57,7 @@ DASHBOARDS_FILE = "dashboards.yaml"
 ALERTMANAGER_FILE = "alertmanager-secret.yaml"
 AMCONFIG_FILE = "alertmanagerconfig.yaml"
 REPORT_FILE = "report-cronjob.yaml"
+DEFAULT_OUT = Path("deploy/kubernetes/generated")
 MODEL_METRICS_FILE = "native-latency/model-metrics.yaml"
 MODEL_METRICS_CONFIGMAP = "tritonwatch-model-metrics"
 STANZA_SUFFIX = ".model_metrics.pbtxt"
@@ -65,8 +75,10 @@ def load_slo(path: Path) -> tuple[slo_model.SLOFile, str]:
         raise UsageError(f"--slo: {exc}") from None
 
 
-def render_all(rules_dir: Path, dashboards_dir: Path, spec: slo_model.SLOFile) -> dict[str, str]:
-    """File name -> exact text of every manifest in ``--out``."""
+def render_all(
+    rules_dir: Path, dashboards_dir: Path, spec: slo_model.SLOFile, slo_text: str
+) -> dict[str, str]:
+    """File name -> exact text of every manifest in ``--out`` (``slo_text``: the SLO file the report reads)."""
     for flag, d in (("--rules", rules_dir), ("--dashboards", dashboards_dir)):
         if not d.is_dir():
             raise UsageError(f"{flag} {d}: not a directory")
@@ -88,6 +100,9 @@ def render_all(rules_dir: Path, dashboards_dir: Path, spec: slo_model.SLOFile) -
         if left_out
         else ""
     )
+    am_doc = amconfig.alertmanager_config(am)
+    if (silent := receivers.warning(am_doc, AMCONFIG_FILE)) is not None:
+        log.warning("%s", silent)
     dashboards = manifests.dashboard_configmaps(dashboards_dir)
     for doc in [*rules, *dashboards]:
         if (size := last_applied_bytes(doc)) > ANNOTATIONS_LIMIT:
@@ -100,11 +115,14 @@ def render_all(rules_dir: Path, dashboards_dir: Path, spec: slo_model.SLOFile) -
     return {
         RULES_FILE: dump(rules, "alerts/generated/*.rules.yml"),
         DASHBOARDS_FILE: dump(dashboards, "dashboards/generated/*.json"),
-        AMCONFIG_FILE: dump([amconfig.alertmanager_config(am)], "alerts/generated/alertmanager.yml", note),
+        AMCONFIG_FILE: dump([am_doc], "alerts/generated/alertmanager.yml", note),
         ALERTMANAGER_FILE: dump(
             [manifests.alertmanager_secret(am_text)], "alerts/generated/alertmanager.yml"
         ),
-        REPORT_FILE: dump(report.manifests(scaling.PROMETHEUS_URL), "tritonwatch/deploy/report.py"),
+        REPORT_FILE: dump(
+            report.manifests(scaling.PROMETHEUS_URL, slo_text),
+            "tritonwatch/deploy/report.py and the SLO file",
+        ),
     }
 
 
@@ -121,12 +139,24 @@ def model_metrics(rules_dir: Path) -> dict[str, str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    for flag, default, metavar, text in (
-        ("--rules", "alerts/generated", "DIR", "what `tritonwatch rules` wrote"),
-        ("--dashboards", "dashboards/generated", "DIR", "what `tritonwatch dashboards` wrote"),
-        ("--out", "deploy/kubernetes/generated", "DIR", "where the manifests go"),
-    ):
-        parser.add_argument(flag, type=Path, default=Path(default), metavar=metavar, help=text)
+    parser.add_argument(
+        "--rules", type=Path, default=None, metavar="DIR",
+        help="a rules folder: its hand-written *.rules.yml are packed as they are (the generated rules "
+        "are made afresh from --slo, with namespace in the grouping)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dashboards", type=Path, default=Path("dashboards/generated"), metavar="DIR",
+        help="what `tritonwatch dashboards` wrote",
+    )  # fmt: skip
+    parser.add_argument(
+        "--out", type=Path, default=None, metavar="DIR",
+        help=f"where the manifests go (default {DEFAULT_OUT}, or BASE/generated with --base)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--base", type=Path, default=None, metavar="DIR",
+        help="also write the base there (kustomization, Namespace, Deployment, Service, PodMonitor; "
+        "the manifests go to DIR/generated): a tree `kubectl apply -k DIR` takes without a checkout",
+    )  # fmt: skip
     parser.add_argument(
         "--slo", type=Path, default=None, metavar="FILE",
         help="your SLO file (required): the sidecars' ConfigMap, the rules' split by model",
@@ -154,27 +184,52 @@ def _write(base: Path, files: dict[str, str], flag: str) -> None:
         raise UsageError(f"{flag} {base}: cannot write ({exc.strerror})") from None
 
 
+def _out_dir(out: Path | None, base_dir: Path | None) -> Path:
+    """``--out``, or where the base's kustomization lists the generated files (``--base``/generated)."""
+    if base_dir is None:
+        return out or DEFAULT_OUT
+    if out is not None and out.resolve() != (base_dir / "generated").resolve():
+        raise UsageError(
+            f"--out {out}: with --base {base_dir} the manifests go to {base_dir / 'generated'} "
+            "(the base's kustomization lists them there); leave --out out"
+        )
+    return base_dir / "generated"
+
+
 def run(args: argparse.Namespace) -> int:
     if args.slo is None:
         raise UsageError("--slo FILE is required: the SLO file your sidecars and rules use")
-    out: Path = args.out
-    for flag, d in (("--out", out), ("--autoscaling", args.autoscaling), ("--triton265", args.triton265)):
+    out = _out_dir(args.out, args.base)
+    for flag, d in (
+        ("--out", out),
+        ("--base", args.base),
+        ("--autoscaling", args.autoscaling),
+        ("--triton265", args.triton265),
+    ):
         if d is not None and d.exists() and not d.is_dir():
             raise UsageError(f"{flag} {d}: exists and is not a directory")
     validators.fullmatch(_NAMESPACE, args.namespace, "--namespace", "not a Kubernetes namespace name")
     spec, slo_text = load_slo(args.slo)
-    files = render_all(args.rules, args.dashboards, spec)
-    scaling_files = scaling.autoscaling(spec, slo_text, args.namespace) if args.autoscaling else {}
-    native = model_metrics(args.rules) if args.triton265 else {}
+    with tempfile.TemporaryDirectory(prefix="tritonwatch-k8s-") as tmp:
+        rules_dir = operator_rules.write_rules_dir(spec, args.slo, args.rules, Path(tmp))
+        files = render_all(rules_dir, args.dashboards, spec, slo_text)
+        native = model_metrics(rules_dir) if args.triton265 else {}
+    ns = args.namespace
+    scaling_files = (
+        {**scaling.autoscaling(spec, slo_text, ns), **base.autoscaling(ns)} if args.autoscaling else {}
+    )
+    native = {**native, **base.triton265(ns)} if args.triton265 else {}
+    hand_written = base.base(ns) if args.base else {}
     _write(out, files, "--out")
     print(f"wrote {len(files)} manifests to {out}: {', '.join(sorted(files))}")
-    for flag, base, written in (
+    for flag, where, written in (
+        ("--base", args.base, hand_written),
         ("--autoscaling", args.autoscaling, scaling_files),
         ("--triton265", args.triton265, native),
     ):
         if written:
-            _write(base, written, flag)
-            print(f"wrote {len(written)} files to {base}: {', '.join(sorted(written))}")
+            _write(where, written, flag)
+            print(f"wrote {len(written)} files to {where}: {', '.join(sorted(written))}")
     return 0
 
 

@@ -27,7 +27,7 @@ from support import stacks
 from tritonwatch import catalog
 from tritonwatch.alerts import layers
 from tritonwatch.cli import build_parser
-from tritonwatch.deploy import k8s, manifests, scaling
+from tritonwatch.deploy import base, k8s, manifests, operator_rules, scaling
 from tritonwatch.errors import UsageError
 from tritonwatch.exporters import sidecar
 from tritonwatch.exporters.config import resolve
@@ -109,7 +109,12 @@ def test_renders_every_part_in_one_namespace(rendered: list[dict[str, Any]]) -> 
     (model_rule,) = [d for d in prometheus_rules if "annotations" in d["metadata"]]
     assert model_rule["metadata"]["annotations"] == {manifests.MODEL_ANNOTATION: "fraud_detector"}
     dashboards = sorted(DASHBOARDS_DIR.glob("*.json"))
-    assert len([d for d in rendered if d["kind"] == "ConfigMap"]) == len(dashboards)
+    maps = sorted(d["metadata"]["name"] for d in rendered if d["kind"] == "ConfigMap")
+    # a ConfigMap per dashboard, and the SLO file the report reads
+    assert maps == sorted(
+        [f"tritonwatch-dashboard-{p.stem.removeprefix('tritonwatch-')}" for p in dashboards]
+        + ["tritonwatch-report-slo"]
+    )
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
@@ -182,9 +187,11 @@ def test_prometheusrule_groups_pass_promtool(
         assert out.returncode == 0, out.stdout + out.stderr
         count = sum(len(g["rules"]) for g in rule["spec"]["groups"])
         assert f"SUCCESS: {count} rules found" in out.stdout
+    # the rules packed for the operator: the SLO file's, with namespace in the grouping (deploy/operator_rules.py)
+    packed = operator_rules.rule_files(k8s.load_slo(SLO_FILE)[0], SLO_FILE)
     for layer, groups in by_layer.items():
-        sources = [p for p in sorted(RULES_DIR.glob("*.rules.yml")) if layers.layer_of(p.name) == layer]
-        want = [g for p in sources for g in yaml.safe_load(p.read_text())["groups"]]
+        sources = [name for name in packed if name.endswith(".rules.yml") and layers.layer_of(name) == layer]
+        want = [g for name in sources for g in yaml.safe_load(packed[name])["groups"]]
         assert _rules_of(groups) == _rules_of(want), layer
 
 
@@ -196,7 +203,7 @@ def test_alertmanager_secret_passes_amtool(
     (secret,) = yaml.safe_load_all((KUSTOMIZE_DIR / "generated" / k8s.ALERTMANAGER_FILE).read_text())
     assert secret["metadata"]["name"] == f"alertmanager-{manifests.ALERTMANAGER_NAME}"
     config = secret["stringData"]["alertmanager.yaml"]
-    assert config == (RULES_DIR / "alertmanager.yml").read_text()
+    assert config == operator_rules.rule_files(k8s.load_slo(SLO_FILE)[0], SLO_FILE)["alertmanager.yml"]
     path = tmp_path / "alertmanager.yaml"
     path.write_text(config)
     out = subprocess.run(["amtool", "check-config", str(path)], capture_output=True, text=True, timeout=60)
@@ -204,7 +211,11 @@ def test_alertmanager_secret_passes_amtool(
 
 
 def test_dashboards_are_configmaps_for_the_grafana_sidecar(rendered: list[dict[str, Any]]) -> None:
-    maps = [d for d in rendered if d["kind"] == "ConfigMap"]
+    maps = [
+        d
+        for d in rendered
+        if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("tritonwatch-dashboard-")
+    ]
     seen = {}
     for cm in maps:
         assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
@@ -273,7 +284,7 @@ def test_generator_names_the_missing_input(tmp_path: Path, capsys: pytest.Captur
     empty.mkdir()
     spec, _ = k8s.load_slo(SLO_FILE)
     with pytest.raises(UsageError, match=r"--rules .*no \*\.rules\.yml"):
-        k8s.render_all(empty, DASHBOARDS_DIR, spec)
+        k8s.render_all(empty, DASHBOARDS_DIR, spec, SLO_FILE.read_text())
     for argv, needle in (
         (["--rules", str(tmp_path / "missing"), "--slo", str(SLO_FILE)], "missing"),
         # never the demo's SLO file in the sidecars' ConfigMap: the operator names theirs
@@ -305,8 +316,15 @@ def test_autoscaling_files_are_up_to_date(tmp_path: Path) -> None:
     argv = ["--rules", str(RULES_DIR), "--dashboards", str(DASHBOARDS_DIR), "--out", str(tmp_path / "k")]
     assert k8s.main([*argv, "--slo", str(SLO_FILE), "--autoscaling", str(tmp_path / "a")]) == 0
     fresh = {p.relative_to(tmp_path / "a"): p.read_text() for p in (tmp_path / "a").rglob("*.yaml")}
+    # the generated files, and the overlays' kustomizations (package data, in the default namespace)
     assert sorted(map(str, fresh)) == sorted(
-        [scaling.SLO_CONFIGMAP_FILE, scaling.KEDA_FILE, scaling.HPA_FILE, scaling.ADAPTER_FILE]
+        [
+            scaling.SLO_CONFIGMAP_FILE,
+            scaling.KEDA_FILE,
+            scaling.HPA_FILE,
+            scaling.ADAPTER_FILE,
+            *base.AUTOSCALING_FILES,
+        ]
     )
     stale = [str(p) for p, text in fresh.items() if (AUTOSCALING_DIR / p).read_text() != text]
     assert not stale, f"deploy/autoscaling is stale: {stale}; run `make generate`"
@@ -434,3 +452,54 @@ def test_the_weekly_report_runs_on_a_schedule_into_its_archive(rendered: list[di
     args = build_parser().parse_args(["report", "--end=2026-12-07T00:00:00Z", *container["args"]])
     assert args.archive == mounts["archive"] == "/archive" and args.days == 7
     assert args.prometheus == scaling.PROMETHEUS_URL
+
+
+# --- docs/deploy.md's worked overlay ------------------------------------------------------------------
+DEPLOY_DOC = ROOT / "docs" / "deploy.md"
+
+
+def docs_overlay() -> tuple[str, str]:
+    """docs/deploy.md's worked overlay: the namespace its ``tritonwatch k8s`` command generates for, and
+    the YAML block that starts ``# my-cluster/kustomization.yaml``."""
+    text = DEPLOY_DOC.read_text()
+    blocks = re.findall(r"```yaml\n(# my-cluster/kustomization\.yaml\n.*?)```", text, re.DOTALL)
+    assert len(blocks) == 1, "docs/deploy.md: one worked overlay"
+    before = text[: text.index(blocks[0])]
+    (namespace,) = re.findall(r"tritonwatch k8s [^`]*?--namespace (\S+)", before.rsplit("```text", 1)[1])
+    return namespace, blocks[0]
+
+
+def test_the_docs_overlay_scales_on_the_namespace_it_deploys_to(tmp_path: Path) -> None:
+    """The docs' overlay, generated as the docs say: every object in the namespace asked for, and the
+    autoscaler's query reading that namespace (an overlay's own ``namespace:`` would have moved the
+    ScaledObject and left its query on the old one)."""
+    need_binary("kubectl")
+    namespace, overlay = docs_overlay()
+    assert namespace == "inference"
+    argv = ["--slo", str(SLO_FILE), "--dashboards", str(DASHBOARDS_DIR), "--namespace", namespace]
+    assert (
+        k8s.main(
+            [*argv, "--base", str(tmp_path / "kubernetes"), "--autoscaling", str(tmp_path / "autoscaling")]
+        )
+        == 0
+    )
+    (tmp_path / "my-cluster").mkdir()
+    (tmp_path / "my-cluster" / "kustomization.yaml").write_text(overlay)
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(tmp_path / "my-cluster")], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    docs = load_all(out.stdout)
+    assert {d["metadata"].get("namespace") for d in docs if d["kind"] != "Namespace"} == {namespace}
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"] == [namespace]
+    (scaled,) = [d for d in docs if d["kind"] == "ScaledObject"]
+    query = scaled["spec"]["triggers"][0]["metadata"]["query"]
+    read = re.findall(r'namespace="([^"]*)"', query)
+    assert len(read) >= 2 and set(read) == {namespace}, read
+    (am,) = [d for d in docs if d["kind"] == "AlertmanagerConfig"]
+    assert {r["name"] for r in am["spec"]["receivers"] if r.get("webhookConfigs")} == {
+        "default",
+        "page",
+        "ticket",
+    }
+    assert all(d["metadata"]["labels"]["release"] == "kube-prometheus-stack" for d in docs)

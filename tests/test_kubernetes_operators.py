@@ -31,7 +31,7 @@ from test_kubernetes import load_all
 
 from tritonwatch import catalog
 from tritonwatch.cli import main as cli_main
-from tritonwatch.deploy import amconfig, k8s, scaling
+from tritonwatch.deploy import amconfig, k8s, operator_rules, scaling
 from tritonwatch.deploy.render import ANNOTATIONS_LIMIT, LAST_APPLIED, last_applied_bytes
 from tritonwatch.errors import UsageError
 
@@ -110,7 +110,7 @@ def test_an_object_over_the_limit_is_refused_naming_it(tmp_path: Path) -> None:
     (dashboards / "huge.json").write_text(json.dumps({"title": "x" * ANNOTATIONS_LIMIT}))
     spec, _ = k8s.load_slo(SLO_FILE)
     with pytest.raises(UsageError, match=r"ConfigMap tritonwatch-dashboard-huge: \d+ bytes once applied"):
-        k8s.render_all(RULES_DIR, dashboards, spec)
+        k8s.render_all(RULES_DIR, dashboards, spec, SLO_FILE.read_text())
 
 
 # --- AlertmanagerConfig -----------------------------------------------------------------------
@@ -161,7 +161,7 @@ def _route(config: Path, labels: dict[str, str]) -> str:
 @stacks.needs("amtool")
 def test_the_alertmanagerconfig_routes_and_inhibits_as_the_plain_config(tmp_path: Path) -> None:
     need_binary("amtool")
-    plain_text = (RULES_DIR / "alertmanager.yml").read_text()
+    plain_text = operator_rules.rule_files(k8s.load_slo(SLO_FILE)[0], SLO_FILE)["alertmanager.yml"]
     (generated,) = load_all((ROOT / "deploy" / "kubernetes" / "generated" / k8s.AMCONFIG_FILE).read_text())
     assert generated["apiVersion"] == "monitoring.coreos.com/v1alpha1"
     assert generated == amconfig.alertmanager_config(amconfig.load(plain_text))

@@ -41,6 +41,7 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from conftest import need_binary
 from support import stacks
 from support.harness import processes_mentioning, read_metrics, value
 
@@ -177,10 +178,11 @@ def test_sidecar_help(installed: Installed) -> None:
     assert "--triton URL" in result.stdout and "--otlp-listen HOST:PORT" in result.stdout
 
 
-def same_tree(left: Path, right: Path) -> list[str]:
-    """Paths that differ (missing on one side or other bytes) between two directory trees."""
-    a = {p.relative_to(left) for p in left.rglob("*") if p.is_file()}
-    b = {p.relative_to(right) for p in right.rglob("*") if p.is_file()}
+def same_tree(left: Path, right: Path, ignore: tuple[str, ...] = ()) -> list[str]:
+    """Paths that differ (missing on one side or other bytes) between two directory trees (file names
+    in ``ignore`` left out)."""
+    a = {p.relative_to(left) for p in left.rglob("*") if p.is_file() and p.name not in ignore}
+    b = {p.relative_to(right) for p in right.rglob("*") if p.is_file() and p.name not in ignore}
     differ = sorted(str(p) for p in a ^ b)
     differ += sorted(str(p) for p in a & b if not filecmp.cmp(left / p, right / p, shallow=False))
     return differ
@@ -201,25 +203,34 @@ def test_dashboards_are_the_committed_ones(installed: Installed) -> None:
 
 
 def test_k8s_writes_the_committed_manifests(installed: Installed) -> None:
-    """``tritonwatch k8s`` from the wheel: what ``make generate`` committed under deploy/, byte for byte."""
+    """``tritonwatch k8s`` from the wheel, with no checkout to point into: the base from package data
+    and every generated file, what ``make generate`` committed under deploy/, byte for byte, as a tree
+    ``kubectl kustomize`` renders whole."""
     out = installed.cwd / "k8s"
     argv = [
-        "--rules",
-        str(ROOT / "alerts" / "generated"),
         "--dashboards",
         str(ROOT / "dashboards" / "generated"),
+        "--slo",
+        str(ROOT / "alerts" / "slo.yaml"),
     ]
-    argv += ["--slo", str(ROOT / "alerts" / "slo.yaml"), "--out", str(out / "generated")]
+    argv += ["--base", str(out / "kubernetes")]
     argv += ["--autoscaling", str(out / "autoscaling"), "--triton265", str(out / "triton265")]
     result = installed.run("tritonwatch", "k8s", *argv)
     assert result.returncode == 0, result.stderr
-    assert same_tree(out / "generated", ROOT / "deploy" / "kubernetes" / "generated") == []
+    assert same_tree(out / "kubernetes", ROOT / "deploy" / "kubernetes", ignore=("generate.py",)) == []
     for overlay in ("autoscaling", "triton265"):
-        written = {p.relative_to(out / overlay) for p in (out / overlay).rglob("*") if p.is_file()}
-        assert written and all(
-            (out / overlay / p).read_bytes() == (ROOT / "deploy" / overlay / p).read_bytes() for p in written
-        ), overlay
-    refused = installed.run("tritonwatch", "k8s", *argv[:4], "--out", str(out / "none"))
+        assert same_tree(out / overlay, ROOT / "deploy" / overlay) == [], overlay
+    for kustomization in ("kubernetes", "autoscaling/keda", "autoscaling/prometheus-adapter", "triton265"):
+        rendered = subprocess.run(
+            [need_binary("kubectl"), "kustomize", str(out / kustomization)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert rendered.returncode == 0, rendered.stderr
+        kinds = {d["kind"] for d in yaml.safe_load_all(rendered.stdout) if d}
+        assert {"Namespace", "Deployment", "PodMonitor", "PrometheusRule", "CronJob"} <= kinds, kustomization
+    refused = installed.run("tritonwatch", "k8s", *argv[:2], "--out", str(out / "none"))
     assert refused.returncode == 2 and "--slo FILE is required" in refused.stderr
     assert refused.stderr.count("\n") == 1 and not (out / "none").exists()
 
