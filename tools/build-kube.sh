@@ -108,7 +108,12 @@ keda_crds() {
   mv "$dest/crds.tmp" "$dest/crds"
 }
 
-keda_crds
-etcd
-operator
-kube_apiserver
+# Each part alone: tools/build-kube.sh kube_apiserver (the parts are independent; all by default).
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(keda_crds etcd operator kube_apiserver)
+for part in "${parts[@]}"; do
+  case $part in
+    keda_crds | etcd | operator | kube_apiserver) "$part" ;;
+    *) echo "build-kube.sh: no part $part (keda_crds, etcd, operator, kube_apiserver)" >&2; exit 2 ;;
+  esac
+done
