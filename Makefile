@@ -47,8 +47,11 @@ demo-debs:
 # Today's stack beside Debian's: Prometheus + promtool 3.x, Alertmanager + amtool, VictoriaMetrics + vmalert,
 # built from their Go modules once per machine into ~/.cache/tritonwatch/stack (TRITONWATCH_STACK_CACHE);
 # a no-op when they are there. Every Prometheus-side test runs on both stacks (tests/support/stacks.py).
+# Then a Kubernetes control plane into the same cache (tools/build-kube.sh): kube-apiserver, an etcd
+# launcher, the Prometheus Operator, and the operator's and KEDA's CRDs (tests/support/kube.py).
 stack:
 	tools/build-stack.sh
+	tools/build-kube.sh
 
 # Sloth 0.16, the SLO rule generator `make bench-slo` measures tritonwatch's rules beside, built from its Go
 # module once per machine into the same cache; a no-op when it is there.

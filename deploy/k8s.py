@@ -1,13 +1,16 @@
-"""``tritonwatch k8s``: wrap the generated rules, Alertmanager config and dashboards as Kubernetes
-objects, and write the autoscaling and Triton 2.65+ overlays' generated files.
+"""``tritonwatch k8s``: the rules, Alertmanager config and dashboards as Kubernetes objects, the
+base that deploys them, and the autoscaling and Triton 2.65+ overlays' generated files.
 
-    tritonwatch k8s --rules alerts/generated --dashboards dashboards/generated --slo alerts/slo.yaml \\
-        --out deploy/kubernetes/generated [--autoscaling deploy/autoscaling] [--triton265 deploy/triton265]
+    tritonwatch k8s --slo alerts/slo.yaml --dashboards dashboards/generated \\
+        [--out deploy/kubernetes/generated | --base DIR] [--namespace NS] [--rules DIR] \\
+        [--autoscaling DIR] [--triton265 DIR]
 
-Reads ``--rules`` (what ``tritonwatch rules`` wrote) and ``--dashboards`` (what ``tritonwatch
-dashboards`` wrote), so the cluster gets exactly what Prometheus and Grafana get in compose/, and the
-operator's own SLO file (``--slo``, required: the sidecars' ConfigMap and the split of the rules by
-model come from it). Writes, byte-for-byte reproducible:
+The rules and the Alertmanager configuration are generated here from the operator's own SLO file
+(``--slo``, required), as ``tritonwatch rules`` makes them but with ``namespace`` in the grouping: the
+Prometheus Operator routes an AlertmanagerConfig's alerts by their namespace (deploy/operator_rules.py).
+``--rules DIR`` adds a folder's hand-written rule files; ``--dashboards`` is what ``tritonwatch
+dashboards`` wrote, so the cluster gets the dashboards compose/ gets. Writes, byte-for-byte
+reproducible:
 
     prometheusrules.yaml        monitoring.coreos.com/v1 PrometheusRules, labelled tritonwatch.io/layer:
                                 tritonwatch-replica, tritonwatch-global (the fleet's aggregation, whole)
@@ -15,14 +18,19 @@ model come from it). Writes, byte-for-byte reproducible:
     dashboards.yaml             one ConfigMap per dashboard, labelled grafana_dashboard: "1" and
                                 annotated grafana_folder: tritonwatch for Grafana's dashboard sidecar
     alertmanagerconfig.yaml     AlertmanagerConfig tritonwatch (monitoring.coreos.com/v1alpha1), the
-                                routing tree kube-prometheus-stack's Alertmanager merges (deploy/amconfig.py)
+                                routing tree kube-prometheus-stack's Alertmanager merges (deploy/amconfig.py);
+                                its paging receivers have no integration until an overlay adds one
+                                (one warning line says so: deploy/receivers.py)
     alertmanager-secret.yaml    Secret alertmanager-tritonwatch, key alertmanager.yaml: the plain config,
                                 for an operator-managed Alertmanager named tritonwatch of your own
-    report-cronjob.yaml         the weekly capacity report on a schedule: a CronJob and its archive's
-                                claim (deploy/report.py)
+    report-cronjob.yaml         the weekly capacity report on a schedule: the SLO file's ConfigMap, the
+                                archive's claim and a CronJob (deploy/report.py)
 
-and with ``--autoscaling DIR`` the overlays' SLO ConfigMap, KEDA ScaledObject, HPA and adapter values
-(deploy/scaling.py); with ``--triton265 DIR`` the ConfigMap of the models' ``model_metrics`` stanzas.
+With ``--base DIR`` these go to ``DIR/generated`` and the hand-written base (kustomization, Namespace,
+Deployment, Service, PodMonitor) to ``DIR``, from package data (deploy/base.py); with ``--autoscaling
+DIR`` the overlays' SLO ConfigMap, KEDA ScaledObject, HPA and adapter values (deploy/scaling.py) and
+their kustomizations; with ``--triton265 DIR`` the ConfigMap of the models' ``model_metrics`` stanzas
+and its kustomizations. Every kustomization is in ``--namespace``, the namespace the autoscalers read.
 """
 
 from __future__ import annotations
@@ -36,9 +44,10 @@ from typing import NoReturn
 
 from tritonwatch import slo as slo_model
 from tritonwatch import validators
-from tritonwatch.alerts import alertmanager
+from tritonwatch.alerts import alertmanager, generate
+from tritonwatch.alerts import model_metrics as stanzas
 from tritonwatch.alerts import rules as alert_rules
-from tritonwatch.deploy import amconfig, manifests, report, scaling
+from tritonwatch.deploy import amconfig, base, manifests, operator_rules, receivers, report, scaling
 from tritonwatch.deploy.render import ANNOTATIONS_LIMIT, COMMAND, dump, labels, last_applied_bytes
 from tritonwatch.errors import TritonwatchError, UsageError
 from tritonwatch.flags import command_line
@@ -52,6 +61,7 @@ DASHBOARDS_FILE = "dashboards.yaml"
 ALERTMANAGER_FILE = "alertmanager-secret.yaml"
 AMCONFIG_FILE = "alertmanagerconfig.yaml"
 REPORT_FILE = "report-cronjob.yaml"
+DEFAULT_OUT = Path("deploy/kubernetes/generated")
 MODEL_METRICS_FILE = "native-latency/model-metrics.yaml"
 MODEL_METRICS_CONFIGMAP = "tritonwatch-model-metrics"
 STANZA_SUFFIX = ".model_metrics.pbtxt"
@@ -70,16 +80,24 @@ def load_slo(path: Path) -> tuple[slo_model.SLOFile, str]:
 
 
 def render_all(
-    rules_dir: Path, dashboards_dir: Path, spec: slo_model.SLOFile, command: str = COMMAND
+    rules_dir: Path | None,
+    dashboards_dir: Path,
+    spec: slo_model.SLOFile,
+    slo_text: str,
+    slo_path: Path,
+    command: str = COMMAND,
 ) -> dict[str, str]:
-    """File name -> exact text of every manifest in ``--out``; ``command``: the command line run."""
-    for flag, d in (("--rules", rules_dir), ("--dashboards", dashboards_dir)):
-        if not d.is_dir():
-            raise UsageError(f"{flag} {d}: not a directory")
-    groups = alert_rules.groups(spec)
-    rules = manifests.prometheus_rules(groups, manifests.foreign_rules(rules_dir, groups))
-    am_text = manifests.alertmanager_text(rules_dir)
-    am = alertmanager.typed_config(spec)
+    """File name -> exact text of every manifest in ``--out``. The rules and the Alertmanager config are
+    built from ``spec`` with ``namespace`` in its grouping (deploy/operator_rules.py); ``rules_dir``
+    adds its hand-written rule files; ``slo_text`` is the SLO file the report reads; ``command`` the
+    command line run."""
+    if not dashboards_dir.is_dir():
+        raise UsageError(f"--dashboards {dashboards_dir}: not a directory")
+    packed = operator_rules.for_operator(spec, slo_path)
+    groups = alert_rules.groups(packed)
+    rules = manifests.prometheus_rules(groups, operator_rules.hand_written(rules_dir))
+    am_text = operator_rules.alertmanager_text(packed, slo_path, command)
+    am = alertmanager.typed_config(packed)
     left_out = amconfig.integrations_left_out(am)
     if left_out:
         log.warning(
@@ -94,6 +112,9 @@ def render_all(
         if left_out
         else ""
     )
+    am_doc = amconfig.alertmanager_config(am)
+    if (silent := receivers.warning(am_doc, AMCONFIG_FILE)) is not None:
+        log.warning("%s", silent)
     dashboards = manifests.dashboard_configmaps(dashboards_dir)
     for doc in [*rules, *dashboards]:
         if (size := last_applied_bytes(doc)) > ANNOTATIONS_LIMIT:
@@ -106,26 +127,27 @@ def render_all(
     return {
         RULES_FILE: dump(rules, "alerts/generated/*.rules.yml", command=command),
         DASHBOARDS_FILE: dump(dashboards, "dashboards/generated/*.json", command=command),
-        AMCONFIG_FILE: dump(
-            [amconfig.alertmanager_config(am)], "alerts/generated/alertmanager.yml", note, command
-        ),
+        AMCONFIG_FILE: dump([am_doc], "alerts/generated/alertmanager.yml", note, command),
         ALERTMANAGER_FILE: dump(
             [manifests.alertmanager_secret(am_text)], "alerts/generated/alertmanager.yml", command=command
         ),
         REPORT_FILE: dump(
-            report.manifests(scaling.PROMETHEUS_URL), "tritonwatch/deploy/report.py", command=command
+            report.manifests(scaling.PROMETHEUS_URL, slo_text),
+            "tritonwatch/deploy/report.py and the SLO file",
+            command=command,
         ),
     }
 
 
-def model_metrics(rules_dir: Path, command: str = COMMAND) -> dict[str, str]:
-    """The Triton 2.65+ overlay's ConfigMap: every ``<model>.model_metrics.pbtxt`` ``rules`` wrote."""
-    stanzas = {p.name: p.read_text() for p in sorted((rules_dir / "triton").glob(f"*{STANZA_SUFFIX}"))}
+def model_metrics(spec: slo_model.SLOFile, slo_path: Path, command: str = COMMAND) -> dict[str, str]:
+    """The Triton 2.65+ overlay's ConfigMap: every model's ``<model>.model_metrics.pbtxt`` stanza."""
+    top = generate.header(str(slo_path), spec.name, command)
+    data = {Path(name).name: top + text for name, text in sorted(stanzas.stanza_files(spec).items())}
     configmap = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": MODEL_METRICS_CONFIGMAP, "labels": labels("triton")},
-        "data": stanzas,
+        "data": data,
     }
     return {
         MODEL_METRICS_FILE: dump(
@@ -135,12 +157,24 @@ def model_metrics(rules_dir: Path, command: str = COMMAND) -> dict[str, str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    for flag, default, metavar, text in (
-        ("--rules", "alerts/generated", "DIR", "what `tritonwatch rules` wrote"),
-        ("--dashboards", "dashboards/generated", "DIR", "what `tritonwatch dashboards` wrote"),
-        ("--out", "deploy/kubernetes/generated", "DIR", "where the manifests go"),
-    ):
-        parser.add_argument(flag, type=Path, default=Path(default), metavar=metavar, help=text)
+    parser.add_argument(
+        "--rules", type=Path, default=None, metavar="DIR",
+        help="a rules folder: its hand-written *.rules.yml are packed as they are (the generated rules "
+        "are made afresh from --slo, with namespace in the grouping)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dashboards", type=Path, default=Path("dashboards/generated"), metavar="DIR",
+        help="what `tritonwatch dashboards` wrote (default: dashboards/generated)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--out", type=Path, default=None, metavar="DIR",
+        help=f"where the manifests go, BASE/generated with --base (default: {DEFAULT_OUT})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--base", type=Path, default=None, metavar="DIR",
+        help="also write the base there (kustomization, Namespace, Deployment, Service, PodMonitor; "
+        "the manifests go to DIR/generated): a tree `kubectl apply -k DIR` takes without a checkout",
+    )  # fmt: skip
     parser.add_argument(
         "--slo", type=Path, required=True, metavar="FILE",
         help="the SLO file (apiVersion tritonwatch/v1) your sidecars and rules use: the sidecars' ConfigMap, "
@@ -169,26 +203,50 @@ def _write(base: Path, files: dict[str, str], flag: str) -> None:
         raise UsageError(f"{flag} {base}: cannot write ({exc.strerror})") from None
 
 
+def _out_dir(out: Path | None, base_dir: Path | None) -> Path:
+    """``--out``, or where the base's kustomization lists the generated files (``--base``/generated)."""
+    if base_dir is None:
+        return out or DEFAULT_OUT
+    if out is not None and out.resolve() != (base_dir / "generated").resolve():
+        raise UsageError(
+            f"--out {out}: with --base {base_dir} the manifests go to {base_dir / 'generated'} "
+            "(the base's kustomization lists them there); leave --out out"
+        )
+    return base_dir / "generated"
+
+
 def run(args: argparse.Namespace) -> int:
-    out: Path = args.out
-    for flag, d in (("--out", out), ("--autoscaling", args.autoscaling), ("--triton265", args.triton265)):
+    out = _out_dir(args.out, args.base)
+    for flag, d in (
+        ("--out", out),
+        ("--base", args.base),
+        ("--autoscaling", args.autoscaling),
+        ("--triton265", args.triton265),
+    ):
         if d is not None and d.exists() and not d.is_dir():
             raise UsageError(f"{flag} {d}: exists and is not a directory")
     validators.fullmatch(_NAMESPACE, args.namespace, "--namespace", "not a Kubernetes namespace name")
     spec, slo_text = load_slo(args.slo)
     command = getattr(args, "command_line", COMMAND)
-    files = render_all(args.rules, args.dashboards, spec, command)
-    scaling_files = scaling.autoscaling(spec, slo_text, args.namespace, command) if args.autoscaling else {}
-    native = model_metrics(args.rules, command) if args.triton265 else {}
+    files = render_all(args.rules, args.dashboards, spec, slo_text, args.slo, command)
+    ns = args.namespace
+    scaling_files = (
+        {**scaling.autoscaling(spec, slo_text, ns, command), **base.autoscaling(ns)}
+        if args.autoscaling
+        else {}
+    )
+    native = {**model_metrics(spec, args.slo, command), **base.triton265(ns)} if args.triton265 else {}
+    hand_written = base.base(ns) if args.base else {}
     _write(out, files, "--out")
     print(f"wrote {len(files)} manifests to {out}: {', '.join(sorted(files))}")
-    for flag, base, written in (
+    for flag, where, written in (
+        ("--base", args.base, hand_written),
         ("--autoscaling", args.autoscaling, scaling_files),
         ("--triton265", args.triton265, native),
     ):
         if written:
-            _write(base, written, flag)
-            print(f"wrote {len(written)} files to {base}: {', '.join(sorted(written))}")
+            _write(where, written, flag)
+            print(f"wrote {len(written)} files to {where}: {', '.join(sorted(written))}")
     return 0
 
 

@@ -18,11 +18,10 @@ from typing import Any
 import yaml
 
 from tritonwatch import safeyaml
-from tritonwatch.alerts import generate, layers, rulefiles
+from tritonwatch.alerts import layers, rulefiles
 from tritonwatch.alerts.model import Group, Rule
 from tritonwatch.deploy.render import PART_OF, dns_name, labels
 from tritonwatch.errors import UsageError
-from tritonwatch.files import written_by
 
 DASHBOARD_LABEL = {"grafana_dashboard": "1"}
 LAYER_LABEL = "tritonwatch.io/layer"
@@ -44,32 +43,6 @@ def read_rules(path: Path) -> list[dict[str, Any]]:
     if not isinstance(data, dict) or not isinstance(data.get("groups"), list):
         raise UsageError(f"{path}: expected a Prometheus rule file with a list of groups")
     return list(data["groups"])
-
-
-def foreign_rules(rules_dir: Path, groups: list[Group]) -> list[dict[str, Any]]:
-    """The groups of the rule files in ``--rules`` that ``tritonwatch rules`` did not write (the
-    directory is a contract for rule files others generate); ours there must be what ``groups`` write
-    (else the cluster would get other rules than compose/ does)."""
-    paths = sorted(rules_dir.glob("*.rules.yml"))
-    if not paths:
-        raise UsageError(
-            f"--rules {rules_dir}: no *.rules.yml files (run: tritonwatch rules --out {rules_dir})"
-        )
-    ours = rulefiles.documents(groups)
-    foreign: list[dict[str, Any]] = []
-    for path in paths:
-        if not written_by(path, generate.MARKER):
-            foreign += read_rules(path)
-        elif ours.pop(path.name, None) != safeyaml.load(path.read_text()):
-            raise UsageError(
-                f"{path}: not what tritonwatch rules writes for --slo (another SLO file or version): "
-                f"regenerate it (tritonwatch rules --slo <that file> --out {rules_dir})"
-            )
-    if ours:
-        raise UsageError(
-            f"--rules {rules_dir}: no {', '.join(sorted(ours))} (run: tritonwatch rules --out {rules_dir})"
-        )
-    return foreign
 
 
 def _rule(name: str, layer: str, groups: list[Any], model: str | None = None) -> dict[str, Any]:
@@ -141,15 +114,6 @@ def dashboard_configmaps(dashboards_dir: Path) -> list[dict[str, Any]]:
             f"--dashboards {dashboards_dir}: no *.json files (run: tritonwatch dashboards --out {dashboards_dir})"
         )
     return docs
-
-
-def alertmanager_text(rules_dir: Path) -> str:
-    path = rules_dir / "alertmanager.yml"
-    if not path.is_file():
-        raise UsageError(
-            f"--rules {rules_dir}: no alertmanager.yml (run: tritonwatch rules --out {rules_dir})"
-        )
-    return path.read_text()
 
 
 def alertmanager_secret(text: str) -> dict[str, Any]:

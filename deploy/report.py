@@ -5,6 +5,8 @@
 
 - PersistentVolumeClaim ``tritonwatch-report-archive``: the archive, one folder per ISO week, kept
   from one run to the next (the report compares with last week's and scores its forecast);
+- ConfigMap ``tritonwatch-report-slo``: the SLO file (``--slo``), mounted read-only at ``SLO_PATH`` and
+  passed as ``--slo``: without it the report has no SLO-bound capacity and no missed-objective findings;
 - CronJob ``tritonwatch-report``: Monday 06:00 UTC (``timeZone: Etc/UTC``), one run at a time; it
   reports the 7 days up to Monday 00:00 UTC of the day it runs (``--end`` is that midnight), so the
   week in the archive and in the subject is the ISO week just ended. Mail and webhook settings, SMTP
@@ -34,6 +36,9 @@ IMAGE = "tritonwatch-report"
 SCHEDULE = "0 6 * * 1"  # Monday 06:00
 TIME_ZONE = "Etc/UTC"
 ARCHIVE_PATH = "/archive"
+SLO_CONFIGMAP = "tritonwatch-report-slo"
+SLO_DIR = "/etc/tritonwatch"
+SLO_PATH = f"{SLO_DIR}/slo.yaml"
 ARCHIVE_SIZE = "2Gi"  # a week's folder is a few MB (charts): years of weeks
 USER_ID = 10001  # the image's unprivileged user (compose/Dockerfile)
 # The period ends at midnight UTC of the day the job runs: on a Monday, the ISO week just ended.
@@ -80,7 +85,16 @@ def archive_claim(size: str = ARCHIVE_SIZE) -> dict[str, Any]:
 
 def report_args(prometheus_url: str) -> list[str]:
     """The report's flags (after ``--end``, which the shell works out at run time)."""
-    return [f"--prometheus={prometheus_url}", f"--archive={ARCHIVE_PATH}", "--days=7"]
+    return [f"--prometheus={prometheus_url}", f"--archive={ARCHIVE_PATH}", f"--slo={SLO_PATH}", "--days=7"]
+
+
+def slo_configmap(slo_text: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": SLO_CONFIGMAP, "labels": _labels()},
+        "data": {"slo.yaml": slo_text},
+    }
 
 
 def cronjob(prometheus_url: str, schedule: str = SCHEDULE) -> dict[str, Any]:
@@ -101,6 +115,7 @@ def cronjob(prometheus_url: str, schedule: str = SCHEDULE) -> dict[str, Any]:
         "env": [{"name": "MPLCONFIGDIR", "value": "/tmp/matplotlib"}, {"name": "HOME", "value": "/tmp"}],
         "volumeMounts": [
             {"name": "archive", "mountPath": ARCHIVE_PATH},
+            {"name": "slo", "mountPath": SLO_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
         ],
         "resources": {
@@ -126,6 +141,7 @@ def cronjob(prometheus_url: str, schedule: str = SCHEDULE) -> dict[str, Any]:
         "containers": [container],
         "volumes": [
             {"name": "archive", "persistentVolumeClaim": {"claimName": ARCHIVE_CLAIM}},
+            {"name": "slo", "configMap": {"name": SLO_CONFIGMAP}},
             {"name": "tmp", "emptyDir": {}},
         ],
     }
@@ -197,6 +213,12 @@ def archive_service() -> dict[str, Any]:
     }
 
 
-def manifests(prometheus_url: str, schedule: str = SCHEDULE) -> list[dict[str, Any]]:
-    """The archive's claim, its server, then the CronJob."""
-    return [archive_claim(), archive_server(), archive_service(), cronjob(prometheus_url, schedule)]
+def manifests(prometheus_url: str, slo_text: str, schedule: str = SCHEDULE) -> list[dict[str, Any]]:
+    """The SLO file's ConfigMap, the archive's claim, its server, then the CronJob."""
+    return [
+        slo_configmap(slo_text),
+        archive_claim(),
+        archive_server(),
+        archive_service(),
+        cronjob(prometheus_url, schedule),
+    ]

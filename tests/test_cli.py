@@ -136,7 +136,6 @@ def test_every_help_shows_its_defaults_in_one_style(monkeypatch: pytest.MonkeyPa
         ("load", "--triton"): "(default: http://127.0.0.1:8000)",
         ("report", "--timeout"): "(default: 120)",
         ("k8s", "--out"): "(default: deploy/kubernetes/generated)",
-        ("k8s", "--rules"): "(default: alerts/generated)",
         ("demo", "--duration"): "(default: 0)",
         ("sidecar", "--max-models"): "(default: 5000)",
     }

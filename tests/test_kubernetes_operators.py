@@ -32,7 +32,7 @@ from test_kubernetes import load_all
 from tritonwatch import catalog, slo
 from tritonwatch.alerts import alertmanager
 from tritonwatch.cli import main as cli_main
-from tritonwatch.deploy import amconfig, k8s, scaling
+from tritonwatch.deploy import amconfig, k8s, operator_rules, scaling
 from tritonwatch.deploy.render import ANNOTATIONS_LIMIT, LAST_APPLIED, last_applied_bytes
 from tritonwatch.errors import UsageError
 
@@ -111,7 +111,7 @@ def test_an_object_over_the_limit_is_refused_naming_it(tmp_path: Path) -> None:
     (dashboards / "huge.json").write_text(json.dumps({"title": "x" * ANNOTATIONS_LIMIT}))
     spec, _ = k8s.load_slo(SLO_FILE)
     with pytest.raises(UsageError, match=r"ConfigMap tritonwatch-dashboard-huge: \d+ bytes once applied"):
-        k8s.render_all(RULES_DIR, dashboards, spec)
+        k8s.render_all(RULES_DIR, dashboards, spec, SLO_FILE.read_text(), SLO_FILE)
 
 
 # --- AlertmanagerConfig -----------------------------------------------------------------------
@@ -162,10 +162,11 @@ def _route(config: Path, labels: dict[str, str]) -> str:
 @stacks.needs("amtool")
 def test_the_alertmanagerconfig_routes_and_inhibits_as_the_plain_config(tmp_path: Path) -> None:
     need_binary("amtool")
-    plain_text = (RULES_DIR / "alertmanager.yml").read_text()
+    packed = operator_rules.for_operator(k8s.load_slo(SLO_FILE)[0], SLO_FILE)
+    plain_text = operator_rules.alertmanager_text(packed, SLO_FILE, "")
     (generated,) = load_all((ROOT / "deploy" / "kubernetes" / "generated" / k8s.AMCONFIG_FILE).read_text())
     assert generated["apiVersion"] == "monitoring.coreos.com/v1alpha1"
-    assert generated == amconfig.alertmanager_config(alertmanager.typed_config(slo.load(SLO_FILE)))
+    assert generated == amconfig.alertmanager_config(alertmanager.typed_config(packed))
     back = to_plain(generated)
     plain = yaml.safe_load(plain_text)
     assert back["inhibit_rules"] == plain["inhibit_rules"]

@@ -13,10 +13,9 @@ import yaml
 from support import stacks
 
 from tritonwatch import slo
-from tritonwatch.alerts import alertmanager, generate, layers, promtestfiles, rulefiles, rules
+from tritonwatch.alerts import alertmanager, generate, layers, promtestfiles, rulefiles
 from tritonwatch.alerts.model import CATALOG, OPERATIONAL, SLO, Alert, Group, Record
 from tritonwatch.deploy import amconfig, manifests
-from tritonwatch.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
 SLO_FILE = ROOT / "alerts" / "slo.yaml"
@@ -97,23 +96,6 @@ def test_prometheusrules_split_by_tags() -> None:
     assert model_a["metadata"]["annotations"] == {manifests.MODEL_ANNOTATION: "a"}
     assert model_a["spec"]["groups"][1]["rules"] == [per_model.to_yaml()]
     assert [d["metadata"]["labels"][manifests.LAYER_LABEL] for d in out] == ["replica", "global", "global"]
-
-
-def test_k8s_refuses_rule_files_generated_from_another_slo_file(tmp_path: Path) -> None:
-    spec = slo.load(SLO_FILE)
-    generate.write(generate.render(str(SLO_FILE)), tmp_path)
-    groups = rules.groups(spec)
-    assert manifests.foreign_rules(tmp_path, groups) == []
-    (tmp_path / "team-a.rules.yml").write_text("groups: [{name: team-a, rules: [{record: t, expr: '1'}]}]\n")
-    assert manifests.foreign_rules(tmp_path, groups) == [
-        {"name": "team-a", "rules": [{"record": "t", "expr": "1"}]}
-    ]
-    doc = yaml.safe_load(SLO_FILE.read_text())
-    doc["spec"]["window"] = "30d"
-    with pytest.raises(
-        UsageError, match=r"model-fraud_detector.rules.yml: not what tritonwatch rules writes"
-    ):
-        manifests.foreign_rules(tmp_path, rules.groups(slo.parse(doc)))
 
 
 def test_amconfig_takes_typed_matchers() -> None:

@@ -42,6 +42,7 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from conftest import need_binary
 from support import demo_summary, make_generate, stacks
 from support.harness import processes_mentioning, read_metrics, value
 
@@ -187,10 +188,11 @@ def test_sidecar_help(installed: Installed) -> None:
     assert "--triton URL" in result.stdout and "--otlp-listen HOST:PORT" in result.stdout
 
 
-def same_tree(left: Path, right: Path) -> list[str]:
-    """Paths that differ (missing on one side or other bytes) between two directory trees."""
-    a = {p.relative_to(left) for p in left.rglob("*") if p.is_file()}
-    b = {p.relative_to(right) for p in right.rglob("*") if p.is_file()}
+def same_tree(left: Path, right: Path, ignore: tuple[str, ...] = ()) -> list[str]:
+    """Paths that differ (missing on one side or other bytes) between two directory trees (file names
+    in ``ignore`` left out)."""
+    a = {p.relative_to(left) for p in left.rglob("*") if p.is_file() and p.name not in ignore}
+    b = {p.relative_to(right) for p in right.rglob("*") if p.is_file() and p.name not in ignore}
     differ = sorted(str(p) for p in a ^ b)
     differ += sorted(str(p) for p in a & b if not filecmp.cmp(left / p, right / p, shallow=False))
     return differ
@@ -232,7 +234,9 @@ def test_dashboards_are_the_committed_ones(installed: Installed) -> None:
 
 
 def test_k8s_writes_the_committed_manifests(installed: Installed) -> None:
-    """``tritonwatch k8s`` from the wheel: what ``make generate`` committed under deploy/, byte for byte."""
+    """``tritonwatch k8s`` from the wheel: what ``make generate`` committed under deploy/, byte for byte;
+    and with no checkout to point into, the base from package data (``--base``), a tree ``kubectl
+    kustomize`` renders whole."""
     out, result = _as_make_generate(installed, "k8s")
     assert result.returncode == 0, result.stderr
     assert (
@@ -249,13 +253,38 @@ def test_k8s_writes_the_committed_manifests(installed: Installed) -> None:
             (out / "deploy" / overlay / p).read_bytes() == (ROOT / "deploy" / overlay / p).read_bytes()
             for p in written
         ), overlay
+    tree = installed.cwd / "k8s"
     argv = [
-        "--rules",
-        str(ROOT / "alerts" / "generated"),
         "--dashboards",
         str(ROOT / "dashboards" / "generated"),
+        "--slo",
+        str(ROOT / "alerts" / "slo.yaml"),
     ]
-    refused = installed.run("tritonwatch", "k8s", *argv, "--out", str(out / "none"))
+    argv += ["--base", str(tree / "kubernetes")]
+    argv += ["--autoscaling", str(tree / "autoscaling"), "--triton265", str(tree / "triton265")]
+    result = installed.run("tritonwatch", "k8s", *argv)
+    assert result.returncode == 0, result.stderr
+    # The hand-written base and the overlays' kustomizations, from package data, as committed (the
+    # generated files' headers name this command, not make generate's: compared above).
+    hand_written = [
+        p.relative_to(ROOT / "deploy")
+        for p in (ROOT / "deploy").rglob("*.yaml")
+        if p.name == "kustomization.yaml" or p.parent == ROOT / "deploy" / "kubernetes"
+    ]
+    assert len(hand_written) >= 8
+    for rel in hand_written:
+        assert (tree / rel).read_bytes() == (ROOT / "deploy" / rel).read_bytes(), rel
+    for kustomization in ("kubernetes", "autoscaling/keda", "autoscaling/prometheus-adapter", "triton265"):
+        rendered = subprocess.run(
+            [need_binary("kubectl"), "kustomize", str(tree / kustomization)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert rendered.returncode == 0, rendered.stderr
+        kinds = set(re.findall(r"^kind: (\w+)$", rendered.stdout, re.MULTILINE))
+        assert {"Namespace", "Deployment", "PodMonitor", "PrometheusRule", "CronJob"} <= kinds, kustomization
+    refused = installed.run("tritonwatch", "k8s", *argv[:2], "--out", str(out / "none"))
     assert refused.returncode == 2 and refused.stderr == (
         "tritonwatch k8s: error: the following arguments are required: --slo\n"
     )

@@ -240,6 +240,7 @@ LONGEST_FIRST = (
     "test_wheel.py",  # ~7 min: a wheel built and installed, the first hour of the docs on both stacks
     "test_fleet_topology.py",  # ~5.3 min
     "test_init.py",  # ~2.7 min: promtool on an ensemble's file of 4 objectives, both stacks
+    "test_kubernetes_cluster.py",  # ~2.5 min under load: a control plane, 200 models applied, a page routed
     "test_stall_e2e.py",  # ~2.2 min: the rule's 2-minute window
     "test_alerts_rules.py",
     "test_advise_prometheus.py",
