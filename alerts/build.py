@@ -75,10 +75,12 @@ def alert(
     texts_key: str = "",
     *,
     about: str | None = None,
+    grouped: bool = True,
 ) -> Alert:
     """An alert rule: ``expr``, the alert's ``for``, ``labels``, and its texts (``texts_key``, else the
     alert's own) rendered with ``fixed`` values and Go template snippets for the rest; ``about``: the one
-    model it is about (``model.Alert``)."""
+    model it is about (``model.Alert``); ``grouped``: whether the result carries the grouping labels (False
+    for ``absent()`` and ``vector()``)."""
     texts = TEXTS[texts_key or name]
     hold = {"hold": FOR[name]} if name in FOR else {}
     values = _go_vars({**hold, **(fixed or {})})
@@ -86,4 +88,6 @@ def alert(
         ("description", render(texts.description, values)),
         ("summary", render(texts.summary, values)),
     )
-    return Alert(name, expr, tuple(sorted(labels.items())), annotations, FOR.get(name), model=about)
+    return Alert(
+        name, expr, tuple(sorted(labels.items())), annotations, FOR.get(name), model=about, grouped=grouped
+    )

@@ -53,10 +53,17 @@ class Alert:
     annotations: Labels
     hold: str | None = None
     model: str | None = None  # the one model it is about, None for the fleet
+    # False where the result cannot carry the grouping labels (absent(), vector()): a deployment that
+    # routes by one of them (the Prometheus Operator by namespace) sets it as a static label instead.
+    grouped: bool = True
 
     @property
     def name(self) -> str:
         return self.alert
+
+    def labelled(self, **labels: str) -> Alert:
+        """The alert with static ``labels`` added (sorted, as built)."""
+        return replace(self, labels=tuple(sorted({**dict(self.labels), **labels}.items())))
 
     def label(self, name: str) -> str | None:
         return dict(self.labels).get(name)

@@ -104,10 +104,12 @@ def availability_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
     texts = nodata_texts(spec, obj)
     if a.source is not None:
         expr = f"absent_over_time({a.source.total.promql()}[{NO_DATA_ABSENT}])"
-        return [build.alert(NO_DATA, expr, labels(obj, NO_SERIES), texts, NO_DATA_FRONT_SERIES)]
+        return [
+            build.alert(NO_DATA, expr, labels(obj, NO_SERIES), texts, NO_DATA_FRONT_SERIES, grouped=False)
+        ]
     counters = build.select(catalog.TRITON_SUCCESS, build.model(obj.model))
     expr = f"absent_over_time({counters}[{NO_DATA_ABSENT}])\nand on ()\n{_triton_up(spec)}"
-    return [build.alert(NO_DATA, expr, labels(obj, NO_SERIES), texts, NO_DATA_SERIES)]
+    return [build.alert(NO_DATA, expr, labels(obj, NO_SERIES), texts, NO_DATA_SERIES, grouped=False)]
 
 
 def latency_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
@@ -117,7 +119,7 @@ def latency_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
     if lat.source is not None:
         # The front sees every request: no bucket at the threshold is what leaves this SLI blind.
         expr = f"absent_over_time({lat.source.under(lat.threshold)}[{NO_DATA_ABSENT}])"
-        return [build.alert(NO_DATA, expr, labels(obj, NO_BUCKET), texts, NO_DATA_FRONT)]
+        return [build.alert(NO_DATA, expr, labels(obj, NO_BUCKET), texts, NO_DATA_FRONT, grouped=False)]
     by = build.by(spec, catalog.MODEL)
     sel = (build.request_phase(), build.model(obj.model))
     count = build.select(f"{catalog.REQUEST_DURATION}_count", *sel)
@@ -136,7 +138,7 @@ def latency_alerts(spec: SLOFile, obj: Objective) -> list[Rule]:
     bucket = build.select(f"{catalog.REQUEST_DURATION}_bucket", *sel, le_matcher(lat.threshold))
     no_bucket = f"count by ({replica}) ({count})\nunless on ({replica})\ncount by ({replica}) ({bucket})"
     return [
-        build.alert(NO_DATA, unsampled, labels(obj, NO_SAMPLES), texts),
+        build.alert(NO_DATA, unsampled, labels(obj, NO_SAMPLES), texts, grouped=False),
         build.alert(NO_DATA, no_bucket, labels(obj, NO_BUCKET), texts, NO_DATA_BUCKET),
     ]
 

@@ -268,13 +268,20 @@ def operational_alerts(spec: SLOFile) -> list[Group]:
             {SEVERITY: "page", CAUSE: "no_target"},
             operational_texts(spec, SERVER_DOWN),
             SERVER_ABSENT_TEXTS,
+            grouped=False,
         ),
         *stall.alerts(spec),
     ]
     fleet += [
         headroom.near_capacity_alert(),
-        _alert(SIDECAR_DOWN, f"absent({catalog.UP})", ticket, operational_texts(spec, SIDECAR_DOWN)),
-        _alert(WATCHDOG, "vector(1)", {SEVERITY: "none"}),
+        _alert(
+            SIDECAR_DOWN,
+            f"absent({catalog.UP})",
+            ticket,
+            operational_texts(spec, SIDECAR_DOWN),
+            grouped=False,
+        ),
+        _alert(WATCHDOG, "vector(1)", {SEVERITY: "none"}, grouped=False),
     ]
     return [
         Group("tritonwatch-operational", tuple(fleet), typed.OPERATIONAL),

@@ -46,7 +46,6 @@ from tritonwatch import slo as slo_model
 from tritonwatch import validators
 from tritonwatch.alerts import alertmanager, generate
 from tritonwatch.alerts import model_metrics as stanzas
-from tritonwatch.alerts import rules as alert_rules
 from tritonwatch.deploy import amconfig, base, manifests, operator_rules, receivers, report, scaling
 from tritonwatch.deploy.render import ANNOTATIONS_LIMIT, COMMAND, dump, labels, last_applied_bytes
 from tritonwatch.errors import TritonwatchError, UsageError
@@ -86,6 +85,7 @@ def render_all(
     slo_text: str,
     slo_path: Path,
     command: str = COMMAND,
+    namespace: str = scaling.NAMESPACE,
 ) -> dict[str, str]:
     """File name -> exact text of every manifest in ``--out``. The rules and the Alertmanager config are
     built from ``spec`` with ``namespace`` in its grouping (deploy/operator_rules.py); ``rules_dir``
@@ -94,7 +94,7 @@ def render_all(
     if not dashboards_dir.is_dir():
         raise UsageError(f"--dashboards {dashboards_dir}: not a directory")
     packed = operator_rules.for_operator(spec, slo_path)
-    groups = alert_rules.groups(packed)
+    groups = operator_rules.groups(packed, namespace)
     rules = manifests.prometheus_rules(groups, operator_rules.hand_written(rules_dir))
     am_text = operator_rules.alertmanager_text(packed, slo_path, command)
     am = alertmanager.typed_config(packed)
@@ -228,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
     validators.fullmatch(_NAMESPACE, args.namespace, "--namespace", "not a Kubernetes namespace name")
     spec, slo_text = load_slo(args.slo)
     command = getattr(args, "command_line", COMMAND)
-    files = render_all(args.rules, args.dashboards, spec, slo_text, args.slo, command)
+    files = render_all(args.rules, args.dashboards, spec, slo_text, args.slo, command, args.namespace)
     ns = args.namespace
     scaling_files = (
         {**scaling.autoscaling(spec, slo_text, ns, command), **base.autoscaling(ns)}

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tritonwatch.alerts import alertmanager, generate, rulefiles, rules, windows
+from tritonwatch.alerts.model import Alert, Group
 from tritonwatch.deploy.manifests import read_rules
 from tritonwatch.errors import UsageError
 from tritonwatch.files import written_by
@@ -52,9 +53,23 @@ def hand_written(rules_dir: Path | None) -> list[dict[str, Any]]:
     return groups
 
 
-def rule_documents(packed: SLOFile) -> dict[str, dict[str, Any]]:
-    """Rule file name -> document, as ``tritonwatch rules`` would write them for ``packed``."""
-    return rulefiles.documents(rules.groups(packed))
+def groups(packed: SLOFile, namespace: str) -> list[Group]:
+    """The typed rule groups for ``packed``; an alert whose result cannot carry ``namespace`` (``absent()``,
+    ``vector()``: a Triton target gone, the sidecar gone, no SLI data, the watchdog) gets the
+    deployment's as a static label, so the operator's namespace route takes it too."""
+    out = []
+    for group in rules.groups(packed):
+        fixed = tuple(
+            r.labelled(**{NAMESPACE_LABEL: namespace}) if isinstance(r, Alert) and not r.grouped else r
+            for r in group.rules
+        )
+        out.append(group.with_rules(fixed))
+    return out
+
+
+def rule_documents(packed: SLOFile, namespace: str) -> dict[str, dict[str, Any]]:
+    """Rule file name -> document, as ``tritonwatch k8s`` packs them for ``packed``."""
+    return rulefiles.documents(groups(packed, namespace))
 
 
 def alertmanager_text(packed: SLOFile, slo_path: Path, command: str) -> str:

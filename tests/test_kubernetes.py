@@ -208,7 +208,9 @@ def test_prometheusrule_groups_pass_promtool(
         count = sum(len(g["rules"]) for g in rule["spec"]["groups"])
         assert f"SUCCESS: {count} rules found" in out.stdout
     # the rules packed for the operator: the SLO file's, with namespace in the grouping (deploy/operator_rules.py)
-    packed = operator_rules.rule_documents(operator_rules.for_operator(k8s.load_slo(SLO_FILE)[0], SLO_FILE))
+    packed = operator_rules.rule_documents(
+        operator_rules.for_operator(k8s.load_slo(SLO_FILE)[0], SLO_FILE), scaling.NAMESPACE
+    )
     for layer, groups in by_layer.items():
         sources = [name for name in packed if layers.layer_of(name) == layer]
         want = [g for name in sources for g in packed[name]["groups"]]

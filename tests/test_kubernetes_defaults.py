@@ -67,6 +67,23 @@ def test_every_packed_aggregation_keeps_the_namespace() -> None:
     assert len(records) >= 4 and all("sum by (model, namespace)" in e for e in records.values()), records
 
 
+def test_every_packed_alert_carries_the_namespace_the_operator_routes_by() -> None:
+    """An alert whose result cannot carry ``namespace`` (absent(), vector()) gets the deployment's as a
+    static label: else the operator's OnNamespace route never takes it (a Triton target gone pages)."""
+    alerts = [r for r in _rules() if "alert" in r]
+    static = sorted(
+        {(r["alert"], r["labels"].get("cause", "")) for r in alerts if "namespace" in r["labels"]}
+    )
+    assert static == [
+        ("TritonSLONoData", "no_samples"),
+        ("TritonSLONoData", "no_series"),
+        ("TritonServerDown", "no_target"),
+        ("TritonwatchSidecarDown", ""),
+        ("Watchdog", ""),
+    ]
+    assert {r["labels"]["namespace"] for r in alerts if "namespace" in r["labels"]} == {"triton"}
+
+
 def test_the_alertmanager_config_groups_and_inhibits_by_namespace() -> None:
     (am,) = _docs(GENERATED / k8s.AMCONFIG_FILE)
     assert am["spec"]["route"]["groupBy"] == ["alertname", "model", "slo", "namespace"]
@@ -92,7 +109,7 @@ def test_a_grouping_that_names_the_namespace_is_kept_as_it_is(tmp_path: Path) ->
     assert packed.grouping == ("cluster", "namespace")
     (slo_group,) = [
         g
-        for g in operator_rules.rule_documents(packed)["model-fraud_detector.rules.yml"]["groups"]
+        for g in operator_rules.rule_documents(packed, "triton")["model-fraud_detector.rules.yml"]["groups"]
         if g["name"] == "tritonwatch-slo-fraud_detector-availability"
     ]
     assert "sum by (model, cluster, namespace)" in slo_group["rules"][0]["expr"]
