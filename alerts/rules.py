@@ -1,20 +1,23 @@
 """Prometheus rules from an ``SLOFile``, as a chain of small named steps.
 
-``rule_files(spec)`` returns ``{file name: {"groups": [...]}}``:
+``groups(spec)`` returns the typed groups (``alerts/model.py``), each tagged with its family, layer,
+objective and model; ``alerts/rulefiles.py`` picks each one's file:
 
 * ``catalog.rules.yml`` -- ``records.catalog_rules``: one recording rule per catalog signal (and batch
   efficiency), ``sum by (model, version, <grouping>)`` of rates, then divided, e.g.
   ``model:tritonwatch_queue_time_ratio:rate5m``; and the catalog's GPU rules (busy share per model
   and GPU, watts per GPU, joules per inference).
-* ``slo.rules.yml`` -- one group per SLO: ``sli_rules`` (``alerts/sli.py``: the 5m rates of the SLI's
+* ``model-<model>.rules.yml`` -- the model's operational group and one group per SLO: ``sli_rules`` (``alerts/sli.py``: the 5m rates of the SLI's
   bad and total events from the raw series, then ``slo:sli_total:rate<window>`` and
   ``slo:sli_error:ratio_rate<window>`` for 5m, 30m, 1h, 2h, 6h, 1d, 3d and the SLO window from those
   records, labels ``slo``, ``model``, grouping; ``slo:sli_requests:increase<window>``),
   ``budget_rules`` (``slo:objective:ratio``, ``slo:error_budget_remaining:ratio``), ``burn_alerts``
   (``TritonSLOErrorBudgetBurn``, one rule per severity) and ``nodata_alerts`` (``TritonSLONoData``).
-* ``operational.rules.yml`` -- ``operational_alerts``: server down, model not ready, queue time,
-  batch efficiency, cache hit ratio, an availability SLI blind to uncounted errors, GPU memory, XID,
-  sidecar down and stale, Watchdog.
+  The model's operational group (``model_alerts``): queue time, batch efficiency, cache hit ratio, an
+  availability SLI blind to uncounted errors.
+* ``operational.rules.yml`` -- the fleet's operational alerts: a Triton target gone, stalls, near
+  capacity, sidecar down, Watchdog; ``replica.rules.yml`` those that read one target's series (server
+  down, model not ready, GPU memory, XID, sidecar stale).
 
 ``add_runbook_links`` runs last and gives every alert its ``runbook_url``.
 

@@ -24,16 +24,14 @@ ratios Sloth records reads it 71% too high.
 from __future__ import annotations
 
 import math
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from support import promtool_cases
 
 from tritonwatch import catalog
 from tritonwatch.alerts import rules
-from tritonwatch.cli import main
 
 pytestmark = [pytest.mark.needs("promtool"), pytest.mark.usefixtures("platform")]
 
@@ -101,18 +99,8 @@ def page_case(
 
 
 def run_promtool(tmp_path: Path, doc: dict[str, Any], interval: str, cases: list[dict[str, Any]]) -> None:
-    (tmp_path / "slo.yaml").write_text(yaml.safe_dump(doc))
-    out = tmp_path / "rules"
-    assert main(["rules", "--slo", str(tmp_path / "slo.yaml"), "--out", str(out)]) == 0
-    test = {"rule_files": [str(out / "slo.rules.yml")], "evaluation_interval": interval, "tests": cases}
-    (tmp_path / "pages.test.yml").write_text(yaml.safe_dump(test, sort_keys=False))
-    run = subprocess.run(
-        ["promtool", "test", "rules", str(tmp_path / "pages.test.yml")],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    """Only the model's own rule file (its SLO groups): what the pages read, nothing the fleet adds."""
+    promtool_cases.run(tmp_path, doc, interval, cases, files="model-*.rules.yml", timeout=900)
 
 
 def test_pages_fire_at_sloths_minutes_at_28d(tmp_path: Path) -> None:

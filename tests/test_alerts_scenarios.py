@@ -11,16 +11,14 @@ promtool evaluates the generated rules minute by minute over synthetic Triton an
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from support import promtool_cases
 
 from tritonwatch import catalog
 from tritonwatch.alerts import promtests, rules
-from tritonwatch.cli import main
 
 pytestmark = [pytest.mark.needs("promtool"), pytest.mark.usefixtures("platform")]
 
@@ -108,23 +106,7 @@ def alert_labels(severity: str) -> str:
 
 
 def run_scenario(tmp_path: Path, case: dict[str, Any]) -> None:
-    slo_path = tmp_path / "slo.yaml"
-    slo_path.write_text(yaml.safe_dump(SLO_FILE))
-    out = tmp_path / "rules"
-    assert main(["rules", "--slo", str(slo_path), "--out", str(out)]) == 0
-    test = {
-        "rule_files": [str(p) for p in sorted(out.glob("*.rules.yml"))],
-        "evaluation_interval": "1m",
-        "tests": [{"interval": "1m", **case}],
-    }
-    (tmp_path / "scenario.test.yml").write_text(yaml.safe_dump(test, sort_keys=False))
-    run = subprocess.run(
-        ["promtool", "test", "rules", str(tmp_path / "scenario.test.yml")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    promtool_cases.run(tmp_path, SLO_FILE, "1m", [{"interval": "1m", **case}])
 
 
 def test_total_outage_after_a_healthy_hour_pages_within_15_minutes(tmp_path: Path) -> None:
