@@ -44,7 +44,7 @@ from typing import NoReturn
 
 from tritonwatch import slo as slo_model
 from tritonwatch import validators
-from tritonwatch.alerts import alertmanager, generate
+from tritonwatch.alerts import alertmanager
 from tritonwatch.alerts import model_metrics as stanzas
 from tritonwatch.deploy import amconfig, base, manifests, operator_rules, receivers, report, scaling
 from tritonwatch.deploy.render import ANNOTATIONS_LIMIT, COMMAND, dump, labels, last_applied_bytes
@@ -139,10 +139,10 @@ def render_all(
     }
 
 
-def model_metrics(spec: slo_model.SLOFile, slo_path: Path, command: str = COMMAND) -> dict[str, str]:
-    """The Triton 2.65+ overlay's ConfigMap: every model's ``<model>.model_metrics.pbtxt`` stanza."""
-    top = generate.header(str(slo_path), spec.name, command)
-    data = {Path(name).name: top + text for name, text in sorted(stanzas.stanza_files(spec).items())}
+def model_metrics(spec: slo_model.SLOFile, command: str = COMMAND) -> dict[str, str]:
+    """The Triton 2.65+ overlay's ConfigMap: every model's ``<model>.model_metrics.pbtxt`` stanza (the
+    file's own header says how to regenerate it)."""
+    data = {Path(name).name: text for name, text in sorted(stanzas.stanza_files(spec).items())}
     configmap = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -235,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
         if args.autoscaling
         else {}
     )
-    native = {**model_metrics(spec, args.slo, command), **base.triton265(ns)} if args.triton265 else {}
+    native = {**model_metrics(spec, command), **base.triton265(ns)} if args.triton265 else {}
     hand_written = base.base(ns) if args.base else {}
     _write(out, files, "--out")
     print(f"wrote {len(files)} manifests to {out}: {', '.join(sorted(files))}")
