@@ -100,7 +100,7 @@ def min_samples(spec: SLOFile, obj: Objective) -> int | None:
     """A latency SLI's minimum samples a window (None for availability: its guard is the burn alerts')."""
     if obj.kind == "availability":
         return None
-    lat = spec.slo_for(obj.model).latency_for(obj.kind)
+    lat = obj.latency
     assert lat is not None
     return lat.min_samples
 
@@ -118,7 +118,7 @@ def source_rules(spec: SLOFile, obj: Objective, labels: dict[str, str]) -> list[
             build.record(bad, errors, labels),
         ]
     if histogram is not None:
-        lat = spec.slo_for(obj.model).latency_for(obj.kind)
+        lat = obj.latency
         assert lat is not None
         by, _on = _front_by(spec)
         under = f"{by}(rate({histogram.under(lat.threshold)}[{RANGE}]))"
@@ -148,7 +148,7 @@ def source_rules(spec: SLOFile, obj: Objective, labels: dict[str, str]) -> list[
                 labels,
             ),
         ]
-    lat = spec.slo_for(obj.model).latency_for(obj.kind)
+    lat = obj.latency
     assert lat is not None
     name, fixed = latency_histogram(obj.kind)
     sel = (*fixed, model)

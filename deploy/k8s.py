@@ -63,7 +63,6 @@ REPORT_FILE = "report-cronjob.yaml"
 DEFAULT_OUT = Path("deploy/kubernetes/generated")
 MODEL_METRICS_FILE = "native-latency/model-metrics.yaml"
 MODEL_METRICS_CONFIGMAP = "tritonwatch-model-metrics"
-STANZA_SUFFIX = ".model_metrics.pbtxt"
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # DNS-1123 label
 
 

@@ -2,7 +2,8 @@
 
     model_repository()   the demo's models (fraud_detector: config.pbtxt and model.onnx)
     replay_dir()         recorded GPU node payloads (dcgm_*.txt, triton_gpu_*.txt) for ``--gpu-replay``
-    demo_slo(...)        the demo's ``--slo``: the bundled SLO file for the bundled models only
+    own_demo_slo()       the demo's own SLO file (an objective on fraud_pipeline)
+    demo_slo(...)        the demo's ``--slo``: its own SLO file for the bundled models only
 
 In a checkout ``local/model_repository`` is a link to the top-level ``model_repository/``.
 """
@@ -35,6 +36,11 @@ def replay_dir() -> Path:
     return package_path("tritonwatch.local", "replay")
 
 
+def own_demo_slo() -> Path:
+    """The demo's own SLO file: an objective on ``fraud_pipeline``, the model its clients call."""
+    return package_path("tritonwatch.local", "demo_slo.yaml")
+
+
 def demo_slo(slo: str | None, model_repository: str | None) -> str:
     """The SLO file the demo's rules come from: ``--slo`` as given; without it the bundled one, named on
     stderr, which names the bundled models only: with ``--model-repository`` it is required."""
@@ -42,6 +48,6 @@ def demo_slo(slo: str | None, model_repository: str | None) -> str:
         return slo
     if model_repository:
         raise UsageError("--slo FILE is required with --model-repository: the SLO file for those models")
-    own = str(package_path("tritonwatch.local", "demo_slo.yaml"))
+    own = str(own_demo_slo())
     print(f"tritonwatch demo: no --slo given: the demo's own SLO file {own}", file=sys.stderr)
     return own

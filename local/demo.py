@@ -28,7 +28,6 @@ from urllib.parse import urlsplit
 
 from tritonwatch import catalog
 from tritonwatch.errors import UsageError
-from tritonwatch.local.bundled import package_path
 from tritonwatch.local.demosummary import EXPECTED, PATTERN, Phase, PhaseLoad, Seen, fmt_value, summary_text
 
 log = logging.getLogger("tritonwatch.local.demo")
@@ -76,7 +75,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-DEMO_SLO = "demo_slo.yaml"  # package data of tritonwatch.local
 MAX_TRITON_RESTARTS = 3  # a Triton that dies more often than this in one demo is left dead, and said so
 OPEN_ENDED_PERIOD = 240.0  # with no --duration the pattern repeats every 4 minutes
 
@@ -368,7 +366,7 @@ class LoadPattern:
 def run(args: argparse.Namespace) -> int:
     if args.duration < 0:
         raise UsageError(f"--duration: must be >= 0 (got {args.duration})")
-    from tritonwatch.local.bundled import demo_slo, model_repository
+    from tritonwatch.local.bundled import demo_slo, model_repository, own_demo_slo
 
     repo = Path(args.model_repository) if args.model_repository else model_repository()
     if not repo.is_dir():
@@ -388,7 +386,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     stack = Stack(workdir, repo, Path(args.slo), args.gpu_replay)
-    own = not args.model_repository and args.slo == str(package_path("tritonwatch.local", DEMO_SLO))
+    own = not args.model_repository and args.slo == str(own_demo_slo())
     seen = Seen(shimmed=_shimmed(repo), expected=dict(EXPECTED) if own else {})
     rows: dict[str, dict[str, float]] = {}
     load: LoadPattern | None = None

@@ -106,10 +106,9 @@ def test_the_demo_slo_file_puts_the_clients_objective_on_the_pipeline() -> None:
     """Only fraud_pipeline has availability (and so a page); the shimmed step has none, so the
     uncounted-errors alert has no objective to fire for."""
     from tritonwatch import slo
-    from tritonwatch.local.bundled import package_path
-    from tritonwatch.local.demo import DEMO_SLO
+    from tritonwatch.local.bundled import own_demo_slo
 
-    spec = slo.load(package_path("tritonwatch.local", DEMO_SLO))
+    spec = slo.load(own_demo_slo())
     assert [(o.model, o.kind) for o in spec.objectives() if o.kind in ("availability", "latency")] == [
         ("fraud_pipeline", "availability")
     ]
