@@ -320,6 +320,11 @@ class LoadPattern:
         if not self._drivers:
             return
         load = self.phases.setdefault(self.phase, PhaseLoad())
+        # Every driver stops sending at once: one after the other, each waiting out its requests in flight
+        # (up to its timeout on a server that is restarting), the last phase's counts came after the demo
+        # had read them.
+        for d in self._drivers:
+            d.halt()
         for d in self._drivers:
             stats = d.stop()
             load.requests += stats.requests

@@ -200,6 +200,10 @@ class LoadDriver:
             self._threads.append(t)
         return self
 
+    def halt(self) -> None:
+        """Stop sending, without waiting: several drivers then wait for their requests in flight at once."""
+        self._stop.set()
+
     def stop(self) -> LoadStats:
         """Stop sending, wait for in-flight requests to finish, return the final counts."""
         self._stop.set()
